@@ -1,0 +1,1 @@
+"""Named experiments and reports built on the methods and the simulator."""

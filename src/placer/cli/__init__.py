@@ -1,0 +1,278 @@
+"""`placer ...`: the command line. Thin: every command parses, calls the library, prints.
+
+Bad input anywhere raises :class:`placer.errors.InputError`; :func:`main` prints its one line and
+exits with status 2, writing nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from placer.errors import InputError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Find fast device placements for neural-network training graphs.")
+console = Console()
+err_console = Console(stderr=True)
+
+GraphArg = typer.Argument(..., help="graph file (native JSON, PipeDream graph.txt, dnn-partitioning JSON) or built-in name")
+ClusterOpt = typer.Option("auto", "--cluster", "-c", help="preset name, cluster JSON file, or 'auto'")
+JsonOpt = typer.Option(False, "--json", help="print machine-readable JSON")
+SimOpt = typer.Option("default", "--sim", help="'default' (cluster links, no gaps) or 'placeto' (reference constants)")
+
+
+def _emit(data: dict, as_json: bool, render) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps(data, indent=1, default=_jsonable) + "\n")
+    else:
+        render(data)
+
+
+def _jsonable(x):
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    raise TypeError(type(x).__name__)
+
+
+def _us(x: float) -> str:
+    return f"{x / 1000:,.2f} ms" if np.isfinite(x) else "inf"
+
+
+def _gib(x: float) -> str:
+    return f"{x / 2**30:,.2f} GiB"
+
+
+# ---------------------------------------------------------------------- shared loaders
+def load_problem(graph: str, cluster: str):
+    from placer.problem import Problem
+    from placer.resolve import resolve_cluster, resolve_graph
+
+    g = resolve_graph(graph)
+    c = resolve_cluster(cluster, g, graph)
+    return Problem(g, c)
+
+
+def sim_params(name: str):
+    from placer.sim import SimParams
+
+    if name == "default":
+        return SimParams()
+    if name == "placeto":
+        return SimParams.placeto()
+    raise InputError("--sim", f"'{name}'", "is not a simulator preset", "use 'default' or 'placeto'")
+
+
+# ---------------------------------------------------------------------- commands
+@app.command()
+def info(graph: str = GraphArg, cluster: str = ClusterOpt, as_json: bool = JsonOpt):
+    """Ops, edges, total work, critical path, memory and lower bounds of a graph on a cluster."""
+    P = load_problem(graph, cluster)
+    data = {"graph": P.graph.subgraph_summary(), "problem": P.summary()}
+
+    def render(d):
+        gs, ps = d["graph"], d["problem"]
+        t = Table(title=f"{gs['name']} on {ps['cluster']}", show_header=False)
+        t.add_row("ops / edges", f"{gs['ops']:,} / {gs['edges']:,}")
+        t.add_row("forward / backward / update", f"{gs['forward']:,} / {gs['backward']:,} / {gs['update']:,}")
+        t.add_row("cost keys (per device)", ", ".join(f"{n}={s}" for n, s in zip(ps["devices"], ps["cost_sources"])))
+        t.add_row("total work (fastest device)", _us(ps["total_work_us"]))
+        t.add_row("critical path (fastest, no comm)", _us(ps["critical_path_us"]))
+        t.add_row("load bound (work / devices)", _us(ps["load_bound_us"]))
+        t.add_row("lower bound on step time", _us(ps["lower_bound_us"]))
+        t.add_row("parameter / persistent memory", _gib(ps["param_bytes"]))
+        t.add_row("sum of output tensors", _gib(gs["output_bytes"]))
+        t.add_row("device memory", ", ".join(_gib(m) for m in ps["memory_bytes"]))
+        t.add_row("colocation groups", str(gs["colocation_groups"]))
+        t.add_row("fits in total memory", "yes" if ps["memory_possible"] else "NO")
+        console.print(t)
+
+    _emit(data, as_json, render)
+
+
+@app.command()
+def convert(src: str = typer.Argument(..., help="graph in any supported format"),
+            out: Path = typer.Argument(..., help="native JSON output (.json or .json.gz)"),
+            cluster_out: Optional[Path] = typer.Option(None, help="also write the cluster a dnn-partitioning file describes")):
+    """Convert a graph to the native JSON format."""
+    from placer.frontends.native import save_cluster, save_graph
+    from placer.resolve import resolve_graph
+
+    g = resolve_graph(src)
+    c = None
+    if cluster_out is not None:
+        from placer.resolve import resolve_cluster
+        c = resolve_cluster("auto", g, src)
+    save_graph(g, out)
+    if c is not None:
+        save_cluster(c, cluster_out)
+    err_console.print(f"wrote {out} ({g.n_ops:,} ops, {g.n_edges:,} edges)")
+
+
+@app.command()
+def simulate(graph: str = GraphArg, cluster: str = ClusterOpt,
+             placement: str = typer.Option(..., "--placement", "-p", help="placement JSON, or 'single:<device index>'"),
+             trace: Optional[Path] = typer.Option(None, help="write a Chrome trace (Perfetto, chrome://tracing)"),
+             sim: str = SimOpt, as_json: bool = JsonOpt):
+    """Simulate one training step of a placement: makespan, utilisation, peak memory."""
+    from placer.frontends.native import load_placement, write_text_atomic
+    from placer.sim import simulate as run_sim
+
+    P = load_problem(graph, cluster)
+    if placement.startswith("single:"):
+        try:
+            d = int(placement.split(":", 1)[1])
+        except ValueError:
+            raise InputError("--placement", placement, "is not single:<device index>", "e.g. single:0") from None
+        p = np.full(P.n_ops, d)
+    else:
+        p = load_placement(placement, P.graph, P.cluster)
+    p = P.validate_placement(p, placement)
+    r = run_sim(P, p, sim_params(sim))
+    data = r.summary(list(P.cluster.device_names))
+    data["lower_bound_us"] = P.lower_bound_us
+    if trace is not None:
+        write_text_atomic(trace, json.dumps(r.chrome_trace(P.graph.op_names, P.cluster.device_names)))
+
+    def render(d):
+        console.print(f"step time {_us(d['makespan_us'])}  (lower bound {_us(d['lower_bound_us'])}, "
+                      f"objective {_us(d['objective'])}{', OOM' if d['oom'] else ''}, {d['transfers']:,} transfers)")
+        t = Table("device", "busy", "utilisation", "peak memory", "capacity", "OOM")
+        for dv in d["devices"]:
+            t.add_row(dv["name"], _us(dv["busy_us"]), f"{dv['utilisation']:.1%}", _gib(dv["peak_memory_bytes"]),
+                      _gib(dv["memory_bytes"]), "OOM" if dv["oom"] else "")
+        console.print(t)
+        if trace is not None:
+            err_console.print(f"wrote trace {trace}")
+
+    _emit(data, as_json, render)
+
+
+@app.command()
+def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
+             method: str = typer.Option("local-search", "--method", "-m", help="see `placer methods`"),
+             budget: Optional[int] = typer.Option(None, help="placements the method may sample"),
+             seconds: Optional[float] = typer.Option(None, help="wall-clock limit"),
+             seed: int = typer.Option(0, help="random seed (same seed, same placement)"),
+             out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the placement JSON here"),
+             sim: str = SimOpt, as_json: bool = JsonOpt):
+    """Find a placement with one method."""
+    from placer.frontends.native import save_placement
+    from placer.methods import Budget, run_method
+
+    P = load_problem(graph, cluster)
+    with console.status(f"{method} on {P.graph.name} / {P.cluster.name} ...", spinner="dots"):
+        res = run_method(method, P, Budget(budget, seconds), seed, sim_params(sim))
+    data = res.summary()
+    data["lower_bound_us"] = P.lower_bound_us
+    if out is not None:
+        save_placement(out, P.graph, P.cluster, res.placement.devices, result=data)
+
+    def render(d):
+        console.print(f"{d['method']}: step time {_us(d['step_time_us'])} (lower bound {_us(d['lower_bound_us'])})"
+                      f"{'  OOM' if d['oom'] else ''}; {d['placements_sampled']:,} placements, "
+                      f"{d['sim_calls']:,} simulator calls, {d['wall_s']:.2f} s")
+        console.print("ops per device: " + ", ".join(f"{k}={v}" for k, v in d["device_counts"].items()))
+        if out is not None:
+            err_console.print(f"wrote {out}")
+
+    _emit(data, as_json, render)
+
+
+@app.command()
+def methods(as_json: bool = JsonOpt):
+    """List the placement methods."""
+    from placer.methods import METHODS
+
+    rows = [{"name": m.name, "family": m.family, "summary": m.summary, "paper": m.paper,
+             "unavailable": m.available()} for m in sorted(METHODS.values(), key=lambda m: (m.family, m.name))]
+
+    def render(rs):
+        t = Table("method", "family", "what it does", "availability")
+        for r in rs:
+            t.add_row(r["name"], r["family"], r["summary"], r["unavailable"] or "ok")
+        console.print(t)
+
+    _emit({"methods": rows}, as_json, lambda d: render(d["methods"]))
+
+
+@app.command()
+def compare(graph: str = typer.Argument("default", help="graph file or built-in name ('default': the demo model)"),
+            cluster: str = ClusterOpt,
+            methods: str = typer.Option("default", help="comma-separated method names, or 'default' / 'all'"),
+            budget: Optional[int] = typer.Option(None, help="placements per search method"),
+            seed: int = typer.Option(0), sim: str = SimOpt, as_json: bool = JsonOpt):
+    """The main job: place a graph with the best available methods and print it beside the baselines."""
+    from rich.progress import Progress
+
+    from placer.bench.compare import compare_methods, default_methods
+    from placer.resolve import DEFAULT_GRAPH
+
+    P = load_problem(DEFAULT_GRAPH if graph == "default" else graph, cluster)
+    names = default_methods() if methods == "default" else None if methods == "all" else methods.split(",")
+    with Progress(console=err_console, transient=True) as prog:
+        task = prog.add_task("placing", total=None)
+        data = compare_methods(P, names, budget, seed, sim_params(sim),
+                               on_start=lambda m, k, n: prog.update(task, description=f"{m} ({k}/{n})", total=n, completed=k - 1))
+
+    def render(d):
+        t = Table("method", "step time", "vs single GPU", "vs lower bound", "OOM", "placements", "sim calls", "seconds",
+                  title=f"{d['graph']} ({d['ops']:,} ops) on {d['cluster']}; lower bound {_us(d['lower_bound_us'])}")
+        for r in d["rows"]:
+            if "error" in r:
+                t.add_row(r["method"], "n/a", "", "", "", "", "", "", end_section=False)
+                continue
+            best = " *" if r["method"] == d["best"] else ""
+            t.add_row(r["method"] + best, _us(r["step_time_us"]),
+                      f"{r['speedup_vs_single_gpu']:.2f}x" if r.get("speedup_vs_single_gpu") else "",
+                      f"{r['step_time_us'] / d['lower_bound_us']:.2f}", "OOM" if r["oom"] else "",
+                      f"{r['placements_sampled']:,}", f"{r['sim_calls']:,}", f"{r['wall_s']:.2f}")
+        console.print(t)
+        for r in d["rows"]:
+            if "error" in r:
+                console.print(f"[dim]{r['method']}: {r['error']}[/dim]")
+        console.print(f"best: {d['best']} (* above)")
+
+    _emit(data, as_json, render)
+
+
+def _load_plugins() -> None:
+    """Sub-command groups of other layers (zoo, bench, rl) register themselves on ``app``."""
+    import importlib
+
+    for mod in ("placer.cli.zoo", "placer.cli.bench", "placer.cli.learn"):
+        try:
+            importlib.import_module(mod)
+        except ModuleNotFoundError as e:
+            if e.name != mod:
+                raise
+
+
+def main() -> None:
+    _load_plugins()
+    try:
+        app(standalone_mode=False)
+    except InputError as e:
+        err_console.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except (typer.BadParameter, typer.Abort) as e:  # pragma: no cover - click formats these itself
+        err_console.print(f"error: {e}")
+        sys.exit(2)
+    except Exception as e:
+        import click
+
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            sys.exit(2)
+        if isinstance(e, click.exceptions.Exit):
+            sys.exit(e.exit_code)
+        raise

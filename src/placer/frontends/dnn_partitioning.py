@@ -1,0 +1,136 @@
+"""Importer for the NeurIPS 2020 dnn-partitioning inputs (Tarnawski et al., msr-fiddle/dnn-partitioning).
+
+A graph file holds ``maxSizePerFPGA`` (bytes per accelerator), ``maxFPGAs``, ``maxCPUs``, ``nodes``
+(id, name, supportedOnFpga, cpuLatency, fpgaLatency, isBackwardNode, optional colorClass, size) and
+``edges`` (sourceId, destId, cost, size). Latencies and edge costs are milliseconds (edge cost =
+size / 2 MiB per ms, i.e. a 2.1 GB/s accelerator<->CPU link); they become microseconds under the
+cost keys ``gpu`` ("FPGA" there means any accelerator) and ``cpu``. A node's ``size`` (bytes of
+memory it needs) becomes its persistent ``param_bytes``; colorClass becomes the colocation group;
+an op not supportedOnFpga gets ``inf`` on accelerators.
+
+:func:`cluster_for` builds the matching cluster (maxFPGAs accelerators then maxCPUs CPUs, the link
+bandwidth implied by the edge costs) and :func:`load_expert` reads a human-expert split file.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from statistics import median
+
+import numpy as np
+
+from placer.cluster import Cluster, Device, make_cluster
+from placer.errors import InputError
+from placer.frontends.native import read_json
+from placer.graph import BACKWARD, FORWARD, OpGraph
+
+CPU_MEMORY_BYTES = float(2**40)  # the inputs give no CPU limit: 1 TiB, effectively unbounded
+
+
+def is_dnn_partitioning(doc) -> bool:
+    return isinstance(doc, dict) and "nodes" in doc and "maxFPGAs" in doc
+
+
+def _check(doc, path):
+    if not is_dnn_partitioning(doc):
+        raise InputError(path, "top level", "is not a dnn-partitioning graph (no nodes / maxFPGAs)",
+                         "give a file from dnn-partitioning's *-inputs folders")
+
+
+def graph_from_doc(doc, path: str, name: str | None = None) -> OpGraph:
+    _check(doc, path)
+    nodes, edges = doc["nodes"], doc.get("edges", [])
+    names_raw = [str(n.get("name", n.get("id"))) for n in nodes]
+    unique = len(set(names_raw)) == len(names_raw)
+    names, gpu, cpu, size, role, coloc, mods = [], [], [], [], [], [], []
+    id_to_name = {}
+    for k, n in enumerate(nodes):
+        try:
+            nid = int(n["id"])
+            cl, fl = float(n["cpuLatency"]), float(n["fpgaLatency"])
+        except (KeyError, TypeError, ValueError):
+            raise InputError(path, f"node #{k}", "lacks a numeric id, cpuLatency or fpgaLatency", "fix the node") from None
+        nm = names_raw[k] if unique else f"{names_raw[k]}#{nid}"
+        if nid in id_to_name:
+            raise InputError(path, f"node id {nid}", "is duplicated", "make node ids unique")
+        id_to_name[nid] = nm
+        names.append(nm)
+        mods.append(names_raw[k])
+        cpu.append(cl * 1000.0)
+        gpu.append(fl * 1000.0 if n.get("supportedOnFpga", True) else math.inf)
+        size.append(float(n.get("size", 0.0)))
+        role.append(BACKWARD if n.get("isBackwardNode") else FORWARD)
+        coloc.append(int(n["colorClass"]) if n.get("colorClass") is not None else -1)
+    gedges = []
+    for k, e in enumerate(edges):
+        try:
+            s, d = int(e["sourceId"]), int(e["destId"])
+        except (KeyError, TypeError, ValueError):
+            raise InputError(path, f"edge #{k}", "lacks sourceId / destId", "fix the edge") from None
+        if s not in id_to_name or d not in id_to_name:
+            raise InputError(path, f"edge #{k} ({s} -> {d})", "names a node id that does not exist", "fix the edge")
+        gedges.append((id_to_name[s], id_to_name[d], float(e.get("size", 0.0))))
+    out = np.zeros(len(names))
+    idx = {nm: i for i, nm in enumerate(names)}
+    for s, d, b in gedges:
+        out[idx[s]] = max(out[idx[s]], b)
+    return OpGraph.build(names, gedges, name=name or Path(path).stem, op_types=["op"] * len(names), modules=mods,
+                         compute_us={"gpu": gpu, "cpu": cpu}, param_bytes=size, output_bytes=out, role=role,
+                         colocation=coloc,
+                         meta={"source": "dnn-partitioning", "file": Path(path).name,
+                               "costs": "gpu = fpgaLatency (accelerator), cpu = cpuLatency; ms -> us",
+                               "node_ids": {nm: int(n["id"]) for nm, n in zip(names, nodes)}},
+                         source=path)
+
+
+def cluster_from_doc(doc, path: str) -> Cluster:
+    _check(doc, path)
+    rates = [float(e["size"]) / (float(e["cost"]) * 1000.0) for e in doc.get("edges", [])
+             if float(e.get("cost", 0)) > 0 and float(e.get("size", 0)) > 0]
+    bw = median(rates) if rates else 2**21 / 1000.0
+    mem = float(doc["maxSizePerFPGA"])
+    devs = [Device(f"acc:{i}", "gpu", "accelerator", mem) for i in range(int(doc["maxFPGAs"]))]
+    devs += [Device(f"cpu:{i}", "cpu", "cpu", CPU_MEMORY_BYTES) for i in range(int(doc.get("maxCPUs", 0)))]
+    return make_cluster(f"{Path(path).stem}-cluster", devs, bw, 0.0,
+                        meta={"source": "dnn-partitioning", "bandwidth": "median size/cost over the file's edges"},
+                        source=path)
+
+
+def load_dnn_partitioning(path, name: str | None = None) -> OpGraph:
+    return graph_from_doc(read_json(path), str(path), name)
+
+
+def cluster_for(path) -> Cluster:
+    """The cluster a dnn-partitioning input describes."""
+    return cluster_from_doc(read_json(path), str(path))
+
+
+def load_expert(path, graph: OpGraph, cluster: Cluster) -> np.ndarray:
+    """A human-expert split (``{"fpgas": [{"nodes": [ids]}, ...], "cpus": [...]}``) as device indices
+    on ``cluster`` (accelerators first, then CPUs, as :func:`cluster_from_doc` orders them)."""
+    path = str(path)
+    doc = read_json(path)
+    if not isinstance(doc, dict) or "fpgas" not in doc:
+        raise InputError(path, "top level", "is not an expert split (no 'fpgas')", "give a human-experts/*.json file")
+    ids = graph.meta.get("node_ids")
+    if ids is None:
+        raise InputError(path, "graph", "was not imported from a dnn-partitioning file", "import the matching graph")
+    n_acc = sum(1 for d in cluster.devices if d.kind == "gpu")
+    index = {nm: i for i, nm in enumerate(graph.op_names)}
+    pos = {int(nid): index[nm] for nm, nid in ids.items()}  # node id -> op index
+    out = np.full(graph.n_ops, -1, dtype=np.int64)
+    for kind, base in (("fpgas", 0), ("cpus", n_acc)):
+        for k, grp in enumerate(doc.get(kind, [])):
+            dev = base + k
+            if dev >= cluster.n_devices or (kind == "fpgas" and k >= n_acc):
+                raise InputError(path, f"{kind}[{k}]", f"needs device {dev} but the cluster has {cluster.n_devices}",
+                                 "use the cluster of the matching graph")
+            for nid in grp.get("nodes", []):
+                if int(nid) not in pos:
+                    raise InputError(path, f"node {nid}", "is not in the graph", "pair the split with its graph file")
+                out[pos[int(nid)]] = dev
+    if (out < 0).any():
+        i = int(np.flatnonzero(out < 0)[0])
+        raise InputError(path, f"op '{graph.op_names[i]}'", "is not assigned by the split", "pair the split with its graph")
+    return out

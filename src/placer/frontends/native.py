@@ -1,0 +1,293 @@
+"""The native file format: versioned JSON (optionally gzip) for graphs, clusters and placements.
+
+Documented in ``docs/format.md`` and described by ``src/placer/schema/placer.schema.json``. Every
+file is an object with ``"format": "placer"``, ``"version": 1`` and ``"kind"`` one of ``graph``,
+``cluster``, ``placement``. Loading never executes anything (no pickle); writing is deterministic,
+so graph -> JSON -> graph -> JSON is bit-for-bit identical.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from placer.cluster import Cluster, Device, make_cluster
+from placer.errors import InputError
+from placer.graph import ROLE_NAMES, OpGraph
+
+FORMAT, VERSION = "placer", 1
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schema" / "placer.schema.json"
+
+
+# ---------------------------------------------------------------------- raw I/O
+def read_json(path: str | os.PathLike) -> Any:
+    """Read JSON or gzip'd JSON; a missing, truncated or malformed file raises InputError."""
+    path = str(path)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise InputError(path, "file", "does not exist", "check the path") from None
+    except IsADirectoryError:
+        raise InputError(path, "file", "is a directory", "give a file") from None
+    except OSError as e:
+        raise InputError(path, "file", f"cannot be read ({e.strerror})", "check its permissions") from None
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError):
+            raise InputError(path, "file", "is a truncated or corrupt gzip file", "re-create or re-download it") from None
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise InputError(path, "file", "is not UTF-8 text", "give a JSON file") from None
+    except json.JSONDecodeError as e:
+        raise InputError(path, f"line {e.lineno} column {e.colno}", f"is not valid JSON ({e.msg})",
+                         "fix the file or re-create it (it may be truncated)") from None
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` (gzip'd when the name ends in .gz) so that a failure leaves no partial file."""
+    path = Path(path)
+    data = text.encode("utf-8")
+    if path.suffix == ".gz":
+        data = gzip.compress(data, mtime=0)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def dumps(doc: dict) -> str:
+    return json.dumps(doc, indent=1, allow_nan=False) + "\n"
+
+
+def _header(doc: Any, path: str, kind: str) -> None:
+    if not isinstance(doc, dict):
+        raise InputError(path, "top level", "is not a JSON object", f"give a placer {kind} file")
+    if doc.get("format") != FORMAT:
+        raise InputError(path, "format", f"is {doc.get('format')!r}, not 'placer'",
+                         "convert it first with `placer convert` (PipeDream and dnn-partitioning files are imported)")
+    if doc.get("version") != VERSION:
+        raise InputError(path, "version", f"{doc.get('version')!r} is not supported", f"use version {VERSION}")
+    if doc.get("kind") != kind:
+        raise InputError(path, "kind", f"is {doc.get('kind')!r}, expected {kind!r}", f"give a {kind} file")
+
+
+def _num(x: float) -> Any:
+    """Integral floats as JSON integers (bytes, FLOPs), others as the shortest round-trip repr."""
+    x = float(x)
+    return int(x) if x.is_integer() and abs(x) < 2**53 else x
+
+
+# ---------------------------------------------------------------------- graphs
+def graph_to_doc(g: OpGraph) -> dict:
+    ops = []
+    for i in range(g.n_ops):
+        op: dict[str, Any] = {"name": g.op_names[i], "type": g.op_types[i]}
+        if g.modules[i]:
+            op["module"] = g.modules[i]
+        op["role"] = ROLE_NAMES[g.role[i]]
+        if g.compute_us:
+            op["compute_us"] = {k: (None if math.isinf(v[i]) else _num(v[i])) for k, v in g.compute_us.items()}
+        for key in ("flops", "bytes_accessed", "output_bytes", "param_bytes", "temp_bytes"):
+            v = getattr(g, key)[i]
+            if v:
+                op[key] = _num(v)
+        if g.colocation[i] >= 0:
+            op["colocation"] = int(g.colocation[i])
+        if g.mirror[i] >= 0:
+            op["mirror"] = g.op_names[g.mirror[i]]
+        ops.append(op)
+    edges = [[g.op_names[s], g.op_names[d], _num(b)] for s, d, b in zip(g.edge_src, g.edge_dst, g.edge_bytes)]
+    return {"format": FORMAT, "version": VERSION, "kind": "graph", "name": g.name, "meta": dict(g.meta),
+            "ops": ops, "edges": edges}
+
+
+def graph_from_doc(doc: Any, path: str = "<graph>") -> OpGraph:
+    _header(doc, path, "graph")
+    ops = doc.get("ops")
+    if not isinstance(ops, list):
+        raise InputError(path, "ops", "is missing or not a list", "give a list of op objects")
+    names, types, modules, roles, mirrors, coloc = [], [], [], [], [], []
+    fields = {k: [] for k in ("flops", "bytes_accessed", "output_bytes", "param_bytes", "temp_bytes")}
+    keys = sorted({k for op in ops if isinstance(op, dict) for k in (op.get("compute_us") or {})})
+    costs = {k: [] for k in keys}
+    for i, op in enumerate(ops):
+        if not isinstance(op, dict) or not isinstance(op.get("name"), str):
+            raise InputError(path, f"op #{i}", "is not an object with a string 'name'", "give every op a name")
+        nm = op["name"]
+        names.append(nm)
+        types.append(str(op.get("type", "op")))
+        modules.append(str(op.get("module", "")))
+        role = op.get("role", "forward")
+        if role not in ROLE_NAMES:
+            raise InputError(path, f"op '{nm}' role", f"is {role!r}", f"use one of {', '.join(ROLE_NAMES)}")
+        roles.append(ROLE_NAMES.index(role))
+        mirrors.append(op.get("mirror"))
+        c = op.get("colocation", -1)
+        if not isinstance(c, int) or isinstance(c, bool):
+            raise InputError(path, f"op '{nm}' colocation", f"is {c!r}", "use an integer group id")
+        coloc.append(c)
+        for k in fields:
+            fields[k].append(_float(op.get(k, 0), path, f"op '{nm}' {k}"))
+        cu = op.get("compute_us") or {}
+        if not isinstance(cu, dict):
+            raise InputError(path, f"op '{nm}' compute_us", "is not an object", "map device kinds to microseconds")
+        for k in keys:
+            v = cu.get(k, None)
+            costs[k].append(math.inf if v is None else _float(v, path, f"op '{nm}' compute_us[{k}]"))
+    index = {nm: i for i, nm in enumerate(names)}
+    mir = []
+    for nm, m in zip(names, mirrors):
+        if m is None:
+            mir.append(-1)
+        elif m in index:
+            mir.append(index[m])
+        else:
+            raise InputError(path, f"op '{nm}' mirror", f"names unknown op {m!r}", "point it at an op of the graph")
+    edges = doc.get("edges", [])
+    if not isinstance(edges, list):
+        raise InputError(path, "edges", "is not a list", "give a list of [src, dst, bytes]")
+    for k, e in enumerate(edges):
+        if not (isinstance(e, list) and len(e) == 3):
+            raise InputError(path, f"edge #{k}", "is not [src, dst, bytes]", "give src and dst op names and bytes")
+    return OpGraph.build(names, edges, name=str(doc.get("name", Path(path).stem)), op_types=types, modules=modules,
+                         compute_us=costs, role=roles, mirror=mir, colocation=coloc,
+                         meta=doc.get("meta") or {}, source=path, **fields)
+
+
+def _float(v: Any, path: str, item: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise InputError(path, item, f"is {v!r}, not a number", "use a non-negative number")
+    return float(v)
+
+
+# ---------------------------------------------------------------------- clusters
+def cluster_to_doc(c: Cluster) -> dict:
+    D = c.n_devices
+    off = [(a, b) for a in range(D) for b in range(D) if a != b]
+    pairs_bw = [(c.bandwidth_bytes_per_us[a, b], c.latency_us[a, b]) for a, b in off]
+    default = max(set(pairs_bw), key=pairs_bw.count) if pairs_bw else (1.0, 0.0)
+    pairs = [{"src": c.devices[a].name, "dst": c.devices[b].name, "bandwidth_bytes_per_us": _num(w), "latency_us": _num(l)}
+             for (a, b), (w, l) in zip(off, pairs_bw) if (w, l) != default]
+    return {
+        "format": FORMAT, "version": VERSION, "kind": "cluster", "name": c.name, "meta": dict(c.meta),
+        "devices": [{"name": d.name, "kind": d.kind, "model": d.model, "memory_bytes": _num(d.memory_bytes),
+                     "peak_flops_per_us": _num(d.peak_flops_per_us), "mem_bw_bytes_per_us": _num(d.mem_bw_bytes_per_us),
+                     "launch_us": _num(d.launch_us)} for d in c.devices],
+        "links": {"default": {"bandwidth_bytes_per_us": _num(default[0]), "latency_us": _num(default[1])}, "pairs": pairs},
+    }
+
+
+def cluster_from_doc(doc: Any, path: str = "<cluster>") -> Cluster:
+    _header(doc, path, "cluster")
+    devs = doc.get("devices")
+    if not isinstance(devs, list) or not devs:
+        raise InputError(path, "devices", "is missing or empty", "list at least one device")
+    devices = []
+    for i, d in enumerate(devs):
+        if not isinstance(d, dict) or not isinstance(d.get("name"), str):
+            raise InputError(path, f"device #{i}", "is not an object with a string 'name'", "name every device")
+        kind = d.get("kind", "gpu")
+        if kind not in ("gpu", "cpu"):
+            raise InputError(path, f"device '{d['name']}' kind", f"is {kind!r}", "use 'gpu' or 'cpu'")
+        if "memory_bytes" not in d:
+            raise InputError(path, f"device '{d['name']}'", "has no memory_bytes", "give its memory capacity in bytes")
+        devices.append(Device(d["name"], kind, str(d.get("model", kind)).lower(),
+                              _float(d["memory_bytes"], path, f"device '{d['name']}' memory_bytes"),
+                              *(_float(d.get(k, 0), path, f"device '{d['name']}' {k}")
+                                for k in ("peak_flops_per_us", "mem_bw_bytes_per_us", "launch_us"))))
+    links = doc.get("links") or {}
+    default = links.get("default") or {}
+    names = [d.name for d in devices]
+    pairs = {}
+    for k, pr in enumerate(links.get("pairs") or []):
+        try:
+            a, b = names.index(pr["src"]), names.index(pr["dst"])
+        except (KeyError, ValueError, TypeError):
+            raise InputError(path, f"link #{k}", "names a device the cluster does not have", "use device names") from None
+        pairs[(a, b)] = (_float(pr.get("bandwidth_bytes_per_us", default.get("bandwidth_bytes_per_us", 0)), path, f"link #{k}"),
+                         _float(pr.get("latency_us", default.get("latency_us", 0)), path, f"link #{k}"))
+    bw = _float(default.get("bandwidth_bytes_per_us", 1e4), path, "links.default.bandwidth_bytes_per_us")
+    lat = _float(default.get("latency_us", 0.0), path, "links.default.latency_us")
+    return make_cluster(str(doc.get("name", Path(path).stem)), devices, bw, lat, pairs, doc.get("meta"), source=path)
+
+
+# ---------------------------------------------------------------------- placements
+def placement_to_doc(graph: OpGraph, cluster: Cluster, devices: np.ndarray, result: dict | None = None) -> dict:
+    doc = {"format": FORMAT, "version": VERSION, "kind": "placement", "graph": graph.name, "cluster": cluster.name,
+           "devices": list(cluster.device_names),
+           "placement": {graph.op_names[i]: cluster.device_names[int(d)] for i, d in enumerate(devices)}}
+    if result is not None:
+        doc["result"] = result
+    return doc
+
+
+def placement_from_doc(doc: Any, graph: OpGraph, cluster: Cluster, path: str = "<placement>") -> np.ndarray:
+    """Device indices per op; the placement maps op names to device names (or indices)."""
+    _header(doc, path, "placement")
+    mapping = doc.get("placement")
+    names = list(cluster.device_names)
+    if isinstance(mapping, list):
+        if len(mapping) != graph.n_ops:
+            raise InputError(path, "placement", f"has {len(mapping)} entries for {graph.n_ops} ops",
+                             "give one device per op (or map op names to devices)")
+        items = list(zip(graph.op_names, mapping))
+    elif isinstance(mapping, dict):
+        missing = [nm for nm in graph.op_names if nm not in mapping]
+        if missing:
+            raise InputError(path, f"op '{missing[0]}'", f"has no device ({len(missing)} ops missing)", "place every op")
+        extra = [nm for nm in mapping if nm not in set(graph.op_names)]
+        if extra:
+            raise InputError(path, f"op '{extra[0]}'", "is not in the graph", "use the op names of the graph")
+        items = [(nm, mapping[nm]) for nm in graph.op_names]
+    else:
+        raise InputError(path, "placement", "is missing", "map op names to device names")
+    out = np.empty(graph.n_ops, dtype=np.int64)
+    for i, (nm, d) in enumerate(items):
+        if isinstance(d, str) and d in names:
+            out[i] = names.index(d)
+        elif isinstance(d, int) and not isinstance(d, bool) and 0 <= d < len(names):
+            out[i] = d
+        else:
+            raise InputError(path, f"op '{nm}'", f"device {d!r} is not in cluster '{cluster.name}'",
+                             f"use one of {', '.join(names)}")
+    return out
+
+
+# ---------------------------------------------------------------------- convenience
+def load_graph(path) -> OpGraph:
+    return graph_from_doc(read_json(path), str(path))
+
+
+def save_graph(g: OpGraph, path) -> None:
+    write_text_atomic(path, dumps(graph_to_doc(g)))
+
+
+def load_cluster(path) -> Cluster:
+    return cluster_from_doc(read_json(path), str(path))
+
+
+def save_cluster(c: Cluster, path) -> None:
+    write_text_atomic(path, dumps(cluster_to_doc(c)))
+
+
+def load_placement(path, graph: OpGraph, cluster: Cluster) -> np.ndarray:
+    return placement_from_doc(read_json(path), graph, cluster, str(path))
+
+
+def save_placement(path, graph: OpGraph, cluster: Cluster, devices, result: dict | None = None) -> None:
+    write_text_atomic(path, dumps(placement_to_doc(graph, cluster, np.asarray(devices), result)))

@@ -1,0 +1,9 @@
+"""Placement methods, one module each, all with the contract of :mod:`placer.methods.base`.
+
+Importing this package registers every method; ``placer methods`` lists them.
+"""
+
+from placer.methods import baselines  # noqa: F401
+from placer.methods.base import METHODS, Budget, Evaluator, get_method, register, run_method
+
+__all__ = ["METHODS", "Budget", "Evaluator", "get_method", "register", "run_method"]

@@ -1,0 +1,40 @@
+"""Turn command-line names into graphs and clusters: a file path or a built-in name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from placer.cluster import DEFAULT_PRESET, PRESETS, Cluster, preset
+from placer.errors import InputError
+from placer.graph import OpGraph
+
+DEFAULT_GRAPH = "synthetic"  # the demo graph the README's main job places (built here, no download)
+
+
+def resolve_graph(spec: str) -> OpGraph:
+    """A graph file in any supported format, or the name of a built-in graph (``placer zoo list``)."""
+    from placer.frontends import load_any_graph
+    from placer.zoo import BUILTIN
+
+    if Path(spec).exists():
+        return load_any_graph(spec)
+    if spec in BUILTIN:
+        return BUILTIN[spec]()
+    raise InputError(spec, "graph", "is neither a file nor a built-in graph",
+                     f"give a path or one of {', '.join(BUILTIN)}")
+
+
+def resolve_cluster(spec: str, graph: OpGraph | None = None, graph_spec: str | None = None) -> Cluster:
+    """A preset name, a cluster JSON file, or ``auto``: the cluster a dnn-partitioning graph file
+    describes, else the default preset."""
+    if spec == "auto":
+        if graph is not None and graph.meta.get("source") == "dnn-partitioning" and graph_spec and Path(graph_spec).exists():
+            from placer.frontends.dnn_partitioning import cluster_for
+            return cluster_for(graph_spec)
+        return preset(DEFAULT_PRESET)
+    if spec.lower() in PRESETS:
+        return preset(spec)
+    if Path(spec).exists():
+        from placer.frontends.native import load_cluster
+        return load_cluster(spec)
+    return preset(spec)  # raises the "unknown preset" error
