@@ -1,0 +1,125 @@
+"""End-to-end CLI runs on real graphs, and every bad-input case: one line, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import SHARED_GRAPHS, shared_graph_files
+from placer.cli import main
+
+INCEPTION = SHARED_GRAPHS / "pipedream" / "inception_v3.txt"
+BERT = SHARED_GRAPHS / "dnn-partitioning" / "throughput-inputs" / "OperatorGraphs" / "bert_l-3_training.json"
+needs_shared = pytest.mark.skipif(not shared_graph_files(), reason="no shared graphs")
+
+
+def run(capsys, monkeypatch, *args):
+    monkeypatch.setattr(sys, "argv", ["placer", *map(str, args)])
+    code = 0
+    try:
+        main()
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@needs_shared
+@pytest.mark.parametrize("path", [INCEPTION, BERT], ids=["inception", "bert"])
+def test_info_on_real_graphs(capsys, monkeypatch, path):
+    code, out, _ = run(capsys, monkeypatch, "info", path, "--json")
+    assert code == 0
+    d = json.loads(out)
+    assert d["graph"]["ops"] > 500
+    p = d["problem"]
+    assert 0 < p["critical_path_us"] <= p["total_work_us"]
+    assert p["lower_bound_us"] == max(p["critical_path_us"], p["load_bound_us"])
+    code, out, _ = run(capsys, monkeypatch, "info", path)
+    assert code == 0 and "lower bound on step time" in out
+
+
+@needs_shared
+def test_convert_simulate_optimize_round(capsys, monkeypatch, tmp_path):
+    g = tmp_path / "inc.json.gz"
+    code, _, _ = run(capsys, monkeypatch, "convert", INCEPTION, g)
+    assert code == 0 and g.exists()
+    code, out, _ = run(capsys, monkeypatch, "optimize", g, "--method", "round-robin", "--out", tmp_path / "p.json", "--json")
+    assert code == 0
+    res = json.loads(out)
+    assert res["placements_sampled"] == 1 and res["sim_calls"] == 1
+    code, out, _ = run(capsys, monkeypatch, "simulate", g, "--placement", tmp_path / "p.json", "--json",
+                       "--trace", tmp_path / "t.json")
+    assert code == 0
+    sim = json.loads(out)
+    assert sim["makespan_us"] == pytest.approx(res["step_time_us"])
+    trace = json.loads((tmp_path / "t.json").read_text())
+    assert sum(1 for e in trace["traceEvents"] if e["ph"] == "X") >= 652
+
+
+def test_methods_and_compare(capsys, monkeypatch):
+    code, out, _ = run(capsys, monkeypatch, "methods", "--json")
+    names = {m["name"] for m in json.loads(out)["methods"]}
+    assert {"single-gpu", "random", "round-robin", "cpu-only"} <= names
+    code, out, _ = run(capsys, monkeypatch, "compare", "synthetic", "--methods", "single-gpu,random,round-robin",
+                       "--budget", "5", "--json")
+    assert code == 0
+    d = json.loads(out)
+    assert [r["method"] for r in d["rows"]] == ["single-gpu", "random", "round-robin"]
+    assert d["best"] in {"single-gpu", "random", "round-robin"}
+    assert all(r["step_time_us"] >= d["lower_bound_us"] - 1e-6 for r in d["rows"])
+
+
+def write(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def graph_doc(ops, edges):
+    return json.dumps({"format": "placer", "version": 1, "kind": "graph", "name": "t", "ops": ops, "edges": edges})
+
+
+OK_OPS = [{"name": "a", "compute_us": {"gpu": 1}}, {"name": "b", "compute_us": {"gpu": 2}}]
+
+
+@pytest.mark.parametrize("case,args_fn,msg", [
+    ("cyclic graph", lambda t: ["info", write(t, "g.json", graph_doc(OK_OPS, [["a", "b", 1], ["b", "a", 1]]))], "cycle"),
+    ("edge to missing op", lambda t: ["info", write(t, "g.json", graph_doc(OK_OPS, [["a", "zz", 1]]))], "'zz' is not an op"),
+    ("negative cost", lambda t: ["info", write(t, "g.json", graph_doc([{"name": "a", "compute_us": {"gpu": -3}}], []))], "invalid value"),
+    ("NaN cost", lambda t: ["info", write(t, "g.json", graph_doc([{"name": "a", "compute_us": {"gpu": 1}}], []).replace('"gpu": 1', '"gpu": NaN'))], "invalid value"),
+    ("truncated file", lambda t: ["info", write(t, "g.json", graph_doc(OK_OPS, [])[:40])], "not valid JSON"),
+    ("unknown preset", lambda t: ["info", "synthetic", "--cluster", "tpu-pod"], "not a known cluster preset"),
+    ("op fits nowhere", lambda t: ["info", write(t, "g.json", graph_doc([{"name": "a", "compute_us": {"gpu": 1}, "param_bytes": 1e15}], []))], "fits on no device"),
+    ("missing file", lambda t: ["info", t / "nope.json"], "neither a file"),
+    ("unknown method", lambda t: ["optimize", "synthetic", "--method", "nope", "--out", t / "out.json"], "not a known method"),
+])
+def test_bad_input_one_line_exit_2_nothing_written(capsys, monkeypatch, tmp_path, case, args_fn, msg):
+    code, out, err = run(capsys, monkeypatch, *args_fn(tmp_path))
+    assert code == 2, (case, err)
+    assert msg in err
+    assert err.strip().count("\n") == 0 and "Traceback" not in err
+    assert not (tmp_path / "out.json").exists()
+
+
+@pytest.mark.parametrize("placement,msg", [
+    (lambda ops: {"placement": {o: "gpu:0" for o in ops[:-1]}}, "has no device"),
+    (lambda ops: {"placement": {o: "gpu:7" for o in ops}}, "not in cluster"),
+    (lambda ops: {"placement": ["gpu:0"] * (len(ops) + 2)}, "entries for"),
+])
+def test_bad_placements(capsys, monkeypatch, tmp_path, placement, msg):
+    from placer.zoo import BUILTIN
+
+    ops = list(BUILTIN["synthetic"]().op_names)
+    doc = {"format": "placer", "version": 1, "kind": "placement", **placement(ops)}
+    p = write(tmp_path, "p.json", json.dumps(doc))
+    code, _, err = run(capsys, monkeypatch, "simulate", "synthetic", "--placement", p, "--trace", tmp_path / "t.json")
+    assert code == 2 and msg in err and not (tmp_path / "t.json").exists()
+
+
+def test_console_script_exit_code(tmp_path):
+    bad = write(tmp_path, "g.json", "{")
+    r = subprocess.run([sys.executable, "-m", "placer", "info", str(bad)], capture_output=True, text=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and str(bad) in r.stderr
