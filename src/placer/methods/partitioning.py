@@ -1,0 +1,161 @@
+"""Graph-partitioning placers: METIS k-way (Post's "Metis" baseline, Gao et al. section 4), the
+Scotch static mapper (the Hierarchical Planner's "Scotch" baseline, Mirhoseini et al. 2018
+section 3) and MinCut (the same mapper with the GPUs only as targets).
+
+All three work on the graph of placement units (colocation groups contracted, see
+:mod:`placer.methods.support`), with a unit's compute cost as its vertex weight and the bytes
+between units as edge weights, and hand the result through the same memory repair as every
+classical method: units move off devices whose parameters overflow, then off devices whose
+simulated peak overflows.
+
+Scotch is the real library (``scotchpy64``, the ``scotch`` extra): the process graph is mapped onto
+a decomposition-defined target architecture built from a complete target graph whose vertex
+weights are the devices' relative compute speeds and whose edge weights are the relative cost of
+a byte on each link (inverse bandwidth), Scotch's dual recursive bipartitioning doing the rest.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from placer.methods.base import Budget, Evaluator, register
+from placer.methods.support import Units, gpu_devices, link_arrays, make_units, relieve_oom
+
+
+def _int_weights(x: np.ndarray, top: int) -> np.ndarray:
+    """Non-negative floats scaled to integers in [1, top] (relative sizes kept)."""
+    x = np.asarray(x, dtype=np.float64)
+    m = x.max() if len(x) else 0.0
+    if not np.isfinite(m) or m <= 0:
+        return np.ones(len(x), dtype=np.int64)
+    return np.maximum(1, np.round(x / m * top)).astype(np.int64)
+
+
+def _unit_cost(units: Units, devs: list[int]) -> np.ndarray:
+    """A unit's compute cost on the target devices: its mean over those it can run on."""
+    c = units.compute_us[:, devs]
+    fin = np.isfinite(c)
+    mean = np.where(fin, c, 0.0).sum(axis=1) / np.maximum(fin.sum(axis=1), 1)
+    fallback = np.where(np.isfinite(units.compute_us), units.compute_us, np.inf).min(axis=1)
+    return np.where(fin.any(axis=1), mean, fallback)
+
+
+def _runnable_targets(problem, units: Units, devs: list[int]) -> list[int]:
+    """Target devices that can run at least half of the work (a CPU with no costs is left out)."""
+    ok = np.isfinite(units.compute_us)
+    return [d for d in devs if ok[:, d].mean() >= 0.5] or devs
+
+
+def _finish_parts(problem, units: Units, unit_dev: np.ndarray) -> np.ndarray:
+    """Per-op placement; a unit mapped to a device it cannot run on goes to the runnable device
+    with the least compute so far."""
+    udev = np.asarray(unit_dev, dtype=np.int64).copy()
+    comp = units.compute_us
+    load = np.zeros(problem.n_devices)
+    ok_now = np.isfinite(comp[np.arange(units.n_units), udev])
+    np.add.at(load, udev[ok_now], comp[np.flatnonzero(ok_now), udev[ok_now]])
+    for u in np.flatnonzero(~ok_now):
+        cand = np.flatnonzero(np.isfinite(comp[u]))
+        d = cand[np.argmin(load[cand] + comp[u, cand])]
+        udev[u] = d
+        load[d] += comp[u, d]
+    return units.expand(udev)
+
+
+# ---------------------------------------------------------------------- METIS
+def metis_placement(problem, devices: list[int], seed: int = 0, ufactor: int = 30) -> np.ndarray:
+    """k-way METIS over the unit graph, k = number of devices, part k -> devices[k]."""
+    import pymetis
+
+    units = make_units(problem)
+    devs = _runnable_targets(problem, units, list(devices))
+    if len(devs) == 1 or units.n_units <= 1:
+        return _finish_parts(problem, units, np.full(units.n_units, devs[0]))
+    xadj, adj, w = units.undirected_csr()
+    vw = _int_weights(_unit_cost(units, devs), 10**5)
+    ew = _int_weights(w, 10**5) if len(w) else w.astype(np.int64)
+    opts = pymetis.Options(seed=int(seed) % (2**31), ufactor=int(ufactor))
+    _, parts = pymetis.part_graph(len(devs), xadj=xadj.tolist(), adjncy=adj.tolist(), vweights=vw.tolist(),
+                                  eweights=ew.tolist(), options=opts)
+    return _finish_parts(problem, units, np.asarray(devs)[np.asarray(parts, dtype=np.int64)])
+
+
+# ---------------------------------------------------------------------- Scotch
+def scotch_available() -> str | None:
+    try:
+        import scotchpy  # noqa: F401
+    except Exception as e:  # ImportError, or the bundled libscotch failing to load
+        return f"scotchpy64 is not importable ({type(e).__name__}); pip install 'placer[scotch]'"
+    return None
+
+
+def scotch_placement(problem, devices: list[int], seed: int = 0, sim_params=None) -> np.ndarray:
+    """Scotch static mapping of the unit graph onto the devices (target graph: device speeds as
+    vertex weights, inverse link bandwidths as edge weights)."""
+    import scotchpy
+
+    units = make_units(problem)
+    devs = _runnable_targets(problem, units, list(devices))
+    if len(devs) == 1 or units.n_units <= 1:
+        return _finish_parts(problem, units, np.full(units.n_units, devs[0]))
+    scotchpy.common.random_seed(int(seed) % (2**31))
+    scotchpy.common.random_reset()
+    # process graph
+    xadj, adj, w = units.undirected_csr()
+    proc = scotchpy.Graph()
+    proc.build(baseval=0, verttab=xadj.astype(np.int64), edgetab=adj.astype(np.int64),
+               velotab=_int_weights(_unit_cost(units, devs), 10**5),
+               edlotab=_int_weights(w, 10**5) if len(w) else np.ones(0, dtype=np.int64))
+    # target architecture: complete graph over the devices
+    comp = units.compute_us
+    fast = np.where(np.isfinite(comp), comp, np.inf).min(axis=1)
+    speed = []
+    for d in devs:
+        ok = np.isfinite(comp[:, d])
+        speed.append(fast[ok].sum() / max(comp[ok, d].sum(), 1e-12) if ok.any() else 1e-3)
+    bw, _ = link_arrays(problem, sim_params)
+    k = len(devs)
+    txadj = np.arange(0, k * (k - 1) + 1, k - 1, dtype=np.int64)
+    tadj = np.array([b for a in range(k) for b in range(k) if b != a], dtype=np.int64)
+    inv = np.array([1.0 / bw[devs[a], devs[b]] for a in range(k) for b in range(k) if b != a])
+    tgt = scotchpy.Graph()
+    tgt.build(baseval=0, verttab=txadj, edgetab=tadj, velotab=_int_weights(np.array(speed), 1000),
+              edlotab=_int_weights(inv, 1000))
+    arch = scotchpy.Arch()
+    arch.build(tgt, np.arange(k, dtype=np.int64), scotchpy.Strat())
+    parts = np.zeros(units.n_units, dtype=np.int64)
+    proc.map(arch, parttab=parts)
+    return _finish_parts(problem, units, np.asarray(devs)[parts])
+
+
+# ---------------------------------------------------------------------- registered methods
+def _finish(name, problem, ev: Evaluator, placement, params):
+    p, r = relieve_oom(problem, placement, ev)
+    notes = []
+    if r.oom:
+        notes.append("OOM: no memory-feasible placement found by this method")
+    elif not np.array_equal(p, placement):
+        notes.append("moved ops off a device whose memory overflowed")
+    return ev.result(name, p, params=params, notes=notes)
+
+
+@register("metis", "METIS k-way partition (compute as vertex weights, bytes as edge weights), one part per GPU",
+          "partitioning", "Karypis and Kumar 1998; Post baseline (Gao et al. 2018, section 4)")
+def metis(problem, budget: Budget, seed: int, ev: Evaluator, ufactor: int = 30, **_):
+    p = metis_placement(problem, gpu_devices(problem), seed, ufactor)
+    return _finish("metis", problem, ev, p, {"ufactor": ufactor})
+
+
+@register("scotch", "Scotch static mapping onto every device (compute and link capacities)", "partitioning",
+          "Pellegrini and Roman 1996; Hierarchical Planner baseline (Mirhoseini et al. 2018)",
+          available=scotch_available)
+def scotch(problem, budget: Budget, seed: int, ev: Evaluator, **_):
+    p = scotch_placement(problem, list(range(problem.n_devices)), seed, ev.sim_params)
+    return _finish("scotch", problem, ev, p, {})
+
+
+@register("mincut", "Scotch static mapping onto the GPUs only", "partitioning",
+          "Hierarchical Planner baseline (Mirhoseini et al. 2018, section 3)", available=scotch_available)
+def mincut(problem, budget: Budget, seed: int, ev: Evaluator, **_):
+    p = scotch_placement(problem, gpu_devices(problem), seed, ev.sim_params)
+    return _finish("mincut", problem, ev, p, {})

@@ -1,0 +1,72 @@
+"""The favourite-child linear program of SCT (Hanen and Munier 1995), as Baechi's m-SCT uses it
+(Jeon et al., SoCC 2020, section 4.3), solved with scipy's HiGHS.
+
+Variables: ``x_e`` in [0, 1] per edge e = (i, j) (0: j is i's favourite child, so no
+communication on e), start times ``s_i >= 0`` and the makespan ``w``::
+
+    minimise   w
+    subject to s_i + p_i + c_e x_e <= s_j               for every edge e = (i, j)
+               s_i + p_i <= w                           for every op i
+               sum_{j in succ(i)} x_ij >= |succ(i)| - 1  (at most one favourite child)
+               sum_{i in pred(j)} x_ij >= |pred(j)| - 1  (at most one favourite parent)
+
+``p_i`` is the op's mean compute time, ``c_e`` the mean transfer time of the edge's bytes.
+Rounding ``x_e < 1/2`` to 0 keeps both "at most one" constraints (two values below 1/2 would sum
+below 1), so each op gets at most one favourite child and each child at most one favourite parent.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import linprog
+from scipy.sparse import coo_matrix
+
+
+def favourite_children(problem, p_us: np.ndarray, c_us: np.ndarray) -> np.ndarray:
+    """(n,) favourite child of each op (-1: none) from the rounded LP solution."""
+    g = problem.graph
+    n, m = g.n_ops, g.n_edges
+    fav = np.full(n, -1, dtype=np.int64)
+    if m == 0:
+        return fav
+    src, dst = g.edge_src, g.edge_dst
+    nv = m + n + 1
+    W = m + n
+    rows, cols, vals, rhs = [], [], [], []
+    r = 0
+    e = np.arange(m)
+    # precedence with communication: s_i - s_j + c_e x_e <= -p_i
+    rows += [e, e, e]
+    cols += [m + src, m + dst, e]
+    vals += [np.ones(m), -np.ones(m), np.asarray(c_us, dtype=np.float64)]
+    rhs.append(-np.asarray(p_us)[src])
+    r += m
+    # makespan: s_i - w <= -p_i
+    i = np.arange(n)
+    rows += [r + i, r + i]
+    cols += [m + i, np.full(n, W)]
+    vals += [np.ones(n), -np.ones(n)]
+    rhs.append(-np.asarray(p_us, dtype=np.float64))
+    r += n
+    # at most one favourite child / parent: -sum x <= -(k - 1) where k >= 2
+    for ptr, eids in ((g.succ_ptr, g.succ_edge), (g.pred_ptr, g.pred_edge)):
+        deg = np.diff(ptr)
+        for op in np.flatnonzero(deg >= 2):
+            es = eids[ptr[op]:ptr[op + 1]]
+            rows.append(np.full(len(es), r))
+            cols.append(es)
+            vals.append(-np.ones(len(es)))
+            rhs.append(np.array([-(deg[op] - 1.0)]))
+            r += 1
+    A = coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(r, nv)).tocsr()
+    b = np.concatenate(rhs)
+    cobj = np.zeros(nv)
+    cobj[W] = 1.0
+    bounds = [(0.0, 1.0)] * m + [(0.0, None)] * (n + 1)
+    res = linprog(cobj, A_ub=A, b_ub=b, bounds=bounds, method="highs")
+    if res.status != 0:
+        raise RuntimeError(f"the SCT favourite-child LP failed: {res.message}")
+    x = res.x[:m]
+    fe = np.flatnonzero(x < 0.5)
+    fav[src[fe]] = dst[fe]
+    return fav

@@ -1,0 +1,267 @@
+"""Helpers the classical placers share: placement units (colocation groups), link costs as the
+evaluator's simulator sees them, per-op memory footprints and memory repair.
+
+A *unit* is what a classical method moves as one piece: a colocation group
+(``graph.colocation_groups()``) or a single free op. Every method here places units, so a
+placement it returns never splits a colocation group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+
+# ---------------------------------------------------------------------- units
+@dataclass(eq=False)
+class Units:
+    """Ops merged into placement units (colocation groups and single ops)."""
+
+    problem: object
+    unit_of: np.ndarray  # (n,) unit index of each op
+    members: list[np.ndarray]  # per unit: its ops (ascending)
+
+    @property
+    def n_units(self) -> int:
+        return len(self.members)
+
+    @cached_property
+    def compute_us(self) -> np.ndarray:
+        """(U, D) summed cost of a unit's ops per device; inf where one of them cannot run."""
+        return np.add.reduceat(self.problem.compute_us[self._order], self._starts, axis=0)
+
+    @cached_property
+    def param_bytes(self) -> np.ndarray:
+        return np.bincount(self.unit_of, weights=self.problem.graph.param_bytes, minlength=self.n_units)
+
+    @cached_property
+    def _order(self) -> np.ndarray:
+        return np.concatenate(self.members)
+
+    @cached_property
+    def _starts(self) -> np.ndarray:
+        return np.cumsum([0] + [len(m) for m in self.members[:-1]])
+
+    @cached_property
+    def edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Edges between distinct units (src unit, dst unit, summed bytes), sorted, merged."""
+        g = self.problem.graph
+        a, b = self.unit_of[g.edge_src], self.unit_of[g.edge_dst]
+        keep = a != b
+        key = a[keep] * self.n_units + b[keep]
+        uk, inv = np.unique(key, return_inverse=True)
+        w = np.bincount(inv, weights=g.edge_bytes[keep], minlength=len(uk))
+        return uk // self.n_units, uk % self.n_units, w
+
+    def undirected_csr(self, edge_weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Symmetric adjacency (xadj, adjncy, weights) of the unit graph, both directions merged."""
+        s, d, w = self.edges
+        if edge_weight is not None:
+            w = edge_weight
+        U = self.n_units
+        a = np.concatenate([s, d])
+        b = np.concatenate([d, s])
+        ww = np.concatenate([w, w])
+        key = a * U + b
+        uk, inv = np.unique(key, return_inverse=True)
+        wsum = np.bincount(inv, weights=ww, minlength=len(uk))
+        a, b = uk // U, uk % U
+        xadj = np.zeros(U + 1, dtype=np.int64)
+        np.add.at(xadj, a + 1, 1)
+        return np.cumsum(xadj), b.astype(np.int64), wsum
+
+    def expand(self, unit_device: np.ndarray) -> np.ndarray:
+        """A per-op placement from one device per unit."""
+        return np.asarray(unit_device, dtype=np.int64)[self.unit_of]
+
+
+def make_units(problem) -> Units:
+    g = problem.graph
+    unit_of = np.full(g.n_ops, -1, dtype=np.int64)
+    members: list[np.ndarray] = []
+    for grp in g.colocation_groups():
+        unit_of[grp] = len(members)
+        members.append(np.asarray(grp, dtype=np.int64))
+    # remaining ops become singleton units, numbered so that unit order follows first-op order
+    free = np.flatnonzero(unit_of < 0)
+    first = np.array([m[0] for m in members] + free.tolist(), dtype=np.int64)
+    allm = members + [np.array([i], dtype=np.int64) for i in free]
+    order = np.argsort(first, kind="stable")
+    members = [allm[k] for k in order]
+    for u, m in enumerate(members):
+        unit_of[m] = u
+    return Units(problem, unit_of, members)
+
+
+# ---------------------------------------------------------------------- links as simulated
+def link_arrays(problem, sim_params=None) -> tuple[np.ndarray, np.ndarray]:
+    """(bandwidth_bytes_per_us, latency_us) as the simulator uses them (SimParams overrides applied)."""
+    bw = np.array(problem.bandwidth_bytes_per_us, dtype=np.float64)
+    lat = np.array(problem.latency_us, dtype=np.float64)
+    if sim_params is not None:
+        if getattr(sim_params, "bandwidth_bytes_per_us", None) is not None:
+            bw[:] = sim_params.bandwidth_bytes_per_us
+        if getattr(sim_params, "latency_us", None) is not None:
+            lat[:] = sim_params.latency_us
+    np.fill_diagonal(bw, np.inf)
+    np.fill_diagonal(lat, 0.0)
+    return bw, lat
+
+
+def op_gap_us(sim_params) -> float:
+    return float(getattr(sim_params, "op_gap_us", 0.0) or 0.0)
+
+
+def mean_comm_us(nbytes: np.ndarray, bw: np.ndarray, lat: np.ndarray, devices: list[int]) -> np.ndarray:
+    """Average transfer time of each size over ordered pairs of distinct ``devices`` (HEFT's c-bar)."""
+    nbytes = np.asarray(nbytes, dtype=np.float64)
+    if len(devices) < 2:
+        return np.zeros_like(nbytes)
+    ix = np.asarray(devices)
+    sub_bw = bw[np.ix_(ix, ix)]
+    sub_lat = lat[np.ix_(ix, ix)]
+    off = ~np.eye(len(ix), dtype=bool)
+    inv_bw = (1.0 / sub_bw[off]).mean()
+    return sub_lat[off].mean() + nbytes * inv_bw
+
+
+# ---------------------------------------------------------------------- memory
+def op_memory_bytes(problem, model: str = "conservative") -> np.ndarray:
+    """Bytes an op is charged on its device by the memory-aware list schedulers.
+
+    ``conservative`` (Baechi, Jeon et al. 2020, section 3: memory is never freed during the step):
+    parameters + output tensor + workspace; ``params``: the persistent bytes only (what
+    :meth:`Problem.memory_feasible` checks)."""
+    g = problem.graph
+    if model == "params":
+        return np.asarray(g.param_bytes, dtype=np.float64)
+    if model == "conservative":
+        return np.asarray(g.param_bytes + g.output_bytes + g.temp_bytes, dtype=np.float64)
+    raise ValueError(f"unknown memory model {model!r}: use 'conservative' or 'params'")
+
+
+def gpu_devices(problem) -> list[int]:
+    """The cluster's GPUs (all devices when it has none)."""
+    return problem.cluster.gpus() or list(range(problem.n_devices))
+
+
+def usable_devices(problem, devices: list[int] | None) -> np.ndarray:
+    """(n, D) bool: device allowed and op runnable there; an op runnable on none of ``devices``
+    may use any device it can run on (e.g. a CPU-only op when the method places on GPUs)."""
+    ok = np.isfinite(problem.compute_us)
+    if devices is None:
+        return ok
+    allow = np.zeros(problem.n_devices, dtype=bool)
+    allow[list(devices)] = True
+    out = ok & allow[None, :]
+    none = ~out.any(axis=1)
+    out[none] = ok[none]
+    return out
+
+
+def repair_memory(problem, placement: np.ndarray, units: Units | None = None,
+                  allowed: np.ndarray | None = None) -> np.ndarray:
+    """Move units off devices whose persistent bytes exceed capacity, largest first, each to the
+    allowed device (runnable for all its ops) that has room and holds most of its neighbours'
+    traffic, else the one with most room. Returns the placement unchanged when it already fits or
+    when no move helps."""
+    p = np.asarray(placement, dtype=np.int64).copy()
+    units = units or make_units(problem)
+    cap = problem.memory_bytes
+    ucomp = units.compute_us
+    uok = np.isfinite(ucomp)
+    if allowed is not None:
+        uallowed = np.ones((units.n_units, problem.n_devices), dtype=bool)
+        np.logical_and.at(uallowed, units.unit_of, allowed)
+        uok &= uallowed
+    udev = p[[m[0] for m in units.members]]
+    upar = units.param_bytes
+    used = np.bincount(udev, weights=upar, minlength=problem.n_devices)
+    if (used <= cap).all():
+        return p
+    xadj, adj, w = units.undirected_csr()
+    for d in np.argsort(-(used - cap)):
+        if used[d] <= cap[d]:
+            continue
+        on_d = np.flatnonzero(udev == d)
+        for u in on_d[np.argsort(-upar[on_d], kind="stable")]:
+            if used[d] <= cap[d]:
+                break
+            if upar[u] <= 0:
+                continue
+            room = cap - used
+            cand = np.flatnonzero(uok[u] & (room >= upar[u]))
+            cand = cand[cand != d]
+            if len(cand) == 0:
+                continue
+            nb = adj[xadj[u]:xadj[u + 1]]
+            pull = np.bincount(udev[nb], weights=w[xadj[u]:xadj[u + 1]], minlength=problem.n_devices)
+            best = cand[np.lexsort((-room[cand], -pull[cand]))[0]]
+            udev[u] = best
+            used[d] -= upar[u]
+            used[best] += upar[u]
+    return units.expand(udev)
+
+
+def relieve_oom(problem, placement: np.ndarray, ev, units: Units | None = None, max_moves: int = 64,
+                allowed: np.ndarray | None = None) -> tuple[np.ndarray, object]:
+    """If the simulated peak memory overflows a device, move the units holding most memory there
+    (parameters + outputs) to the device with the most headroom, re-simulating through the
+    evaluator, until it fits or ``max_moves`` moves. Returns (placement, its SimResult)."""
+    units = units or make_units(problem)
+    p = repair_memory(problem, placement, units, allowed)
+    r = ev.simulate(p)
+    if not r.oom:
+        return p, r
+    g = problem.graph
+    umem = np.bincount(units.unit_of, weights=g.param_bytes + g.output_bytes + g.temp_bytes,
+                       minlength=units.n_units)
+    uok = np.isfinite(units.compute_us)
+    if allowed is not None:
+        ua = np.ones_like(uok)
+        np.logical_and.at(ua, units.unit_of, allowed)
+        uok &= ua
+    best_p, best_r = p, r
+    for _ in range(max_moves):
+        over = r.peak_memory_bytes - problem.memory_bytes
+        d = int(np.argmax(over))
+        if over[d] <= 0:
+            break
+        udev = p[[m[0] for m in units.members]]
+        on_d = np.flatnonzero(udev == d)
+        if len(on_d) <= 1:
+            break
+        head = problem.memory_bytes - r.peak_memory_bytes
+        moved = False
+        for u in on_d[np.argsort(-umem[on_d], kind="stable")]:
+            cand = np.flatnonzero(uok[u])
+            cand = cand[(cand != d) & (head[cand] >= umem[u])]
+            if len(cand):
+                p = p.copy()
+                p[units.members[u]] = cand[np.argmax(head[cand])]
+                moved = True
+                break
+        if not moved:
+            break
+        r = ev.simulate(p)
+        if (r.oom, r.objective) < (best_r.oom, best_r.objective):
+            best_p, best_r = p, r
+        if not r.oom:
+            break
+    return best_p, best_r
+
+
+# ---------------------------------------------------------------------- graph levels
+def bottom_level(problem, cost_us: np.ndarray, edge_comm_us: np.ndarray) -> np.ndarray:
+    """Longest path from each op to an exit, op costs ``cost_us`` and edge costs ``edge_comm_us``
+    included (HEFT's upward rank, Topcuoglu et al. 2002 eq. 7; ETF's static level with zero comm)."""
+    g = problem.graph
+    rank = np.zeros(g.n_ops)
+    sp, si, se = g.succ_ptr, g.succ_idx, g.succ_edge
+    for i in range(g.n_ops - 1, -1, -1):
+        a, b = sp[i], sp[i + 1]
+        tail = (edge_comm_us[se[a:b]] + rank[si[a:b]]).max() if b > a else 0.0
+        rank[i] = cost_us[i] + tail
+    return rank
