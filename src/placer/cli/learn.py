@@ -1,0 +1,167 @@
+"""`placer train` and `placer place`: train a Placeto policy (search mode on one graph, policy mode
+on a family of graphs), place a graph with a trained policy, optionally fine-tuning it first.
+
+Registered on :data:`placer.cli.app` when imported (``placer.cli._load_plugins``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from placer.cli import _emit, _us, app, console, err_console, load_problem, sim_params
+from placer.errors import InputError
+
+
+def _need_torch() -> None:
+    from placer.methods.placeto import _available
+
+    why = _available()
+    if why:
+        raise InputError("placer", "learned placement", why, "install the extra")
+
+
+def family_problems(family: str, cluster: str, split: str):
+    """The Problems of a generated graph family (placer.zoo.families), on ``cluster``."""
+    from placer.problem import Problem
+    from placer.resolve import resolve_cluster
+
+    try:
+        from placer.zoo import families
+    except ImportError:
+        raise InputError("--family", f"'{family}'", "graph families are not available (placer.zoo.families is missing)",
+                         "train on graphs with --graph") from None
+    graphs = families.load_family(family, split=split)
+    c = resolve_cluster(cluster)
+    return [Problem(g, c) for g in graphs]
+
+
+def _grouped(problems, groups: int, devices: str, grouping: str):
+    from placer.rl.groups import group_problem
+
+    return [group_problem(P, groups, devices, grouping) for P in problems]
+
+
+def _progress(total: int, label: str):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    prog = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    TextColumn("{task.fields[info]}"), console=err_console, transient=True)
+    task = prog.add_task(label, total=total, info="")
+
+    def on_update(tr, results):
+        best = min(b["objective_us"] for b in tr.best)
+        prog.update(task, completed=tr.episode,
+                    info=f"sims {tr.sim_calls:,}  best {_us(best)}  entropy {sum(r.entropy for r in results) / len(results):.3f}")
+
+    return prog, on_update
+
+
+@app.command()
+def train(graph: Optional[List[str]] = typer.Option(None, "--graph", "-g", help="train on this graph (repeat for several: policy mode)"),
+          family: Optional[str] = typer.Option(None, help="train on the training half of a graph family (cifar10, ptb, nmt)"),
+          out: Path = typer.Option(..., "--out", "-o", help="checkpoint to write (weights_only-safe state dict)"),
+          cluster: str = typer.Option("k80x2", "--cluster", "-c", help="preset name or cluster JSON"),
+          episodes: int = typer.Option(400, help="training episodes in all"),
+          workers: int = typer.Option(8, help="episodes per update (synchronous workers, gradients summed)"),
+          backend: str = typer.Option("serial", help="serial, process (local worker processes) or ray"),
+          processes: Optional[int] = typer.Option(None, help="worker processes for the process/ray backends"),
+          groups: int = typer.Option(64, help="op groups per graph"),
+          grouping: str = typer.Option("auto", help="auto (Merge-and-Colocate if available), contiguous, external"),
+          devices: str = typer.Option("gpus", help="candidate devices: gpus or all"),
+          sweeps: int = typer.Option(1, help="times each group is revisited per episode (n)"),
+          order: str = typer.Option("topological", help="topological or random visiting order"),
+          init: str = typer.Option("random", help="initial placement: random or single"),
+          reward: str = typer.Option("intermediate", help="intermediate or terminal"),
+          lr: float = typer.Option(1e-3, help="initial learning rate (decays linearly to lr/10)"),
+          entropy: float = typer.Option(0.05, help="initial entropy bonus (decays linearly to entropy/50)"),
+          stop_window: int = typer.Option(0, help="stop when the objective changes < 2%% over this many episodes (0: off)"),
+          resume: Optional[Path] = typer.Option(None, help="resume from this checkpoint (same graphs and settings)"),
+          log: Optional[Path] = typer.Option(None, help="JSON lines log, one line per episode"),
+          seed: int = typer.Option(0), sim: str = typer.Option("placeto", "--sim", help="'default' or 'placeto'"),
+          as_json: bool = typer.Option(False, "--json")):
+    """Train a Placeto policy with REINFORCE and write a checkpoint."""
+    _need_torch()
+    from placer.nn.placeto import PolicyConfig
+    from placer.rl.checkpoint import load_checkpoint
+    from placer.rl.env import EnvConfig
+    from placer.rl.reinforce import ReinforceConfig, Trainer
+
+    if bool(graph) == bool(family):
+        raise InputError("placer train", "graphs", "give --graph (one or more) or --family, not both or neither",
+                         "e.g. --family cifar10 or --graph inception_v3.txt")
+    problems = [load_problem(g, cluster) for g in graph] if graph else family_problems(family, cluster, "train")
+    gps = _grouped(problems, groups, devices, grouping)
+    try:
+        env = EnvConfig(sweeps=sweeps, order=order, init=init, reward=reward)
+    except ValueError as e:
+        raise InputError("placer train", "environment", str(e), "see --help") from None
+    rl = ReinforceConfig(episodes=episodes, workers=workers, lr_start=lr, lr_end=lr / 10, entropy_start=entropy,
+                         entropy_end=entropy / 50, stop_window=stop_window, seed=seed)
+    tr = Trainer(gps, PolicyConfig(n_actions=gps[0].n_actions), env, rl, sim_params=sim_params(sim), backend=backend,
+                 processes=processes, log_path=log)
+    if resume is not None:
+        try:
+            tr.load_state_dict(load_checkpoint(resume))
+        except ValueError as e:
+            raise InputError(str(resume), "checkpoint", str(e), "resume with the graphs and settings it was trained with") from None
+    prog, on_update = _progress(episodes, f"training on {len(gps)} graph(s)")
+    try:
+        with prog:
+            tr.train(on_update=on_update)
+    finally:
+        tr.close()
+    tr.save(out)
+    data = {"out": str(out), "episodes": tr.episode, "updates": tr.update, "sim_calls": tr.sim_calls,
+            "placements": tr.placements, "wall_s": tr.wall_s, "stopped_early": tr.stopped,
+            "graphs": [{"graph": gp.name, "groups": gp.n_groups, "best_objective_us": b["objective_us"],
+                        "best_step_us": b["step_us"]} for gp, b in zip(gps, tr.best)]}
+
+    def render(d):
+        console.print(f"trained {d['episodes']:,} episodes ({d['updates']:,} updates, {d['sim_calls']:,} simulator calls, "
+                      f"{d['wall_s']:.1f} s){'; stopped: objective settled' if d['stopped_early'] else ''}")
+        for row in d["graphs"]:
+            console.print(f"  {row['graph']} ({row['groups']} groups): best step time {_us(row['best_step_us'])}, "
+                          f"objective {_us(row['best_objective_us'])}")
+        err_console.print(f"wrote {d['out']}")
+
+    _emit(data, as_json, render)
+
+
+@app.command()
+def place(graph: str = typer.Argument(..., help="graph file or built-in name"),
+          policy: Path = typer.Option(..., "--policy", help="checkpoint written by `placer train`"),
+          cluster: str = typer.Option("k80x2", "--cluster", "-c"),
+          finetune: int = typer.Option(0, help="fine-tune this many episodes on the graph first"),
+          workers: int = typer.Option(8, help="episodes per update while fine-tuning"),
+          episodes: int = typer.Option(1, help="placement episodes (the best placement evaluated wins)"),
+          sample: bool = typer.Option(False, "--sample/--greedy", help="sample devices instead of taking the most likely"),
+          groups: int = typer.Option(64), grouping: str = typer.Option("auto"), devices: str = typer.Option("gpus"),
+          out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the placement JSON here"),
+          log: Optional[Path] = typer.Option(None, help="JSON lines log of the fine-tuning episodes"),
+          seed: int = typer.Option(0), sim: str = typer.Option("placeto", "--sim"), as_json: bool = typer.Option(False, "--json")):
+    """Place a graph with a trained Placeto policy (zero-shot, or after --finetune N episodes)."""
+    _need_torch()
+    from placer.frontends.native import save_placement
+    from placer.methods import Budget, run_method
+
+    P = load_problem(graph, cluster)
+    with console.status(f"placeto policy on {P.graph.name} ...", spinner="dots"):
+        res = run_method("placeto", P, Budget(), seed, sim_params(sim), policy=str(policy), finetune=finetune,
+                         workers=workers, place_episodes=episodes, greedy=not sample, groups=groups, grouping=grouping,
+                         devices=devices, log=str(log) if log else None)
+    data = res.summary()
+    data["lower_bound_us"] = P.lower_bound_us
+    if out is not None:
+        save_placement(out, P.graph, P.cluster, res.placement.devices, result=data)
+
+    def render(d):
+        console.print(f"placeto: step time {_us(d['step_time_us'])} (objective {_us(d['objective'])}, lower bound "
+                      f"{_us(d['lower_bound_us'])}){'  OOM' if d['oom'] else ''}; {d['sim_calls']:,} simulator calls, "
+                      f"{d['wall_s']:.2f} s; " + "; ".join(d["notes"]))
+        if out is not None:
+            err_console.print(f"wrote {out}")
+
+    _emit(data, as_json, render)
+

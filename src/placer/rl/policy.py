@@ -1,0 +1,79 @@
+"""Using a trained Placeto policy: place a graph greedily or by sampling, and fine-tune from a
+checkpoint (paper section 3, "Generalizability": start from parameters learned on other graphs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from placer.nn.placeto import PlacetoNet, PolicyConfig
+from placer.rl.env import EnvConfig
+from placer.rl.groups import GroupedProblem
+from placer.rl.reinforce import ReinforceConfig, Trainer, _from_dict, task_seed
+from placer.rl.workers import RolloutTask, RolloutWorker
+from placer.sim import SimParams
+
+
+def policy_config(state: dict) -> PolicyConfig:
+    return _from_dict(PolicyConfig, state["policy_config"])
+
+
+def env_config(state: dict) -> EnvConfig:
+    return _from_dict(EnvConfig, state["env_config"])
+
+
+def net_from_state(state: dict) -> PlacetoNet:
+    net = PlacetoNet(policy_config(state))
+    net.load_state_dict(state["model"])
+    return net
+
+
+@dataclass
+class PlaceOutcome:
+    placement: np.ndarray  # (n_ops,) device per op: the best placement evaluated
+    group_placement: np.ndarray  # (N,)
+    objective_us: float
+    step_us: float
+    episodes: int
+    sim_calls: int
+    final_objective_us: list[float] = field(default_factory=list)  # each episode's final placement
+
+
+def place(net_or_state, gp: GroupedProblem, *, env: EnvConfig | None = None, greedy: bool = True,
+          episodes: int = 1, seed: int = 0, sim_params: SimParams | None = None) -> PlaceOutcome:
+    """Run ``episodes`` episodes of the policy on ``gp`` (greedy: most likely device at each step;
+    else sampled) and return the best placement evaluated on the way."""
+    if isinstance(net_or_state, dict):
+        state = net_or_state
+        net = net_from_state(state)
+        env = env or env_config(state)
+    else:
+        net, env = net_or_state, env or EnvConfig()
+    if net.cfg.n_actions != gp.n_actions:
+        raise ValueError(f"the policy chooses among {net.cfg.n_actions} devices, the graph has {gp.n_actions} candidates")
+    if env.reward == "terminal":  # placing scores every step: the best intermediate placement is free
+        env = EnvConfig(env.sweeps, env.order, env.init, "intermediate")
+    worker = RolloutWorker([gp], net.cfg, env, sim_params)
+    worker.load({k: v.detach().numpy() for k, v in net.state_dict().items()})
+    best, finals, calls = None, [], 0
+    for e in range(max(1, episodes)):
+        r = worker.run(RolloutTask(graph=0, seed=task_seed(seed, e), greedy=greedy, compute_grad=False))
+        calls += r.sim_calls
+        finals.append(r.final_objective_us)
+        if r.best_placement is not None and (best is None or r.best_objective_us < best.best_objective_us):
+            best = r
+    return PlaceOutcome(gp.expand(best.best_placement), best.best_placement, best.best_objective_us, best.best_step_us,
+                        max(1, episodes), calls, finals)
+
+
+def finetune(state: dict, graphs: list[GroupedProblem], rl: ReinforceConfig, *, env: EnvConfig | None = None,
+             sim_params: SimParams | None = None, backend: str = "serial", processes: int | None = None,
+             log_path=None) -> Trainer:
+    """A trainer on ``graphs`` that starts from the checkpoint's policy weights (fresh Adam and
+    schedules, as training from scratch would have)."""
+    tr = Trainer(graphs, policy_config(state), env or env_config(state), rl, sim_params=sim_params,
+                 backend=backend, processes=processes, log_path=log_path)
+    tr.load_state_dict(state, weights_only=True)
+    return tr
+

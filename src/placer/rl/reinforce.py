@@ -1,0 +1,258 @@
+"""REINFORCE for Placeto (appendix A.1 eq. 1, A.7 "Training details"), read top to bottom:
+
+for each update u:
+    every one of W workers syncs the weights and rolls out one episode (search mode: all on the one
+    graph; policy mode: each worker on its own graph of the training set), then returns the gradient of
+        -sum_t [ log pi(a_t | s_t) (G_t - b_t) + beta_u H(pi(. | s_t)) ]
+    where G_t is the return-to-go and b_t the per-timestep baseline: the mean of G_t over the last
+    k (= 10) episodes of the same graph finished before this update (so never the current one);
+    the gradients are summed, clipped by global norm, and Adam takes one step with the learning rate
+    decayed linearly from lr_start to lr_end; beta decays linearly from entropy_start to entropy_end.
+training stops after ``episodes`` episodes, or earlier when the stopping rule of A.7 fires: the mean
+final objective of the last ``stop_window`` episodes differs by less than ``stop_tol`` (2%) from that
+of the window before.
+
+Every episode is one JSON line in the log (see :meth:`Trainer._log_line`); the trainer's whole state
+(weights, Adam moments, baselines, counters, best placements) is a checkpoint that resumes bit for bit.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from placer.nn.placeto import PlacetoNet, PolicyConfig
+from placer.rl.env import EnvConfig
+from placer.rl.groups import GroupedProblem
+from placer.rl.workers import RolloutResult, RolloutTask, make_backend
+from placer.sim import SimParams
+
+CHECKPOINT_FORMAT = "placer-placeto-1"
+
+
+@dataclass(frozen=True)
+class ReinforceConfig:
+    episodes: int = 2000  # training episodes in all (each worker's rollout is one episode)
+    workers: int = 8  # W: episodes per update, gradients summed (A.7: 8 workers + parameter server)
+    lr_start: float = 1e-3  # Adam learning rate at the first update (A.7: 1e-3 .. 1e-4)
+    lr_end: float = 1e-4  # ... decayed linearly to this at the last update
+    entropy_start: float = 0.05  # entropy bonus beta, high at first ...
+    entropy_end: float = 0.001  # ... decayed linearly to low (A.7 "Entropy")
+    baseline_window: int = 10  # k: episodes in the per-timestep moving-average baseline (A.7)
+    grad_clip: float = 5.0  # max global L2 norm of the summed gradient
+    stop_window: int = 0  # stopping rule window in episodes (A.7 uses 1000); 0 = run all episodes
+    stop_tol: float = 0.02  # ... stop when the windowed objective changes less than this fraction
+    seed: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def updates(self) -> int:
+        return max(1, -(-self.episodes // self.workers))
+
+
+def _from_dict(cls, d: dict):
+    names = {f.name for f in fields(cls)}
+    return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def task_seed(seed: int, episode: int) -> int:
+    return int(np.random.SeedSequence([int(seed), int(episode)]).generate_state(1, dtype=np.uint64)[0] >> 1)
+
+
+def linear(start: float, end: float, u: int, n: int) -> float:
+    """Value at update u of a linear schedule over n updates."""
+    return start + (end - start) * (u / max(n - 1, 1))
+
+
+class Trainer:
+    """Synchronous data-parallel REINFORCE over one graph (search mode) or several (policy mode)."""
+
+    def __init__(self, graphs: list[GroupedProblem], policy: PolicyConfig | None = None, env: EnvConfig | None = None,
+                 rl: ReinforceConfig | None = None, *, sim_params: SimParams | None = None, backend: str = "serial",
+                 processes: int | None = None, log_path: str | Path | None = None, initial: list | None = None):
+        if not graphs:
+            raise ValueError("training needs at least one graph")
+        A = {gp.n_actions for gp in graphs}
+        if len(A) != 1:
+            raise ValueError(f"all graphs must have the same number of candidate devices, got {sorted(A)}")
+        self.graphs = graphs
+        self.policy_cfg = policy or PolicyConfig(n_actions=A.pop())
+        if self.policy_cfg.n_actions != graphs[0].n_actions:
+            raise ValueError(f"the policy has {self.policy_cfg.n_actions} outputs, the graphs {graphs[0].n_actions} devices")
+        self.env_cfg = env or EnvConfig()
+        self.cfg = rl or ReinforceConfig()
+        self.sim_params = sim_params or SimParams()
+        torch.manual_seed(self.cfg.seed)
+        self.net = PlacetoNet(self.policy_cfg)
+        self.opt = torch.optim.Adam(self.net.parameters(), lr=self.cfg.lr_start)
+        self.backend_name, self.processes, self.initial = backend, processes, initial
+        self._backend = None
+        self.log_path = Path(log_path) if log_path else None
+        self.episode = 0
+        self.update = 0
+        self.placements = 0  # placements proposed by the policy (one per step) + initial placements scored
+        self.sim_calls = 0
+        self.wall_s = 0.0
+        self.baselines = [deque(maxlen=self.cfg.baseline_window) for _ in graphs]
+        self.history: list[float] = []  # final objective / scale per episode (stopping rule)
+        self.best = [{"objective_us": float("inf"), "step_us": float("inf"), "placement": None, "at_sim_calls": 0}
+                     for _ in graphs]
+        self.curve: list[list[tuple[int, float]]] = [[] for _ in graphs]  # (sim calls so far, best objective)
+        self.stopped = False
+
+    # ------------------------------------------------------------------ workers
+    @property
+    def backend(self):
+        if self._backend is None:
+            self._backend = make_backend(self.backend_name, self.graphs, self.policy_cfg, self.env_cfg,
+                                         self.sim_params, self.initial, self.processes)
+        return self._backend
+
+    def close(self) -> None:
+        if self._backend is not None:
+            self._backend.close()
+            self._backend = None
+
+    def weights(self) -> dict[str, np.ndarray]:
+        return {k: v.detach().numpy().copy() for k, v in self.net.state_dict().items()}
+
+    # ------------------------------------------------------------------ one update
+    def _graphs_for_update(self, W: int) -> list[int]:
+        if len(self.graphs) == 1:
+            return [0] * W
+        rng = np.random.default_rng([self.cfg.seed, self.update, 7])
+        return rng.choice(len(self.graphs), size=W, replace=len(self.graphs) < W).tolist()
+
+    def _baseline(self, g: int) -> np.ndarray | None:
+        hist = self.baselines[g]
+        return np.mean(np.stack(hist), axis=0) if hist else None
+
+    def step(self) -> list[RolloutResult]:
+        """One synchronous update: W episodes, summed gradients, one Adam step."""
+        t0 = time.perf_counter()
+        cfg, U = self.cfg, self.cfg.updates
+        W = min(cfg.workers, cfg.episodes - self.episode) if cfg.episodes > self.episode else cfg.workers
+        beta = linear(cfg.entropy_start, cfg.entropy_end, self.update, U)
+        lr = linear(cfg.lr_start, cfg.lr_end, min(self.update, U - 1), U)
+        tasks = [RolloutTask(graph=g, seed=task_seed(cfg.seed, self.episode + i), entropy_coef=beta,
+                             baseline=self._baseline(g)) for i, g in enumerate(self._graphs_for_update(W))]
+        results = self.backend.run(self.weights(), tasks)
+        params = list(self.net.parameters())
+        for p, *gs in zip(params, *[r.grads for r in results]):
+            total = np.zeros_like(gs[0])
+            for g in gs:  # summed in task order: deterministic whatever the backend
+                total += g
+            p.grad = torch.as_tensor(total)
+        torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+        for group in self.opt.param_groups:
+            group["lr"] = lr
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        dt = time.perf_counter() - t0
+        for r in results:
+            self._account(r, dt / len(results))
+        for r in results:  # after the whole update: no episode's baseline contains itself or its round
+            self.baselines[r.graph].append(r.returns)
+        self.update += 1
+        self._check_stop()
+        return results
+
+    def _account(self, r: RolloutResult, wall_s: float) -> None:
+        gp = self.graphs[r.graph]
+        self.episode += 1
+        self.sim_calls += r.sim_calls
+        self.placements += len(r.actions) + (1 if self.env_cfg.reward == "intermediate" else 0)
+        self.wall_s += wall_s
+        b = self.best[r.graph]
+        if r.best_placement is not None and r.best_objective_us < b["objective_us"]:
+            b.update(objective_us=r.best_objective_us, step_us=r.best_step_us,
+                     placement=r.best_placement.astype(np.int64).tolist(), at_sim_calls=self.sim_calls)
+            self.curve[r.graph].append((self.sim_calls, r.best_objective_us))
+        scale = max(float(gp.problem.fastest_us.sum()), 1e-9)
+        self.history.append(r.final_objective_us / scale)
+        if self.log_path is not None:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.log_path, "a") as f:
+                f.write(json.dumps(self._log_line(r, b)) + "\n")
+
+    def _log_line(self, r: RolloutResult, best: dict) -> dict:
+        return {"episode": self.episode, "update": self.update, "graph": self.graphs[r.graph].name,
+                "placements": self.placements, "sim_calls": self.sim_calls, "reward": float(r.rewards.sum()),
+                "initial_us": r.initial_objective_us, "final_us": r.final_objective_us, "final_step_us": r.final_step_us,
+                "best_us": best["objective_us"], "best_step_us": best["step_us"], "entropy": r.entropy,
+                "wall_s": round(self.wall_s, 4)}
+
+    def _check_stop(self) -> None:
+        w = self.cfg.stop_window
+        if w and len(self.history) >= 2 * w:
+            last, prev = np.mean(self.history[-w:]), np.mean(self.history[-2 * w:-w])
+            if abs(last - prev) <= self.cfg.stop_tol * abs(prev):
+                self.stopped = True
+
+    # ------------------------------------------------------------------ the loop
+    def train(self, on_update: Callable[["Trainer", list[RolloutResult]], None] | None = None,
+              max_sim_calls: int | None = None, max_seconds: float | None = None) -> "Trainer":
+        t0 = time.perf_counter()
+        while self.episode < self.cfg.episodes and not self.stopped:
+            if max_sim_calls is not None and self.sim_calls >= max_sim_calls:
+                break
+            if max_seconds is not None and time.perf_counter() - t0 >= max_seconds:
+                break
+            results = self.step()
+            if on_update is not None:
+                on_update(self, results)
+        return self
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict:
+        """Everything needed to resume bit for bit: plain containers of tensors, numbers and strings,
+        so it loads with ``torch.load(weights_only=True)``."""
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "policy_config": self.policy_cfg.to_dict(), "env_config": self.env_cfg.to_dict(),
+            "rl_config": self.cfg.to_dict(), "sim_params": asdict(self.sim_params),
+            "graphs": [gp.name for gp in self.graphs],
+            "grouping": [{"n_groups": gp.n_groups, "devices": gp.devices.tolist()} for gp in self.graphs],
+            "model": self.net.state_dict(), "optimizer": self.opt.state_dict(),
+            "episode": self.episode, "update": self.update, "placements": self.placements,
+            "sim_calls": self.sim_calls, "wall_s": self.wall_s, "stopped": self.stopped,
+            "baselines": [[torch.as_tensor(x) for x in q] for q in self.baselines],
+            "history": torch.as_tensor(np.asarray(self.history, dtype=np.float64)),
+            "best": [dict(b) for b in self.best],
+            "curve": [[list(p) for p in c] for c in self.curve],
+        }
+
+    def load_state_dict(self, state: dict, weights_only: bool = False) -> None:
+        """Restore a checkpoint. ``weights_only``: take the policy weights and nothing else (fine-tuning)."""
+        if state.get("format") != CHECKPOINT_FORMAT:
+            raise ValueError(f"not a Placeto checkpoint (format {state.get('format')!r})")
+        self.net.load_state_dict(state["model"])
+        if weights_only:
+            return
+        if list(state["graphs"]) != [gp.name for gp in self.graphs]:
+            raise ValueError("the checkpoint was trained on other graphs; resume with the same ones or fine-tune")
+        self.opt.load_state_dict(state["optimizer"])
+        self.episode, self.update = int(state["episode"]), int(state["update"])
+        self.placements, self.sim_calls = int(state["placements"]), int(state["sim_calls"])
+        self.wall_s, self.stopped = float(state["wall_s"]), bool(state["stopped"])
+        self.baselines = [deque((x.numpy() for x in q), maxlen=self.cfg.baseline_window) for q in state["baselines"]]
+        self.history = state["history"].tolist()
+        self.best = [dict(b) for b in state["best"]]
+        self.curve = [[tuple(p) for p in c] for c in state["curve"]]
+
+    def save(self, path: str | Path) -> None:
+        from placer.rl.checkpoint import save_checkpoint
+        save_checkpoint(self.state_dict(), path)
+
+    def best_op_placement(self, g: int = 0) -> np.ndarray | None:
+        b = self.best[g]["placement"]
+        return None if b is None else self.graphs[g].expand(np.asarray(b))

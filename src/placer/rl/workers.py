@@ -1,0 +1,224 @@
+"""Rollout workers: each rolls out one episode with the current weights and returns its REINFORCE
+gradient (appendix A.7 "Workers": every worker syncs its weights, rolls out an episode, computes
+the gradient of the REINFORCE loss; the parameter server sums the gradients and updates).
+
+The interface is narrow on purpose: a backend is built from the list of grouped graphs and the
+configs, and has one call, ``run(weights, tasks) -> results`` (weights as a dict of numpy arrays,
+one :class:`RolloutTask` per worker, results in task order) plus ``close()``. A task carries
+everything the episode depends on (graph index, seed, entropy coefficient, baseline), so a result
+depends only on (weights, task): the serial, process and Ray backends give identical results, and
+summing in task order keeps training deterministic.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+import multiprocessing as mp
+import numpy as np
+import torch
+
+from placer.nn.features import GraphTensors
+from placer.nn.placeto import PlacetoNet, PolicyConfig, entropy_of
+from placer.rl.env import EnvConfig, PlacementEnv
+from placer.rl.groups import GroupedProblem
+from placer.sim import SimParams
+
+
+@dataclass
+class RolloutTask:
+    graph: int  # index into the backend's graph list
+    seed: int  # seeds the environment (initial placement, order) and the action sampling
+    entropy_coef: float = 0.0
+    baseline: np.ndarray | None = None  # (T,) per-timestep baseline of the return-to-go; None = 0
+    greedy: bool = False  # take the most likely device instead of sampling
+    compute_grad: bool = True
+
+
+@dataclass
+class RolloutResult:
+    graph: int
+    seed: int
+    actions: np.ndarray  # (T,) action per step
+    nodes: np.ndarray  # (T,) group visited per step
+    rewards: np.ndarray  # (T,) scaled rewards
+    returns: np.ndarray  # (T,) return-to-go G_t = sum_{t' >= t} r_t'
+    entropy: float  # mean policy entropy per step
+    initial_objective_us: float
+    final_objective_us: float
+    final_step_us: float
+    final_placement: np.ndarray  # (N,) group placement after the last step
+    best_objective_us: float  # best evaluated placement of the episode
+    best_step_us: float
+    best_placement: np.ndarray | None  # (N,) group placement
+    sim_calls: int
+    wall_s: float
+    grads: list[np.ndarray] | None = field(default=None, repr=False)
+    loss: float = 0.0
+
+
+def returns_to_go(rewards: np.ndarray) -> np.ndarray:
+    return np.cumsum(np.asarray(rewards, dtype=np.float64)[::-1])[::-1].copy()
+
+
+def task_generator(seed: int) -> torch.Generator:
+    g = torch.Generator()
+    g.manual_seed(int(seed) % (2**63))
+    return g
+
+
+class RolloutWorker:
+    """One worker: its own copy of the network and one environment per graph."""
+
+    def __init__(self, graphs: list[GroupedProblem], policy: PolicyConfig, env: EnvConfig,
+                 sim_params: SimParams | None = None, initial: list | None = None):
+        torch.set_num_threads(1)
+        self.net = PlacetoNet(policy)
+        self.tensors = [GraphTensors.from_grouped(gp) for gp in graphs]
+        initial = initial or [None] * len(graphs)
+        self.envs = [PlacementEnv(gp, env, sim_params=sim_params, initial=init) for gp, init in zip(graphs, initial)]
+
+    def load(self, weights: dict[str, np.ndarray]) -> None:
+        self.net.load_state_dict({k: torch.as_tensor(v) for k, v in weights.items()})
+
+    def run(self, task: RolloutTask) -> RolloutResult:
+        t0 = time.perf_counter()
+        env, gt = self.envs[task.graph], self.tensors[task.graph]
+        gen = task_generator(task.seed)
+        calls0 = env.sim_calls
+        obs, info = env.reset(seed=int(task.seed) % (2**32))
+        T = env.episode_length
+        placements = np.empty((T, gt.n), dtype=np.int64)
+        placed = np.empty((T, gt.n), dtype=bool)
+        nodes = np.empty(T, dtype=np.int64)
+        actions = np.empty(T, dtype=np.int64)
+        rewards = np.empty(T, dtype=np.float64)
+        with torch.no_grad():
+            for t in range(T):
+                placements[t], placed[t], nodes[t] = obs["placement"], obs["placed"], obs["node"]
+                logits = self.net(gt, torch.as_tensor(placements[t:t + 1]), torch.as_tensor(nodes[t:t + 1]),
+                                  torch.as_tensor(placed[t:t + 1]))
+                if task.greedy:
+                    a = int(torch.argmax(logits[0]))
+                else:
+                    a = int(torch.multinomial(torch.softmax(logits[0], dim=-1), 1, generator=gen))
+                actions[t] = a
+                obs, rewards[t], _, _, info = env.step(a)
+        G = returns_to_go(rewards)
+        grads, loss_value, ent_mean = None, 0.0, float("nan")
+        if task.compute_grad:
+            self.net.zero_grad(set_to_none=True)
+            logits = self.net(gt, torch.as_tensor(placements), torch.as_tensor(nodes), torch.as_tensor(placed))
+            logp = torch.log_softmax(logits, dim=-1).gather(1, torch.as_tensor(actions)[:, None])[:, 0]
+            ent = entropy_of(logits)
+            b = np.zeros(T) if task.baseline is None else np.asarray(task.baseline, dtype=np.float64)
+            adv = torch.as_tensor(G - b, dtype=torch.float32)
+            # REINFORCE (appendix A.1, eq. 1) with an entropy bonus: minimise -sum_t [log pi(a_t|s_t) (G_t - b_t) + beta H_t]
+            loss = -(logp * adv).sum() - task.entropy_coef * ent.sum()
+            loss.backward()
+            grads = [p.grad.detach().numpy().copy() if p.grad is not None else np.zeros(tuple(p.shape), np.float32)
+                     for p in self.net.parameters()]
+            loss_value, ent_mean = float(loss.detach()), float(ent.detach().mean())
+        else:
+            with torch.no_grad():
+                logits = self.net(gt, torch.as_tensor(placements), torch.as_tensor(nodes), torch.as_tensor(placed))
+                ent_mean = float(entropy_of(logits).mean())
+        return RolloutResult(
+            graph=task.graph, seed=task.seed, actions=actions, nodes=nodes, rewards=rewards, returns=G,
+            entropy=ent_mean, initial_objective_us=float(env.initial_objective_us),
+            final_objective_us=float(env.objective_us), final_step_us=float(env.step_us),
+            final_placement=env.placement.copy(), best_objective_us=float(env.best_objective_us),
+            best_step_us=float(env.best_step_us),
+            best_placement=None if env.best_placement is None else env.best_placement.copy(),
+            sim_calls=env.sim_calls - calls0, wall_s=time.perf_counter() - t0, grads=grads, loss=loss_value)
+
+
+# ---------------------------------------------------------------------- backends
+class SerialBackend:
+    """All workers' episodes in this process, one after the other (tests, and one-core machines)."""
+
+    def __init__(self, graphs, policy, env, sim_params=None, initial=None):
+        self.worker = RolloutWorker(graphs, policy, env, sim_params, initial)
+
+    def run(self, weights: dict[str, np.ndarray], tasks: list[RolloutTask]) -> list[RolloutResult]:
+        self.worker.load(weights)
+        return [self.worker.run(t) for t in tasks]
+
+    def close(self) -> None:
+        pass
+
+
+_PROCESS_WORKER: RolloutWorker | None = None
+
+
+def _init_process(graphs, policy, env, sim_params, initial):
+    global _PROCESS_WORKER
+    _PROCESS_WORKER = RolloutWorker(graphs, policy, env, sim_params, initial)
+
+
+def _run_in_process(weights, tasks):
+    _PROCESS_WORKER.load(weights)
+    return [_PROCESS_WORKER.run(t) for t in tasks]
+
+
+class ProcessBackend:
+    """Local worker processes (spawned, one torch thread each). Tasks are dealt to the processes
+    in contiguous blocks; results come back in task order."""
+
+    def __init__(self, graphs, policy, env, sim_params=None, initial=None, processes: int | None = None):
+        self.processes = max(1, int(processes or os.cpu_count() or 1))
+        self.pool = ProcessPoolExecutor(max_workers=self.processes, mp_context=mp.get_context("spawn"),
+                                        initializer=_init_process, initargs=(graphs, policy, env, sim_params, initial))
+
+    def run(self, weights, tasks):
+        k = min(self.processes, len(tasks))
+        blocks = [b.tolist() for b in np.array_split(np.arange(len(tasks)), k)]
+        futs = [self.pool.submit(_run_in_process, weights, [tasks[i] for i in b]) for b in blocks]
+        out: list[RolloutResult] = []
+        for f in futs:
+            out.extend(f.result())
+        return out
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+class RayBackend:
+    """Ray actors, one per worker (the optional ``ray`` extra); same contract as the others."""
+
+    def __init__(self, graphs, policy, env, sim_params=None, initial=None, processes: int | None = None):
+        try:
+            import ray
+        except ImportError as e:  # pragma: no cover - ray is optional
+            raise RuntimeError("the Ray backend needs the 'ray' extra: pip install 'placer[ray]'") from e
+        self.ray = ray
+        if not ray.is_initialized():
+            ray.init(num_cpus=processes, include_dashboard=False, log_to_driver=False)
+        actor = ray.remote(num_cpus=1)(RolloutWorker)
+        n = max(1, int(processes or os.cpu_count() or 1))
+        self.actors = [actor.remote(graphs, policy, env, sim_params, initial) for _ in range(n)]
+
+    def run(self, weights, tasks):  # pragma: no cover - needs ray
+        ray = self.ray
+        ref = ray.put(weights)
+        ray.get([a.load.remote(ref) for a in self.actors])
+        futs = [self.actors[i % len(self.actors)].run.remote(t) for i, t in enumerate(tasks)]
+        return ray.get(futs)
+
+    def close(self) -> None:  # pragma: no cover - needs ray
+        for a in self.actors:
+            self.ray.kill(a)
+
+
+BACKENDS = {"serial": SerialBackend, "process": ProcessBackend, "ray": RayBackend}
+
+
+def make_backend(name: str, graphs, policy, env, sim_params=None, initial=None, processes: int | None = None):
+    if name not in BACKENDS:
+        raise ValueError(f"unknown rollout backend {name!r}; use one of {', '.join(BACKENDS)}")
+    if name == "serial":
+        return SerialBackend(graphs, policy, env, sim_params, initial)
+    return BACKENDS[name](graphs, policy, env, sim_params, initial, processes=processes)

@@ -1,0 +1,143 @@
+"""The progressive placement MDP (Placeto section 2, appendix A.7): episode length, visiting order,
+initial placements, and rewards that telescope to the improvement."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("gymnasium")
+
+from placer.cluster import preset  # noqa: E402
+from placer.problem import Problem  # noqa: E402
+from placer.rl.env import EnvConfig, PlacementEnv  # noqa: E402
+from placer.rl.groups import contiguous_groups, group_problem  # noqa: E402
+from placer.sim import SimParams, simulate  # noqa: E402
+from placer.zoo.synthetic import layered_training_graph  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def gp():
+    P = Problem(layered_training_graph(80, seed=3), preset("k80x2"))
+    return group_problem(P, 12, grouping="contiguous")
+
+
+def test_grouping_keeps_mirrors_together_and_is_a_topological_numbering(gp):
+    g = gp.problem.graph
+    bw = np.flatnonzero(g.mirror >= 0)
+    assert (gp.group_of[bw] == gp.group_of[g.mirror[bw]]).all()
+    assert gp.n_groups == 12
+    # groups are numbered by their first op, so the DAG edges go from lower to higher ids
+    first = [int(np.flatnonzero(gp.group_of == v)[0]) for v in range(gp.n_groups)]
+    assert first == sorted(first)
+    assert (gp.dag_src < gp.dag_dst).all() and len(gp.dag_src) > 0
+    # expand / contract round trip
+    a = np.arange(gp.n_groups) % 2
+    assert np.array_equal(gp.contract(gp.expand(a)), a)
+    assert gp.expand(a).shape == (g.n_ops,)
+    assert set(gp.devices.tolist()) == set(gp.problem.cluster.gpus())
+
+
+def test_contiguous_groups_cover_every_op_once():
+    P = Problem(layered_training_graph(200, seed=1), preset("k80x4"))
+    gid = contiguous_groups(P, 17)
+    assert gid.shape == (P.n_ops,)
+    assert len(np.unique(gid)) == 17
+    assert set(np.unique(gid)) == set(range(17))
+
+
+@pytest.mark.parametrize("sweeps", [1, 2])
+@pytest.mark.parametrize("order", ["topological", "random"])
+def test_episode_length_and_every_group_visited_once_per_sweep(gp, sweeps, order):
+    env = PlacementEnv(gp, EnvConfig(sweeps=sweeps, order=order), sim_params=SimParams.placeto())
+    obs, _ = env.reset(seed=5)
+    N = gp.n_groups
+    assert env.episode_length == sweeps * N
+    visited, steps, done = [], 0, False
+    rng = np.random.default_rng(0)
+    while not done:
+        visited.append(obs["node"])
+        assert obs["placed"][obs["node"]] == (1 if steps >= N else 0)
+        obs, _, done, truncated, _ = env.step(int(rng.integers(gp.n_actions)))
+        assert not truncated
+        steps += 1
+    assert steps == sweeps * N
+    for s in range(sweeps):
+        assert sorted(visited[s * N:(s + 1) * N]) == list(range(N))
+    if order == "topological":
+        assert visited[:N] == list(range(N))
+    assert obs["placed"].all()
+    with pytest.raises(RuntimeError):
+        env.step(0)
+
+
+@pytest.mark.parametrize("sweeps", [1, 2])
+def test_intermediate_rewards_telescope_to_the_improvement(gp, sweeps):
+    params = SimParams.placeto()
+    env = PlacementEnv(gp, EnvConfig(sweeps=sweeps, reward="intermediate"), sim_params=params)
+    _, info = env.reset(seed=11)
+    p0 = env.placement.copy()
+    r0 = simulate(gp.problem, gp.expand(p0), params).objective
+    assert info["objective_us"] == pytest.approx(r0, rel=1e-12)
+    rng = np.random.default_rng(1)
+    total, done = 0.0, False
+    while not done:
+        _, r, done, _, info = env.step(int(rng.integers(gp.n_actions)))
+        total += r
+    rT = simulate(gp.problem, gp.expand(env.placement), params).objective
+    assert info["objective_us"] == pytest.approx(rT, rel=1e-12)
+    assert total == pytest.approx((r0 - rT) / env.scale_us, rel=1e-9, abs=1e-12)
+    assert env.best_objective_us <= min(r0, rT)
+    # one simulation for the start and one per step that changed the placement, no more
+    assert env.sim_calls <= env.episode_length + 1
+
+
+def test_terminal_reward_is_minus_final_objective(gp):
+    params = SimParams.placeto()
+    env = PlacementEnv(gp, EnvConfig(reward="terminal"), sim_params=params)
+    env.reset(seed=2)
+    rewards, done = [], False
+    while not done:
+        _, r, done, _, _ = env.step(1)
+        rewards.append(r)
+    rT = simulate(gp.problem, gp.expand(env.placement), params).objective
+    assert rewards[:-1] == [0.0] * (len(rewards) - 1)
+    assert rewards[-1] == pytest.approx(-rT / env.scale_us, rel=1e-12)
+    assert env.sim_calls == 1
+    assert (env.placement == 1).all()
+
+
+def test_initial_placements_and_seeding(gp):
+    e = PlacementEnv(gp, EnvConfig(init="single"))
+    e.reset(seed=0)
+    assert (e.placement == 0).all()
+    given = np.arange(gp.n_groups) % 2
+    e = PlacementEnv(gp, EnvConfig(init="given"), initial=given)
+    e.reset(seed=0)
+    assert np.array_equal(e.placement, given)
+    with pytest.raises(ValueError):
+        PlacementEnv(gp, EnvConfig(init="given"))
+    a = PlacementEnv(gp, EnvConfig(order="random"))
+    b = PlacementEnv(gp, EnvConfig(order="random"))
+    oa, _ = a.reset(seed=7)
+    ob, _ = b.reset(seed=7)
+    assert np.array_equal(oa["placement"], ob["placement"]) and np.array_equal(a._order, b._order)
+    a.reset(seed=8)
+    assert not (np.array_equal(a._order, b._order) and np.array_equal(a.placement, b.placement))
+
+
+def test_infeasible_action_is_refused():
+    P = Problem(layered_training_graph(40, seed=0), preset("k80x1"))
+    gp = group_problem(P, 5, devices="all", grouping="contiguous")
+    assert gp.n_actions == 2
+    env = PlacementEnv(gp)
+    env.reset(seed=0)
+    with pytest.raises(ValueError):
+        env.step(7)
+
+
+def test_gymnasium_env_checker_accepts_the_env(gp):
+    from gymnasium.utils.env_checker import check_env
+
+    check_env(PlacementEnv(gp, EnvConfig(order="random")), skip_render_check=True)
