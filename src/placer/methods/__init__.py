@@ -6,6 +6,7 @@ Importing this package registers every method; ``placer methods`` lists them.
 from placer.methods import baselines  # noqa: F401
 from placer.methods import partitioning  # noqa: F401
 from placer.methods import list_scheduling  # noqa: F401
+from placer.methods import placeto  # noqa: F401
 from placer.methods.base import METHODS, Budget, Evaluator, get_method, register, run_method
 
 __all__ = ["METHODS", "Budget", "Evaluator", "get_method", "register", "run_method"]
