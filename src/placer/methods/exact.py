@@ -1,0 +1,356 @@
+"""The exact optimum with CP-SAT (OR-Tools): placement and scheduling together, communication
+delays, the sending bus, and memory limits, for problems of up to about 40 tasks on 8 devices.
+
+The model (times in integer ticks of ``resolution_us``; every duration rounded down, so the model
+never overestimates a time the simulator computes):
+
+* ``x[u, d]``: task u (an op, or a group of ops) runs on device d; exactly one device among those
+  that can run all its ops; tasks holding ops of one colocation group share their variables.
+* ``s[u]``, ``e[u] = s[u] + sum_d cost[u, d] x[u, d]``; one optional interval per (u, d) of length
+  ``cost + op_gap`` (the simulator's idle gap after an op) in a NoOverlap per device.
+* edge u -> v with ``same[u, v] = sum_d x[u, d] x[v, d]``: ``s[v] >= e[u]`` always and, when not
+  ``same``, ``s[v] >= arrival[u]``.
+* ``placeto`` communication (the simulator's default): u's tensor is sent once on the outgoing bus of
+  u's device, after u ends (``b[u] >= e[u]``), taking ``dur[u] = max over remote edges of
+  latency + bytes / bandwidth`` (exact when all links are alike, as in the k80 presets; else the
+  fastest link, a relaxation), arriving at every remote consumer at ``b[u] + dur[u]``; the bus is
+  a NoOverlap per device of intervals of length ``dur[u] + bus_gap`` present when u is on that
+  device and has a remote consumer. Other communication models: an edge delay of
+  ``latency + bytes / bandwidth`` and no bus (a relaxation of per-link serialisation).
+* memory: the parameters placed on a device fit its capacity (the simulator's peak also counts
+  activations; a solution that overflows there is reported as OOM).
+* objective: the makespan ``max e[u]``.
+
+The simulator runs each device's ready ops first-come first-served; the model lets the solver pick
+any order, so its optimum is a lower bound on the simulated step time of every placement, equal to
+it whenever FIFO order is optimal (as in the brute-force tests). Each improving solution found is
+simulated, and the best simulated one is returned. Graphs with more ops than ``max_groups`` are
+first cut into ``max_groups`` contiguous slices of the topological order with equal compute (each
+slice one task); then the optimum is that of the grouped problem, not of the original, and a
+task's bus time is the sum of its remote transfers (a group sends each of its ops' tensors).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from placer.methods.base import Budget, Evaluator, register
+from placer.methods.support import link_arrays, make_units, op_gap_us
+
+DEFAULT_SECONDS = 30.0
+
+
+def ortools_available() -> str | None:
+    try:
+        from ortools.sat.python import cp_model  # noqa: F401
+    except Exception as e:
+        return f"ortools is not importable ({type(e).__name__}); pip install 'placer[exact]'"
+    return None
+
+
+def contiguous_groups(problem, max_groups: int) -> np.ndarray:
+    """(n,) group of each op: the topological order cut into at most ``max_groups`` consecutive
+    slices, each holding about the same share of (compute on the fastest device + op count) / 2."""
+    n = problem.n_ops
+    if n <= max_groups:
+        return np.arange(n, dtype=np.int64)
+    w = np.where(np.isfinite(problem.fastest_us), problem.fastest_us, 0.0)
+    w = 0.5 * (w / w.sum() if w.sum() > 0 else 0.0) + 0.5 / n
+    c = np.cumsum(w) - w / 2  # an op belongs to the slice its midpoint falls in
+    g = np.minimum((c * max_groups).astype(np.int64), max_groups - 1)
+    _, g = np.unique(np.maximum.accumulate(g), return_inverse=True)
+    return g.astype(np.int64)
+
+
+class _Tasks:
+    """The problem seen by the model: tasks (groups of ops), their costs, edges and classes."""
+
+    def __init__(self, problem, group_of: np.ndarray, sim_params):
+        g = problem.graph
+        self.group_of = group_of
+        K = int(group_of.max()) + 1
+        self.K, self.D = K, problem.n_devices
+        cost = np.zeros((K, self.D))
+        np.add.at(cost, group_of, problem.compute_us)
+        self.cost = cost
+        gap = op_gap_us(sim_params)
+        nonzero = np.zeros((K, self.D))
+        np.add.at(nonzero, group_of, (problem.compute_us > 0).astype(float))
+        self.occupy = cost + gap * nonzero  # every op with non-zero cost leaves a gap after it
+        self.param = np.bincount(group_of, weights=g.param_bytes, minlength=K)
+        a, b = group_of[g.edge_src], group_of[g.edge_dst]
+        keep = a != b
+        key = a[keep] * K + b[keep]
+        uk, inv = np.unique(key, return_inverse=True)
+        self.esrc, self.edst = uk // K, uk % K
+        self.ebytes = np.bincount(inv, weights=g.edge_bytes[keep], minlength=len(uk))
+        # placement classes: tasks linked by a colocation group share one device
+        parent = list(range(K))
+
+        def find(x):
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        units = make_units(problem)
+        for m in units.members:
+            ts = np.unique(group_of[m])
+            for t in ts[1:]:
+                parent[find(int(t))] = find(int(ts[0]))
+        roots = [find(k) for k in range(K)]
+        _, self.cls = np.unique(roots, return_inverse=True)
+        self.C = int(self.cls.max()) + 1
+        ok = np.ones((self.C, self.D), dtype=bool)
+        np.logical_and.at(ok, self.cls, np.isfinite(cost))
+        self.ok = ok
+        self.cparam = np.bincount(self.cls, weights=self.param, minlength=self.C)
+        bw, lat = link_arrays(problem, sim_params)
+        off = ~np.eye(self.D, dtype=bool)
+        self.uniform = self.D < 2 or (np.ptp(bw[off]) == 0 and np.ptp(lat[off]) == 0)
+        self.comm = (lat[off].min() if self.D > 1 else 0.0) + self.ebytes / (bw[off].max() if self.D > 1 else np.inf)
+
+
+def _interchangeable(problem, T: _Tasks, sim_params) -> list[list[int]]:
+    """Classes of devices that are exact copies (same costs, memory, and links to every device)."""
+    bw, lat = link_arrays(problem, sim_params)
+    D = T.D
+    out, seen = [], set()
+    for a in range(D):
+        if a in seen:
+            continue
+        cls = [a]
+        for b in range(a + 1, D):
+            if b in seen:
+                continue
+            same = (np.array_equal(T.cost[:, a], T.cost[:, b]) and problem.memory_bytes[a] == problem.memory_bytes[b]
+                    and np.array_equal(T.ok[:, a], T.ok[:, b]))
+            others = [o for o in range(D) if o not in (a, b)]
+            same = same and bw[a, b] == bw[b, a] and lat[a, b] == lat[b, a] and all(
+                bw[a, o] == bw[b, o] and bw[o, a] == bw[o, b] and lat[a, o] == lat[b, o] and lat[o, a] == lat[o, b]
+                for o in others)
+            if same:
+                cls.append(b)
+        seen.update(cls)
+        if len(cls) > 1:
+            out.append(cls)
+    return out
+
+
+def solve(problem, sim_params, group_of: np.ndarray, time_limit_s: float, seed: int = 0, hint=None,
+          workers: int = 1, resolution_us: float | None = None):
+    """Build and solve the model; returns dict(status, placement (per op) or None, model_makespan_us,
+    lower_bound_us, solutions: list of per-op placements in the order found)."""
+    from ortools.sat.python import cp_model
+
+    T = _Tasks(problem, group_of, sim_params)
+    K, D, C = T.K, T.D, T.C
+    grouped = K < problem.n_ops
+    if resolution_us is None:
+        finite = np.where(np.isfinite(T.occupy), T.occupy, 0.0)
+        horizon_us = finite.max(axis=1).sum() + T.comm.sum() + 1.0
+        resolution_us = max(1e-3, horizon_us / 2e8)
+    tick = lambda us: int(np.floor(us / resolution_us + 1e-9))  # noqa: E731
+    bus_gap = tick(getattr(sim_params, "bus_gap_us", 0.0) or 0.0)
+    placeto = getattr(sim_params, "comm_model", "placeto") == "placeto"
+    occ = [[tick(T.occupy[u, d]) if T.ok[T.cls[u], d] else 0 for d in range(D)] for u in range(K)]
+    cst = [[tick(T.cost[u, d]) if T.ok[T.cls[u], d] else 0 for d in range(D)] for u in range(K)]
+    comm = [tick(c) for c in T.comm]
+    H = sum(max(r) for r in occ) + sum(comm) + bus_gap * K + 1
+
+    m = cp_model.CpModel()
+    x = [[m.NewBoolVar(f"x{c}_{d}") if T.ok[c, d] else m.NewConstant(0) for d in range(D)] for c in range(C)]
+    for c in range(C):
+        m.AddExactlyOne([x[c][d] for d in range(D) if T.ok[c, d]])
+    s = [m.NewIntVar(0, H, f"s{u}") for u in range(K)]
+    e = [m.NewIntVar(0, H, f"e{u}") for u in range(K)]
+    dev_iv = [[] for _ in range(D)]
+    for u in range(K):
+        c = T.cls[u]
+        m.Add(e[u] == s[u] + sum(cst[u][d] * x[c][d] for d in range(D) if T.ok[c, d]))
+        for d in range(D):
+            if T.ok[c, d]:
+                dev_iv[d].append(m.NewOptionalFixedSizeIntervalVar(s[u], occ[u][d], x[c][d], f"i{u}_{d}"))
+    for d in range(D):
+        m.AddNoOverlap(dev_iv[d])
+    # same device per edge
+    same = []
+    for k in range(len(T.esrc)):
+        a, b = T.cls[T.esrc[k]], T.cls[T.edst[k]]
+        if a == b:
+            same.append(m.NewConstant(1))
+            continue
+        ys = []
+        for d in range(D):
+            if T.ok[a, d] and T.ok[b, d]:
+                y = m.NewBoolVar("")
+                m.AddImplication(y, x[a][d])
+                m.AddImplication(y, x[b][d])
+                m.AddBoolOr([y, x[a][d].Not(), x[b][d].Not()])
+                ys.append(y)
+        sv = m.NewBoolVar(f"same{k}")
+        m.Add(sv == sum(ys)) if ys else m.Add(sv == 0)
+        same.append(sv)
+    out_edges = [[] for _ in range(K)]
+    for k in range(len(T.esrc)):
+        out_edges[T.esrc[k]].append(k)
+    arrival = [None] * K
+    bus_iv = [[] for _ in range(D)]
+    for u in range(K):
+        ks = out_edges[u]
+        if not ks:
+            continue
+        if placeto:
+            if grouped:  # a group sends each of its ops' tensors: the remote transfers add up
+                dur = m.NewIntVar(0, sum(comm[k] for k in ks), f"dur{u}")
+                m.Add(dur == sum(comm[k] - comm[k] * same[k] for k in ks))
+            else:
+                dur = m.NewIntVar(0, max(comm[k] for k in ks), f"dur{u}")
+                m.AddMaxEquality(dur, [comm[k] - comm[k] * same[k] for k in ks] + [0])
+            rem = m.NewBoolVar(f"rem{u}")
+            for k in ks:
+                m.AddImplication(same[k].Not(), rem)
+            m.AddBoolOr([same[k].Not() for k in ks]).OnlyEnforceIf(rem)
+            b = m.NewIntVar(0, H, f"b{u}")
+            m.Add(b >= e[u])
+            c = T.cls[u]
+            for d in range(D):
+                if T.ok[c, d]:
+                    z = m.NewBoolVar("")
+                    m.AddBoolAnd([x[c][d], rem]).OnlyEnforceIf(z)
+                    m.AddBoolOr([x[c][d].Not(), rem.Not()]).OnlyEnforceIf(z.Not())
+                    end = m.NewIntVar(0, 2 * H, "")
+                    m.Add(end == b + dur + bus_gap)
+                    bus_iv[d].append(m.NewOptionalIntervalVar(b, dur + bus_gap, end, z, f"bus{u}_{d}"))
+            arrival[u] = b + dur
+        for k in ks:
+            v = T.edst[k]
+            m.Add(s[v] >= e[u])
+            if placeto:
+                m.Add(s[v] >= arrival[u]).OnlyEnforceIf(same[k].Not())
+            else:
+                m.Add(s[v] >= e[u] + comm[k]).OnlyEnforceIf(same[k].Not())
+    for d in range(D):
+        if bus_iv[d]:
+            m.AddNoOverlap(bus_iv[d])
+    # memory: parameters placed on a device fit it
+    scale = max(1.0, T.cparam.max() / 1e9) if C else 1.0
+    for d in range(D):
+        terms = [(int(np.floor(T.cparam[c] / scale)), x[c][d]) for c in range(C) if T.ok[c, d] and T.cparam[c] > 0]
+        if terms:
+            m.Add(sum(w * v for w, v in terms) <= int(np.ceil(problem.memory_bytes[d] / scale)))
+    # symmetry: among interchangeable devices, device k+1 is used only after device k (by class order)
+    for grp in _interchangeable(problem, T, sim_params):
+        for j in range(1, len(grp)):
+            for c in range(C):
+                m.Add(x[c][grp[j]] <= sum(x[c2][grp[j - 1]] for c2 in range(c)))
+    M = m.NewIntVar(0, H, "makespan")
+    m.AddMaxEquality(M, e)
+    m.Minimize(M)
+    if hint is not None:
+        for c in range(C):
+            hd = int(hint[c])
+            for d in range(D):
+                if T.ok[c, d]:
+                    m.AddHint(x[c][d], int(d == hd))
+
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = float(time_limit_s)
+    solver.parameters.random_seed = int(seed) % (2**31)
+    solver.parameters.num_workers = int(workers)
+    found, values = [], []
+
+    class _Cb(cp_model.CpSolverSolutionCallback):
+        def on_solution_callback(self):
+            cls_dev = np.array([next(d for d in range(D) if T.ok[c, d] and self.Value(x[c][d])) for c in range(C)])
+            found.append(cls_dev[T.cls][group_of])
+            values.append(self.ObjectiveValue() * resolution_us)
+
+    status = solver.Solve(m, _Cb())
+    name = solver.StatusName(status)
+    out = {"status": name, "placement": found[-1] if found else None, "solutions": found, "values_us": values,
+           "model_makespan_us": float(solver.ObjectiveValue() * resolution_us) if found else None,
+           "lower_bound_us": float(solver.BestObjectiveBound() * resolution_us),
+           "resolution_us": resolution_us, "tasks": K, "classes": C, "uniform_links": bool(T.uniform)}
+    return out
+
+
+def class_hint(problem, group_of: np.ndarray, placement: np.ndarray, sim_params) -> np.ndarray:
+    """A per-class device for the solver's hint: where most of the class's compute sits."""
+    T = _Tasks(problem, group_of, sim_params)
+    w = np.where(np.isfinite(problem.compute_us[np.arange(problem.n_ops), placement]),
+                 problem.compute_us[np.arange(problem.n_ops), placement], 0.0) + 1e-9
+    acc = np.zeros((T.C, T.D))
+    np.add.at(acc, (T.cls[group_of], placement), w)
+    acc[~T.ok] = -1.0
+    return acc.argmax(axis=1)
+
+
+@register("cp-sat", "CP-SAT optimum of placement + scheduling with communication and memory "
+          "(<= max_groups tasks; larger graphs coarsened first)", "exact",
+          "OR-Tools CP-SAT (Perron and Didier); the joint model of Tarnawski et al. 2020", available=ortools_available)
+def cp_sat(problem, budget: Budget, seed: int, ev: Evaluator, max_groups: int = 40, time_limit_s: float | None = None,
+           workers: int = 1, hint: bool = True, solutions: int = 8, **_):
+    from placer.methods import list_scheduling as ls
+
+    limit = time_limit_s if time_limit_s is not None else (budget.seconds or DEFAULT_SECONDS)
+    group_of = contiguous_groups(problem, max_groups)
+    grouped = int(group_of.max()) + 1 < problem.n_ops
+    h = None
+    if hint:
+        starts = [ls.heft_schedule(problem, ev.sim_params).placement,
+                  ls.etf_schedule(problem, ev.sim_params).placement]
+        sims = [ev.simulate(p) for p in starts]
+        best = starts[min(range(len(starts)), key=lambda k: (sims[k].oom, sims[k].objective))]
+        h = class_hint(problem, group_of, best, ev.sim_params)
+    out = solve(problem, ev.sim_params, group_of, limit, seed, h, workers)
+    if out["placement"] is None:
+        raise RuntimeError(f"CP-SAT found no solution in {limit:.0f} s (status {out['status']})")
+    best = None
+    for p in out["solutions"][-solutions:]:  # the last improving solutions, judged by the simulator
+        r = ev.simulate(p)
+        if best is None or (r.oom, r.objective) < best[0]:
+            best = ((r.oom, r.objective), p)
+    notes = [f"status {out['status']}: model makespan {out['model_makespan_us']:.1f} us, "
+             f"proven lower bound {out['lower_bound_us']:.1f} us" + (" (of the grouped problem)" if grouped else "")]
+    if grouped:
+        notes.append(f"coarsened {problem.n_ops} ops into {out['tasks']} contiguous topological groups")
+    if not out["uniform_links"]:
+        notes.append("links differ: the model uses the fastest link (a relaxation)")
+    res = ev.result("cp-sat", best[1], params={"max_groups": max_groups, "time_limit_s": limit, "workers": workers},
+                    notes=notes)
+    res.cost.extra.update({k: out[k] for k in ("status", "model_makespan_us", "lower_bound_us", "tasks", "classes")})
+    res.cost.extra["grouped"] = grouped
+    res.cost.extra["optimal"] = out["status"] == "OPTIMAL"
+    return res
+
+
+def grouped_problem(problem, n_groups: int):
+    """A standalone Problem whose ops are ``n_groups`` contiguous topological slices of
+    ``problem``'s graph (costs, FLOPs, bytes and parameters summed; edge bytes between two slices
+    summed), on the same cluster: a small problem CP-SAT solves exactly."""
+    from placer.graph import OpGraph
+    from placer.problem import Problem
+
+    g = problem.graph
+    go = contiguous_groups(problem, n_groups)
+    K = int(go.max()) + 1
+    T = _Tasks(problem, go, None)
+
+    def add(a):
+        return np.bincount(go, weights=a, minlength=K)
+
+    costs = {k: add(np.where(np.isfinite(v), v, 0.0)) + np.where(np.bincount(go, weights=~np.isfinite(v), minlength=K) > 0,
+                                                                  np.inf, 0.0) for k, v in g.compute_us.items()}
+    out_b = np.zeros(K)
+    np.maximum.at(out_b, T.esrc, T.ebytes)
+    role = np.array([np.bincount(g.role[go == k], minlength=3).argmax() for k in range(K)])
+    coloc = np.where(np.bincount(T.cls, minlength=T.C)[T.cls] > 1, T.cls, -1)
+    names = [f"{g.name}/g{k}" for k in range(K)]
+    mods = [g.modules[int(np.flatnonzero(go == k)[0])] for k in range(K)]
+    cg = OpGraph.build(names, list(zip(T.esrc.tolist(), T.edst.tolist(), T.ebytes.tolist())),
+                       name=f"{g.name}-g{K}", compute_us=costs, flops=add(g.flops), bytes_accessed=add(g.bytes_accessed),
+                       output_bytes=out_b, param_bytes=add(g.param_bytes), temp_bytes=add(g.temp_bytes),
+                       role=role, colocation=coloc, modules=mods,
+                       meta={"grouped_from": g.name, "groups": K})
+    return Problem(cg, problem.cluster)

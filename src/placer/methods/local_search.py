@@ -1,0 +1,207 @@
+"""Search over the simulator: local search (iterated, best-of-sample hill climbing) and simulated
+annealing (Kirkpatrick et al. 1983), each moving one op or one colocation group to another device.
+
+Both start from the best of the classical heuristics (single GPU, m-ETF, m-SCT, HEFT, m-TOPO,
+METIS; their simulations are counted like every other), then repeat: propose ``batch`` moves from
+the current placement, simulate them through the evaluator, and take the best. A move takes a unit
+(op or colocation group) either from the critical path of the current simulated step (half of the
+time) or uniformly, and sends it either to a device one of its neighbours is on or to a random
+device that can run all its ops. Local search accepts only improvements and, after ``patience``
+batches without one, restarts from its best placement with ``kick`` random unit moves (iterated
+local search); annealing accepts a worse placement with probability exp(-delta / T), T cooling
+geometrically from ``t0`` x the start objective to ``t1`` x it over the budget.
+
+What is minimised is ``(OOM, objective)``: a memory-feasible placement always beats one that
+overflows, then the simulator's memory-penalised step time.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from placer.methods.base import Budget, Evaluator, register
+from placer.methods.support import gpu_devices, make_units, repair_memory
+
+DEFAULT_PLACEMENTS = 2000
+DEFAULT_SECONDS = 120.0
+
+
+def seed_placements(problem, ev: Evaluator, names=("single-gpu", "m-etf", "m-sct", "heft", "m-topo", "metis")):
+    """Candidate starting points from the classical heuristics (computed without the simulator)."""
+    from placer.methods import list_scheduling as ls
+    from placer.methods.partitioning import metis_placement
+
+    out = {}
+    for name in names:
+        try:
+            if name == "single-gpu":
+                for d in gpu_devices(problem):
+                    if np.isfinite(problem.compute_us[:, d]).all():
+                        out[f"single-gpu:{d}"] = np.full(problem.n_ops, d, dtype=np.int64)
+            elif name == "m-etf":
+                out[name] = ls.etf_schedule(problem, ev.sim_params, gpu_devices(problem)).placement
+            elif name == "m-sct":
+                out[name] = ls.sct_schedule(problem, ev.sim_params, gpu_devices(problem)).placement
+            elif name == "heft":
+                out[name] = ls.heft_schedule(problem, ev.sim_params).placement
+            elif name == "m-topo":
+                out[name] = ls.topo_placement(problem)
+            elif name == "metis":
+                out[name] = metis_placement(problem, gpu_devices(problem))
+        except (ValueError, RuntimeError):  # a heuristic that does not apply here is skipped
+            continue
+    return out
+
+
+class _Search:
+    """The state of one search: units, neighbours, current and best placements."""
+
+    def __init__(self, problem, ev: Evaluator, rng: np.random.Generator):
+        self.problem, self.ev, self.rng = problem, ev, rng
+        self.units = make_units(problem)
+        self.U = self.units.n_units
+        self.ok = np.isfinite(self.units.compute_us)
+        xadj, adj, _ = self.units.undirected_csr()
+        self.xadj, self.adj = xadj, adj
+        self.first = np.array([m[0] for m in self.units.members], dtype=np.int64)
+        self.cur = self.best = None  # (key, placement, SimResult)
+
+    @staticmethod
+    def key(r) -> tuple[bool, float]:
+        return (bool(r.oom), float(r.objective))
+
+    def simulate(self, p):
+        r = self.ev.simulate(p)
+        return (self.key(r), p, r)
+
+    def offer(self, cand) -> None:
+        if self.best is None or cand[0] < self.best[0]:
+            self.best = cand
+
+    def critical_units(self, r) -> np.ndarray:
+        """Units of the ops on the critical path of a simulated step (walk back from the last op to
+        whichever parent, or earlier op on the same device, finished last)."""
+        g = self.problem.graph
+        start, end, dev = r.start_us, r.end_us, r.device
+        order = np.lexsort((start, dev))
+        prev = np.full(g.n_ops, -1, dtype=np.int64)
+        same = dev[order[1:]] == dev[order[:-1]]
+        prev[order[1:][same]] = order[:-1][same]
+        i = int(np.argmax(end))
+        path = [i]
+        for _ in range(g.n_ops):
+            cands = list(g.predecessors(i))
+            if prev[i] >= 0:
+                cands.append(prev[i])
+            if not cands or start[i] <= 0:
+                break
+            cands = np.asarray(cands)
+            i = int(cands[np.argmax(end[cands])])
+            path.append(i)
+        return np.unique(self.units.unit_of[path])
+
+    def propose(self, p: np.ndarray, critical: np.ndarray) -> np.ndarray | None:
+        rng = self.rng
+        u = int(rng.choice(critical)) if len(critical) and rng.random() < 0.5 else int(rng.integers(self.U))
+        here = p[self.first[u]]
+        devs = np.flatnonzero(self.ok[u])
+        devs = devs[devs != here]
+        if len(devs) == 0:
+            return None
+        nb = self.adj[self.xadj[u]:self.xadj[u + 1]]
+        nbd = np.unique(p[self.first[nb]]) if len(nb) else np.empty(0, dtype=np.int64)
+        nbd = nbd[(nbd != here) & self.ok[u][nbd]]
+        d = int(rng.choice(nbd)) if len(nbd) and rng.random() < 0.5 else int(rng.choice(devs))
+        q = p.copy()
+        q[self.units.members[u]] = d
+        return q
+
+    def kick(self, p: np.ndarray, moves: int) -> np.ndarray:
+        q = p.copy()
+        for _ in range(moves):
+            u = int(self.rng.integers(self.U))
+            devs = np.flatnonzero(self.ok[u])
+            q[self.units.members[u]] = int(self.rng.choice(devs))
+        return q
+
+
+def search(problem, budget: Budget, seed: int, ev: Evaluator, anneal: bool, batch: int = 8, patience: int = 20,
+           kick: int = 4, t0: float = 0.02, t1: float = 1e-4, start=None, seeds=None):
+    """The shared loop of ``local-search`` and ``anneal``; returns (best placement, notes)."""
+    rng = np.random.default_rng(seed)
+    s = _Search(problem, ev, rng)
+    limit = budget.placements if budget.placements is not None else DEFAULT_PLACEMENTS
+    seconds = budget.seconds if budget.seconds is not None else (DEFAULT_SECONDS if budget.placements is None else None)
+    b = Budget(limit, seconds)
+    starts = {"given": np.asarray(start, dtype=np.int64)} if start is not None else seed_placements(
+        problem, ev, **({"names": seeds} if seeds else {}))
+    origin = None
+    for name, p in starts.items():
+        if ev.out_of_budget(b):
+            break
+        p = repair_memory(problem, p, s.units)
+        cand = s.simulate(p)
+        if s.cur is None or cand[0] < s.cur[0]:
+            s.cur, origin = cand, name
+        s.offer(cand)
+    if s.cur is None:
+        raise RuntimeError("no starting placement could be evaluated within the budget")
+    critical = s.critical_units(s.cur[2])
+    stale, moves, accepted = 0, 0, 0
+    f0 = s.cur[0][1]
+    while not ev.out_of_budget(b):
+        props = [q for q in (s.propose(s.cur[1], critical) for _ in range(batch)) if q is not None]
+        if not props:
+            break
+        cands = []
+        for q in props:
+            if ev.out_of_budget(b):
+                break
+            cands.append(s.simulate(q))
+        if not cands:
+            break
+        moves += len(cands)
+        top = min(cands, key=lambda c: c[0])
+        s.offer(top)
+        if anneal:
+            frac = min(1.0, max(ev.placements / limit if limit else 0.0,
+                                ev.clock() / seconds if seconds else 0.0))
+            T = f0 * t0 * (t1 / t0) ** frac
+            delta = top[0][1] - s.cur[0][1]
+            worse_mem = top[0][0] and not s.cur[0][0]
+            take = top[0] < s.cur[0] or (not worse_mem and T > 0 and rng.random() < math.exp(-delta / T))
+        else:
+            take = top[0] < s.cur[0]
+        if take:
+            s.cur = top
+            critical = s.critical_units(top[2])
+            accepted += 1
+        stale = 0 if top[0] < s.best[0] or take and not anneal else stale + 1
+        if not anneal and stale >= patience:
+            s.cur = s.simulate(s.kick(s.best[1], kick))
+            s.offer(s.cur)
+            critical = s.critical_units(s.cur[2])
+            stale = 0
+    notes = [f"started from {origin} ({f0:.1f} us)", f"{moves} moves simulated, {accepted} accepted"]
+    if s.best[0][0]:
+        notes.append("OOM: no memory-feasible placement found")
+    return s.best[1], notes
+
+
+@register("local-search", "iterated hill climbing over the simulator, one op or colocation group per move, "
+          "seeded from the best classical heuristic", "search", "local search over a simulator (Baechi section 6; "
+          "Placeto's comparisons)")
+def local_search(problem, budget: Budget, seed: int, ev: Evaluator, batch: int = 8, patience: int = 20, kick: int = 4,
+                 start=None, **_):
+    p, notes = search(problem, budget, seed, ev, anneal=False, batch=batch, patience=patience, kick=kick, start=start)
+    return ev.result("local-search", p, params={"batch": batch, "patience": patience, "kick": kick}, notes=notes)
+
+
+@register("anneal", "simulated annealing over the simulator, one op or colocation group per move", "search",
+          "Kirkpatrick, Gelatt, Vecchi 1983")
+def anneal(problem, budget: Budget, seed: int, ev: Evaluator, batch: int = 4, t0: float = 0.02, t1: float = 1e-4,
+           start=None, **_):
+    p, notes = search(problem, budget, seed, ev, anneal=True, batch=batch, t0=t0, t1=t1, start=start)
+    return ev.result("anneal", p, params={"batch": batch, "t0": t0, "t1": t1}, notes=notes)
