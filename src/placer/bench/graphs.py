@@ -1,0 +1,117 @@
+"""Where an experiment's graphs and clusters come from, and fingerprints that key the run cache.
+
+Graphs are named three ways: a built-in zoo name (:data:`placer.zoo.BUILTIN`), ``shared:<path>``
+for the real graphs kept outside the repository (``$PLACER_SHARED_GRAPHS``, default
+``../shared/graphs`` beside the repository), or a plain file path. A graph that is not there yet
+(a zoo model not written, a file absent) is reported as missing with the reason, never replaced.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+
+from placer.errors import InputError
+
+ENV_VAR = "PLACER_SHARED_GRAPHS"
+
+
+class GraphMissing(Exception):
+    """The graph a row names is not available here; the message says why."""
+
+
+def repo_root() -> Path:
+    """The checkout this package runs from (src/placer/bench -> repo), else the working directory."""
+    here = Path(__file__).resolve().parents[3]
+    return here if (here / "pyproject.toml").exists() else Path.cwd()
+
+
+def shared_graphs_dir() -> Path:
+    """``$PLACER_SHARED_GRAPHS``, else ``../shared/graphs`` relative to the repository."""
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return Path(env)
+    return (repo_root().parent / "shared" / "graphs").resolve()
+
+
+def shared_path(spec: str) -> Path:
+    return shared_graphs_dir() / spec[len("shared:"):]
+
+
+def resolve_one(spec: str):
+    """(OpGraph, file path or None) for one graph spec; raises :class:`GraphMissing`."""
+    from placer.resolve import resolve_graph
+    from placer.zoo import BUILTIN
+
+    if spec.startswith("shared:"):
+        path = shared_path(spec)
+        if not path.exists():
+            raise GraphMissing(f"{spec[7:]} not found under {shared_graphs_dir()} (set ${ENV_VAR})")
+        return resolve_graph(str(path)), str(path)
+    if Path(spec).exists():
+        return resolve_graph(spec), spec
+    if spec not in BUILTIN:
+        raise GraphMissing(f"zoo model '{spec}' is not in placer.zoo yet")
+    try:
+        return BUILTIN[spec](), None
+    except ModuleNotFoundError as e:  # the zoo's models need the torch extra
+        raise GraphMissing(f"zoo model '{spec}' needs {e.name} (pip install 'placer[torch]')") from None
+
+
+def resolve_row_graph(candidates: tuple[str, ...]):
+    """(OpGraph, spec used, path or None) for the first candidate that resolves."""
+    reasons = []
+    for spec in candidates:
+        try:
+            g, path = resolve_one(spec)
+            return g, spec, path
+        except GraphMissing as e:
+            reasons.append(str(e))
+        except InputError as e:
+            reasons.append(f"{spec}: {e}")
+    raise GraphMissing("; ".join(dict.fromkeys(reasons)))
+
+
+def resolve_row_cluster(spec: str, graph, path: str | None):
+    from placer.resolve import resolve_cluster
+
+    return resolve_cluster(spec, graph, path)
+
+
+def _h(h, a) -> None:
+    a = np.ascontiguousarray(a)
+    h.update(str(a.dtype).encode())
+    h.update(str(a.shape).encode())
+    h.update(a.tobytes())
+
+
+def graph_fingerprint(g) -> str:
+    """A hash of everything the simulator and the methods can see of a graph."""
+    h = hashlib.sha256()
+    h.update("\0".join(g.op_names).encode())
+    h.update("\0".join(g.op_types).encode())
+    h.update("\0".join(g.modules).encode())
+    for k in sorted(g.compute_us):
+        h.update(k.encode())
+        _h(h, g.compute_us[k])
+    for a in (g.flops, g.bytes_accessed, g.output_bytes, g.param_bytes, g.temp_bytes, g.colocation, g.role,
+              g.mirror, g.edge_src, g.edge_dst, g.edge_bytes):
+        _h(h, a)
+    return h.hexdigest()[:16]
+
+
+def cluster_fingerprint(c) -> str:
+    h = hashlib.sha256()
+    for d in c.devices:
+        h.update(f"{d.name}|{d.kind}|{d.model}|{d.memory_bytes!r}|{d.peak_flops_per_us!r}|"
+                 f"{d.mem_bw_bytes_per_us!r}|{d.launch_us!r}".encode())
+    _h(h, c.bandwidth_bytes_per_us)
+    _h(h, c.latency_us)
+    return h.hexdigest()[:16]
+
+
+def file_fingerprint(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]

@@ -1,0 +1,197 @@
+"""Run a named experiment end to end and write ``results/<experiment>/``: ``table.md``,
+``results.csv``, ``summary.json`` (what ``placer bench report`` reads), ``env.json``, one JSON per run
+under ``runs/`` and PNG plots under ``plots/`` (learning curves per row, timeline of each row's best
+placement)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from placer.bench import tables
+from placer.bench.envinfo import environment
+from placer.bench.experiments import EXPERIMENTS
+from placer.bench.graphs import repo_root
+from placer.bench.runner import OK, Cell, Plan, decode_placement, make_plan, prune, run_plan, sim_params
+from placer.bench.spec import Experiment, slug, stable_hash
+from placer.errors import InputError
+
+
+@dataclass
+class Outcome:
+    plan: Plan
+    stats: dict
+    out_dir: Path
+    files: list[Path] = field(default_factory=list)
+    plot_note: str = ""
+
+
+def get_experiment(name: str) -> Experiment:
+    if name not in EXPERIMENTS:
+        raise InputError("placer bench", f"experiment '{name}'", "is not a known experiment",
+                         f"use one of {', '.join(EXPERIMENTS)} (see `placer bench list`)")
+    return EXPERIMENTS[name]
+
+
+def command_line(exp: Experiment, level: str) -> str:
+    flag = {"quick": " --quick", "default": "", "paper": " --budget paper"}[level]
+    return f"placer bench {exp.name}{flag}"
+
+
+def run_experiment(exp: Experiment | str, level: str = "default", results_dir: str | Path = "results",
+                   jobs: int = 1, seeds: tuple[int, ...] | None = None, only_methods: set[str] | None = None,
+                   only_rows: set[str] | None = None, plots: bool = True,
+                   on_row: Callable | None = None, on_done: Callable[[Cell, int, int], None] | None = None) -> Outcome:
+    """Plan (resolve graphs, check the cache), run what is missing, write every output."""
+    exp = get_experiment(exp) if isinstance(exp, str) else exp
+    try:
+        exp.level(level)
+    except KeyError:
+        raise InputError("--budget", f"'{level}'", f"is not a budget level of {exp.name}",
+                         f"use one of {', '.join(exp.budgets)}") from None
+    plan = make_plan(exp, level, Path(results_dir), seeds, only_methods, only_rows, on_row=on_row)
+    stats = run_plan(plan, jobs, on_done)
+    out = Outcome(plan, stats, Path(results_dir) / exp.name)
+    write_outputs(out, plots=plots)
+    if not plan.filtered:
+        stats["pruned"] = len(prune(plan))
+    return out
+
+
+def write_outputs(out: Outcome, plots: bool = True) -> None:
+    from placer.frontends.native import write_text_atomic
+
+    plan, exp, d = out.plan, out.plan.experiment, out.out_dir
+    d.mkdir(parents=True, exist_ok=True)
+    env = environment(repo_root())
+    lv = exp.level(plan.level)
+    env.update({"experiment": exp.name, "level": plan.level, "seeds": list(plan.seeds),
+                "placements": lv.placements, "seconds": lv.seconds, "sim": exp.sim,
+                "command": command_line(exp, plan.level)})
+    plot_files: dict[int, list[str]] = {}
+    if plots:
+        try:
+            plot_files = write_plots(plan, d / "plots")
+        except InputError as e:  # matplotlib (the plot extra) not installed
+            out.plot_note = f"plots skipped: {e}"
+    table, notes = tables.render_table(plan)
+    summary_md = tables.method_summary(plan) if exp.method_summary else ""
+    md = render_markdown(plan, env, table, notes.markdown(), summary_md, plot_files)
+    files = {
+        "table.md": md, "results.csv": tables.csv_text(plan), "env.json": json.dumps(env, indent=1) + "\n",
+        "summary.json": json.dumps({
+            "experiment": exp.name, "title": exp.title, "paper": exp.paper, "level": plan.level,
+            "seeds": list(plan.seeds), "placements": lv.placements, "budget_note": lv.note, "sim": exp.sim,
+            "command": command_line(exp, plan.level), "generated": env["generated"], "commit": env["git"]["commit"],
+            "counts": tables.status_counts(plan), "comparisons": tables.comparisons(plan),
+            "unavailable": tables.unavailable(plan), "differences": list(exp.differences),
+            "paper_notes": list(exp.paper_notes), "table": table, "footnotes": notes.markdown(),
+            "method_summary": summary_md, "filtered": plan.filtered,
+        }, indent=1, default=str) + "\n",
+    }
+    for name, text in files.items():
+        write_text_atomic(d / name, text)
+        out.files.append(d / name)
+
+
+def render_markdown(plan: Plan, env: dict, table: str, footnotes: str, summary_md: str,
+                    plot_files: dict[int, list[str]]) -> str:
+    exp, lv = plan.experiment, plan.experiment.level(plan.level)
+    sim = "Placeto's reference simulator constants" if exp.sim == "placeto" else "the default simulator"
+    lines = [
+        f"# {exp.title}", "",
+        f"Paper: {exp.paper}.  ",
+        f"Regenerate: `{command_line(exp, plan.level)}` (cached runs are reused; delete `runs/` to start over).  ",
+        f"Budget `{plan.level}`: {lv.placements:,} placements per searching method"
+        + (f" ({lv.note})" if lv.note else "") + f", seeds {', '.join(map(str, plan.seeds))}; {sim}.  ",
+        f"Generated {env['generated']} at commit `{(env['git']['commit'] or 'unknown')[:10]}` "
+        f"on {env['machine']['cpu']} ({env['machine']['cpus']} CPUs); full record in `env.json`.", "",
+        "Our cells: simulated step time of the best placement found, in ms (mean ± sd over seeds when there are "
+        "several)" + (", and its ratio to the step-time lower bound" if exp.lower_bound_column else "")
+        + "; **bold** = best in the row. Paper cells are copied from the paper (seconds on real GPUs). "
+        "A method or graph that does not exist yet is marked, never filled in.", "",
+        table, "",
+    ]
+    if plan.filtered:
+        lines += ["*This table came from a filtered run (--methods/--rows): some cells may be missing.*", ""]
+    if footnotes:
+        lines += [footnotes.replace("\n", "  \n"), ""]
+    if summary_md:
+        lines += ["## Per method, over all rows", "", summary_md, ""]
+    if exp.paper_notes:
+        lines += ["## What the paper says beyond the table", ""] + [f"- {t}" for t in exp.paper_notes] + [""]
+    lines += ["## Why our numbers differ from the paper's", ""] + [f"- {t}" for t in exp.differences] + [""]
+    if plot_files:
+        lines += ["## Plots", ""]
+        for k, names in plot_files.items():
+            ctx = plan.rows[k]
+            lines.append(f"- {ctx.row.label} / {ctx.cluster.name}: " + ", ".join(f"[{n.split('__')[-1][:-4]}](plots/{n})"
+                                                                              for n in names))
+        lines.append("")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------- plots
+def _best_doc(docs: list[dict]) -> dict | None:
+    ok = [d for d in docs if not d["result"]["oom"]] or docs
+    return min(ok, key=lambda d: d["result"]["step_time_us"]) if ok else None
+
+
+def write_plots(plan: Plan, plot_dir: Path) -> dict[int, list[str]]:
+    """A learning-curve PNG and a timeline PNG (best placement) per row with results. A plot whose
+    inputs (run hashes) have not changed since it was drawn is kept as is, so a repeated experiment
+    neither re-simulates nor redraws."""
+    from placer.frontends.native import read_json, write_text_atomic
+    from placer.problem import Problem
+    from placer.sim import simulate
+    from placer.viz import plot_learning_curves, plot_timeline
+
+    manifest_path = plot_dir / "manifest.json"
+    try:
+        manifest = read_json(manifest_path) if manifest_path.exists() else {}
+    except Exception:
+        manifest = {}
+    new_manifest: dict[str, str] = {}
+    out: dict[int, list[str]] = {}
+    by_row: dict[int, list[Cell]] = {}
+    rid = {id(r): k for k, r in enumerate(plan.rows)}
+    for c in plan.cells:
+        if c.status == OK and c.doc:
+            by_row.setdefault(rid[id(c.row)], []).append(c)
+    for k, cells in sorted(by_row.items()):
+        ctx = plan.rows[k]
+        base = f"{slug(ctx.row.label)}__{slug(ctx.cluster.name)}"
+        title = f"{ctx.row.label} ({ctx.graph.n_ops:,} ops) on {ctx.cluster.name}"
+        # learning curves: the lowest seed of each method
+        series, hashes = [], []
+        for m in plan.methods:
+            mc = sorted((c for c in cells if c.method.label == m.label), key=lambda c: c.seed)
+            if mc:
+                series.append((m.label, mc[0].doc["curve"]))
+                hashes.append(mc[0].hash)
+        curve_name, curve_key = f"{base}__curve.png", stable_hash({"runs": hashes, "lb": ctx.lower_bound_us})
+        if manifest.get(curve_name) != curve_key or not (plot_dir / curve_name).exists():
+            plot_learning_curves(series, plot_dir / curve_name, title=title, lower_bound_us=ctx.lower_bound_us)
+        new_manifest[curve_name] = curve_key
+        # timeline of the best placement in the row
+        best = _best_doc([c.doc for c in cells])
+        tl_name, tl_key = f"{base}__timeline.png", best["hash"]
+        if manifest.get(tl_name) != tl_key or not (plot_dir / tl_name).exists():
+            P = Problem(ctx.graph, ctx.cluster)
+            sim = simulate(P, decode_placement(best["placement"]), sim_params(plan.experiment.sim))
+            plot_timeline(sim, P.cluster.device_names, plot_dir / tl_name, roles=ctx.graph.role,
+                          title=f"{title}: best = {best['method_label']} (seed {best['seed']}), "
+                                f"step {sim.makespan_us / 1e3:,.2f} ms", lower_bound_us=ctx.lower_bound_us)
+        new_manifest[tl_name] = tl_key
+        out[k] = [curve_name, tl_name]
+    if not plan.filtered:  # drop plots of rows that no longer exist
+        for p in plot_dir.glob("*.png") if plot_dir.exists() else []:
+            if p.name not in new_manifest:
+                p.unlink()
+    else:
+        new_manifest = {**manifest, **new_manifest}
+    plot_dir.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(manifest_path, json.dumps(new_manifest, indent=1, sort_keys=True) + "\n")
+    return out

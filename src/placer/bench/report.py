@@ -1,0 +1,145 @@
+"""``REPRODUCTION.md``: every experiment's latest committed results against its paper, regenerated
+from ``results/<experiment>/summary.json`` (written by each run) and nothing else, so the numbers in
+the report are the numbers in the result files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from placer.bench.experiments import EXPERIMENTS
+from placer.bench.harness import command_line
+
+INTRO = """# Reproduction report
+
+Regenerate with `placer bench report` (reads `results/*/summary.json`; runs nothing). Each section
+comes from one experiment's committed results (`results/<experiment>/`: `table.md`, `results.csv`,
+one JSON per run, plots, `env.json`) and names the command that regenerates them.
+
+How to read it. Every paper measured TensorFlow graphs on real K80/K40 GPUs; we simulate our own
+PyTorch captures of the same models on K80-like presets, usually with far fewer sampled placements.
+So absolute times (their seconds, our simulated milliseconds) are not comparable; what should carry
+over is the shape of each table: which method wins, and by roughly how much. Below each table we
+say plainly where ours agree and where they do not. A method that does not exist yet in `placer`,
+or a graph that is not available, is shown as such; no cell is ever filled with a number we did
+not produce.
+"""
+
+
+def _load(results_dir: Path, name: str) -> dict | None:
+    from placer.frontends.native import read_json
+
+    p = results_dir / name / "summary.json"
+    if not p.exists():
+        return None
+    try:
+        return read_json(p)
+    except Exception:
+        return None
+
+
+def _num(v) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def agreement_lines(s: dict) -> list[str]:
+    """Plain sentences: derived columns (ours vs the paper's) and, per row, which method each says wins."""
+    out = []
+    for c in s["comparisons"]:
+        if c["kind"] != "derived":
+            continue
+        p, o = _num(c["paper"]), c.get("ours")
+        fmt = c.get("fmt", "{:.1f}")
+        if p is None:
+            continue
+        where = f"{c['row']} ({c['cluster']}), {c['column']}"
+        if o is None:
+            out.append(f"{where}: paper {fmt.format(p)}; ours not available (a method in it did not run).")
+            continue
+        if "%" in fmt:
+            verdict = ("same direction" if (p > 0) == (o > 0) or abs(p) < 1 and abs(o) < 1
+                       else "OPPOSITE direction")
+        else:
+            verdict = "same side of 1" if (p > 1) == (o > 1) else "OPPOSITE side of 1"
+        out.append(f"{where}: paper {fmt.format(p)}, ours {fmt.format(o)} ({verdict}).")
+    rows: dict[tuple[str, str], list[dict]] = {}
+    for c in s["comparisons"]:
+        if c["kind"] == "time":
+            rows.setdefault((c["row"], c["cluster"]), []).append(c)
+    for (row, cl), cs in rows.items():
+        paper = [(c["column"], _num(c["paper"])) for c in cs if _num(c["paper"]) is not None]
+        ours = [(c["column"], c["ours_ms"]) for c in cs if c["ours_ms"] is not None and not c["ours_oom"]]
+        if not paper or not ours:
+            continue
+        pb, ob = min(v for _, v in paper), min(v for _, v in ours)
+        pw = [k for k, v in paper if v <= pb * (1 + 1e-9)]
+        ow = [k for k, v in ours if v <= ob * (1 + 1e-9)]
+        same = bool(set(pw) & set(ow))
+        note = "agrees" if same else "differs"
+        out.append(f"{row} ({cl}): paper's best is {' = '.join(pw)} ({pb:g} s); ours is {' = '.join(ow)} "
+                   f"({ob:,.2f} ms) among the {len(ours)} of {len(paper)} columns we have ({note}).")
+    return out
+
+
+def experiment_section(name: str, s: dict | None) -> str:
+    exp = EXPERIMENTS[name]
+    lines = [f"## {exp.title}", ""]
+    if s is None:
+        lines += [f"Not run yet. Run `{command_line(exp, 'quick')}` (or without `--quick`) and commit "
+                  f"`results/{name}/`.", ""]
+        return "\n".join(lines)
+    counts = s["counts"]
+    lines += [
+        f"Paper: {s['paper']}.  ",
+        f"Command: `{s['command']}` (budget `{s['level']}`: {s['placements']:,} placements per searching method, "
+        f"seeds {', '.join(map(str, s['seeds']))}), generated {s['generated']} at commit "
+        f"`{(s.get('commit') or 'unknown')[:10]}`. Files: [results/{name}/](results/{name}/table.md).  ",
+        "Runs: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + ".", "",
+        s["table"], "",
+    ]
+    if s.get("footnotes"):
+        lines += [s["footnotes"].replace("\n", "  \n"), ""]
+    if s.get("method_summary"):
+        lines += ["Per method over all rows:", "", s["method_summary"], ""]
+    agree = agreement_lines(s)
+    if agree:
+        lines += ["**Against the paper.**", ""] + [f"- {t}" for t in agree] + [""]
+    un = s.get("unavailable", {})
+    if un.get("methods") or un.get("graphs"):
+        lines += ["**Not run.**", ""]
+        lines += [f"- method {t}" for t in un.get("methods", [])]
+        lines += [f"- graph {t}" for t in un.get("graphs", [])]
+        lines.append("")
+    if s.get("paper_notes"):
+        lines += ["**The paper's other claims.**", ""] + [f"- {t}" for t in s["paper_notes"]] + [""]
+    lines += ["**Why ours differ.**", ""] + [f"- {t}" for t in s["differences"]] + [""]
+    return "\n".join(lines)
+
+
+def build_report(results_dir: str | Path = "results") -> str:
+    results_dir = Path(results_dir)
+    summaries = {name: _load(results_dir, name) for name in EXPERIMENTS}
+    index = ["| experiment | budget | runs with a result | not implemented / unavailable | missing graphs | generated |",
+             "|---|---|---|---|---|---|"]
+    for name, s in summaries.items():
+        if s is None:
+            index.append(f"| {name} | not run | — | — | — | — |")
+            continue
+        c = s["counts"]
+        index.append(f"| [{name}](#{_anchor(EXPERIMENTS[name].title)}) | {s['level']} | {c.get('ok', 0)} | "
+                     f"{c.get('not implemented', 0) + c.get('unavailable', 0)} | {c.get('missing', 0)} | "
+                     f"{s['generated'][:10]} |")
+    parts = [INTRO, "\n".join(index), ""]
+    parts += [experiment_section(name, s) for name, s in summaries.items()]
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def _anchor(title: str) -> str:
+    keep = "".join(ch for ch in title.lower() if ch.isalnum() or ch in " -")
+    return keep.replace(" ", "-")
+
+
+def write_report(results_dir: str | Path = "results", out: str | Path = "REPRODUCTION.md") -> Path:
+    from placer.frontends.native import write_text_atomic
+
+    write_text_atomic(out, build_report(results_dir))
+    return Path(out)

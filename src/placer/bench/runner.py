@@ -1,0 +1,328 @@
+"""Plan and run an experiment: one run per (row, method, seed), cached by a hash of its spec.
+
+A run's hash covers everything that decides its result: the graph's and cluster's content
+fingerprints, the method and its parameters, the seed, the budget and the simulator settings. A
+finished run is written at once as ``results/<exp>/runs/<row>__<method>__s<seed>__<hash>.json``, so
+an interrupted experiment resumes where it stopped and a repeated one simulates nothing. Independent
+runs go to ``--jobs N`` worker processes (``concurrent.futures.ProcessPoolExecutor``, spawned so a
+parent that has used torch or numba threads is never forked).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from placer.bench import graphs as G
+from placer.bench.spec import HARNESS_VERSION, Experiment, Method, Row, slug, stable_hash, with_registered
+
+# cell status values
+OK, NOT_IMPLEMENTED, UNAVAILABLE, MISSING, ERROR, NOT_RUN, NOT_APPLICABLE, DOES_NOT_APPLY = (
+    "ok", "not implemented", "unavailable", "missing", "error", "not run", "n/a", "does not apply")
+
+
+@dataclass
+class RowContext:
+    row: Row
+    graph: Any = None
+    cluster: Any = None
+    spec_used: str | None = None
+    path: str | None = None
+    missing: str | None = None  # why the graph (or the expert file) is not available
+    graph_fp: str | None = None
+    cluster_fp: str | None = None
+    lower_bound_us: float | None = None
+    expert_path: str | None = None
+
+
+@dataclass
+class Cell:
+    row: RowContext
+    method: Method
+    seed: int
+    status: str = NOT_RUN
+    reason: str = ""
+    hash: str | None = None
+    path: Path | None = None
+    doc: dict | None = None  # the run JSON when status is ok
+    cached: bool = False
+    task: dict | None = field(default=None, repr=False)
+
+
+@dataclass
+class Plan:
+    experiment: Experiment
+    level: str
+    seeds: tuple[int, ...]
+    methods: tuple[Method, ...]
+    rows: list[RowContext]
+    cells: list[Cell]
+    runs_dir: Path
+    filtered: bool = False
+
+    def pending(self) -> list[Cell]:
+        return [c for c in self.cells if c.task is not None and c.status == NOT_RUN]
+
+
+def sim_params(name: str):
+    from placer.sim import SimParams
+
+    return SimParams.placeto() if name == "placeto" else SimParams()
+
+
+def _method_check(m: Method) -> tuple[str, str] | None:
+    """(status, reason) when the method cannot run here, else None."""
+    if m.method == "@expert-file":
+        return None
+    from placer.methods import METHODS
+
+    info = METHODS.get(m.method)
+    if info is None:
+        return NOT_IMPLEMENTED, f"no method '{m.method}' in placer.methods yet"
+    why = info.available()
+    if why:
+        return UNAVAILABLE, why
+    if m.requires:
+        sig = inspect.signature(info.run).parameters
+        named = {k for k, p in sig.items() if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+        lacking = [r for r in m.requires if r not in named]
+        if lacking:
+            return NOT_IMPLEMENTED, f"'{m.method}' has no parameter {', '.join(lacking)} for this variant"
+    return None
+
+
+def load_row(row: Row) -> RowContext:
+    from placer.problem import Problem
+
+    ctx = RowContext(row)
+    try:
+        g, spec, path = G.resolve_row_graph(row.candidates)
+        c = G.resolve_row_cluster(row.cluster, g, path)
+    except G.GraphMissing as e:
+        ctx.missing = str(e)
+        return ctx
+    ctx.graph, ctx.cluster, ctx.spec_used, ctx.path = g, c, spec, path
+    ctx.graph_fp, ctx.cluster_fp = G.graph_fingerprint(g), G.cluster_fingerprint(c)
+    ctx.lower_bound_us = float(Problem(g, c).lower_bound_us)
+    if row.expert_file:
+        p = G.shared_path(row.expert_file) if row.expert_file.startswith("shared:") else Path(row.expert_file)
+        ctx.expert_path = str(p) if p.exists() else None
+    return ctx
+
+
+def _index_runs(runs_dir: Path) -> dict[str, Path]:
+    out = {}
+    if runs_dir.exists():
+        for p in runs_dir.glob("*.json"):
+            h = p.stem.rsplit("__", 1)[-1]
+            out[h] = p
+    return out
+
+
+def make_plan(exp: Experiment, level: str, results_dir: Path, seeds: tuple[int, ...] | None = None,
+              only_methods: set[str] | None = None, only_rows: set[str] | None = None,
+              on_row: Callable[[Row], None] | None = None) -> Plan:
+    """Resolve every row's graph and cluster, and decide for every cell: cached, to run, or why not."""
+    from placer.frontends.native import read_json
+
+    lv = exp.level(level)
+    seeds = tuple(seeds) if seeds else lv.seeds
+    methods = with_registered(exp)
+    runs_dir = Path(results_dir) / exp.name / "runs"
+    index = _index_runs(runs_dir)
+    rows, cells = [], []
+    for row in exp.rows:
+        if level not in row.levels:
+            continue
+        if on_row:
+            on_row(row)
+        ctx = load_row(row)
+        rows.append(ctx)
+        wanted_row = not only_rows or any(s.lower() in row.key.lower() for s in only_rows)
+        for m in methods:
+            wanted = wanted_row and (not only_methods or m.label in only_methods or m.method in only_methods)
+            for seed in (seeds if m.seeded else seeds[:1]):
+                cell = Cell(ctx, m, seed)
+                cells.append(cell)
+                if m.label in row.skip:
+                    cell.status, cell.reason = NOT_APPLICABLE, "does not apply to this row (as in the paper)"
+                    continue
+                if ctx.missing:
+                    cell.status, cell.reason = MISSING, ctx.missing
+                    continue
+                bad = _method_check(m)
+                if bad:
+                    cell.status, cell.reason = bad
+                    continue
+                if m.method == "@expert-file" and not row.expert_file:
+                    cell.status, cell.reason = NOT_APPLICABLE, "no published expert split for this graph"
+                    continue
+                if m.method == "@expert-file" and not ctx.expert_path:
+                    cell.status, cell.reason = MISSING, f"expert split {row.expert_file} not found"
+                    continue
+                spec = {
+                    "harness": HARNESS_VERSION, "graph_fp": ctx.graph_fp, "cluster_fp": ctx.cluster_fp,
+                    "method": m.method, "params": m.params_for(row), "seed": seed,
+                    "placements": m.budget_for(level, lv), "seconds": lv.seconds,
+                    "sim": dataclasses.asdict(sim_params(exp.sim)),
+                    "expert_fp": G.file_fingerprint(ctx.expert_path) if m.method == "@expert-file" else None,
+                }
+                cell.hash = stable_hash(spec)
+                name = f"{slug(row.label)}__{slug(ctx.cluster.name)}__{slug(m.label)}__s{seed}__{cell.hash}.json"
+                cell.path = runs_dir / name
+                old = index.get(cell.hash)
+                if old is not None:
+                    try:
+                        doc = read_json(old)
+                    except Exception:  # a truncated file from an interrupted write: run it again
+                        doc = None
+                    if doc and doc.get("hash") == cell.hash and doc.get("status") == OK:
+                        cell.status, cell.doc, cell.cached, cell.path = OK, doc, True, old
+                        continue
+                if not wanted:
+                    cell.reason = "filtered out of this invocation and not cached"
+                    continue
+                cell.task = {
+                    "graph": ctx.graph, "cluster": ctx.cluster, "method": m.method, "label": m.label,
+                    "params": m.params_for(row), "seed": seed, "placements": m.budget_for(level, lv),
+                    "seconds": lv.seconds, "sim": exp.sim, "expert_path": ctx.expert_path,
+                    "spec": spec, "hash": cell.hash, "out": str(cell.path), "experiment": exp.name,
+                    "row": row.label, "graph_spec": ctx.spec_used,
+                }
+    return Plan(exp, level, seeds, methods, rows, cells, runs_dir, filtered=bool(only_methods or only_rows))
+
+
+# ---------------------------------------------------------------------- one run
+def encode_placement(devices: np.ndarray, n_devices: int) -> dict:
+    """One base-36 character per op (compact and still readable) when there are at most 36 devices."""
+    if n_devices <= 36:
+        digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+        return {"encoding": "base36-per-op", "devices": "".join(digits[int(d)] for d in devices)}
+    return {"encoding": "list", "devices": [int(d) for d in devices]}
+
+
+def decode_placement(doc: dict) -> np.ndarray:
+    if doc["encoding"] == "base36-per-op":
+        return np.array([int(ch, 36) for ch in doc["devices"]], dtype=np.int64)
+    return np.asarray(doc["devices"], dtype=np.int64)
+
+
+def placements_to_best(curve: list, total: int) -> int:
+    """Placements sampled until the final best objective was first reached (Placeto Table 1's
+    "training time (# placements sampled)")."""
+    if not curve:
+        return int(total)
+    final = curve[-1][1]
+    for x, y in curve:
+        if y is not None and final is not None and y <= final * (1 + 1e-12):
+            return int(x)
+    return int(total)
+
+
+def _finite(x):
+    return float(x) if x is not None and math.isfinite(x) else None
+
+
+def execute(task: dict) -> dict:
+    """Run one cell and write its JSON; returns the run document (status ok or error). Runs in a
+    worker process, so everything it needs travels in ``task``."""
+    from placer.frontends.native import dumps, write_text_atomic
+    from placer.methods import Budget, Evaluator, run_method
+    from placer.problem import Problem
+
+    t0 = time.perf_counter()
+    P = Problem(task["graph"], task["cluster"])
+    sp = sim_params(task["sim"])
+    base = {"harness": HARNESS_VERSION, "hash": task["hash"], "spec": task["spec"], "experiment": task["experiment"],
+            "row": task["row"], "method_label": task["label"], "method": task["method"], "seed": task["seed"],
+            "graph": {"name": P.graph.name, "spec": task["graph_spec"], "ops": P.n_ops, "edges": P.graph.n_edges,
+                      "fingerprint": task["spec"]["graph_fp"]},
+            "cluster": {"name": P.cluster.name, "devices": list(P.cluster.device_names)},
+            "lower_bound_us": float(P.lower_bound_us)}
+    try:
+        if task["method"] == "@expert-file":
+            from placer.frontends.dnn_partitioning import load_expert
+
+            ev = Evaluator(P, sp)
+            p = load_expert(task["expert_path"], P.graph, P.cluster)
+            ev.simulate(p)
+            res = ev.result("expert-file", p, notes=[f"split from {Path(task['expert_path']).name}"])
+            res.seed = task["seed"]
+        else:
+            res = run_method(task["method"], P, Budget(task["placements"], task["seconds"]), task["seed"], sp,
+                             **task["params"])
+    except Exception as e:  # a method that fails on one problem must not sink the experiment
+        # methods raise ValueError (InputError included) when they do not apply to a problem
+        # (e.g. cpu-only on a graph with no CPU costs); anything else is a failure worth reading
+        status = DOES_NOT_APPLY if isinstance(e, ValueError) else ERROR
+        reason = str(e) if status == DOES_NOT_APPLY else f"{type(e).__name__}: {e}"
+        return {**base, "status": status, "reason": reason.strip(), "seconds": time.perf_counter() - t0}
+    curve = [[int(x), _finite(y)] for x, y in res.curve]
+    summary = res.summary()
+    doc = {**base, "status": OK,
+           "result": {k: summary[k] for k in ("step_time_us", "objective", "oom", "peak_memory_bytes",
+                                              "device_counts", "params", "notes")},
+           "cost": {"placements": res.cost.placements, "sim_calls": res.cost.sim_calls,
+                    "seconds": res.cost.wall_s, "extra": res.cost.extra},
+           "placements_to_best": placements_to_best(res.curve, res.cost.placements),
+           "curve": curve,
+           "sim": res.sim.summary(list(P.cluster.device_names)),
+           "placement": encode_placement(res.placement.devices, P.n_devices),
+           "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": time.perf_counter() - t0}
+    doc["result"]["objective"] = _finite(doc["result"]["objective"])
+    Path(task["out"]).parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(task["out"], dumps(doc))
+    return doc
+
+
+def run_plan(plan: Plan, jobs: int = 1, on_done: Callable[[Cell, int, int], None] | None = None) -> dict:
+    """Run every pending cell (``jobs`` processes in parallel). Returns counts: ran, cached, errors."""
+    todo = plan.pending()
+    total, done = len(todo), 0
+
+    def finish(cell: Cell, doc: dict) -> None:
+        nonlocal done
+        done += 1
+        if doc["status"] == OK:
+            cell.status, cell.doc = OK, doc
+        else:
+            cell.status, cell.reason = doc["status"], doc.get("reason", "")
+        cell.task = None
+        if on_done:
+            on_done(cell, done, total)
+
+    if jobs <= 1 or total <= 1:
+        for cell in todo:
+            finish(cell, execute(cell.task))
+    else:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
+            futures = {pool.submit(execute, c.task): c for c in todo}
+            try:
+                for fut in as_completed(futures):
+                    finish(futures[fut], fut.result())
+            except BaseException:
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+    return {"ran": total, "cached": sum(c.cached for c in plan.cells),
+            "errors": sum(c.status == ERROR for c in plan.cells)}
+
+
+def prune(plan: Plan) -> list[Path]:
+    """Delete run files no cell of the current (complete, unfiltered) plan refers to."""
+    if plan.filtered or not plan.runs_dir.exists():
+        return []
+    keep = {c.path.name for c in plan.cells if c.path is not None and c.status == OK}
+    gone = [p for p in plan.runs_dir.glob("*.json") if p.name not in keep]
+    for p in gone:
+        p.unlink()
+    return gone

@@ -1,0 +1,154 @@
+"""Declarative experiment specs: graphs x clusters (rows) x methods (columns) x seeds x budget.
+
+An :class:`Experiment` says *what* to run and how to lay out its table; :mod:`placer.bench.runner`
+does the running. Adding a method or a graph to an experiment is one line (one :class:`Method` or
+one :class:`Row`). Nothing here runs anything or knows a file format.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+LEVELS = ("quick", "default", "paper")
+HARNESS_VERSION = 1  # bump when a change makes old cached runs incomparable
+
+
+@dataclass(frozen=True)
+class Level:
+    """One budget level: placements each searching method may sample, the seeds to run, and an
+    optional wall-clock cap per run (None keeps runs deterministic)."""
+
+    placements: int
+    seeds: tuple[int, ...] = (0,)
+    seconds: float | None = None
+    note: str = ""  # where the number comes from (e.g. the paper's sample count)
+
+
+@dataclass(frozen=True)
+class Method:
+    """One method column.
+
+    ``method`` is a name in the :mod:`placer.methods` registry, or ``@expert-file`` for the
+    dnn-partitioning human-expert split that a row names. ``requires`` lists keyword parameters the
+    registered function must declare by name: a variant such as "Placeto (transfer)" must not
+    silently run as "Placeto (scratch)" because the method swallowed an unknown keyword.
+    """
+
+    label: str
+    method: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    requires: tuple[str, ...] = ()
+    placements: Mapping[str, int] = field(default_factory=dict)  # level -> placements, overriding the level's
+    seeded: bool = True  # False: one run (seed 0) is enough, the method ignores its seed
+
+    def budget_for(self, level: str, lv: Level) -> int:
+        return int(self.placements.get(level, lv.placements))
+
+    def params_for(self, row: "Row") -> dict[str, Any]:
+        """The method's parameters with ``"{name}"`` templates filled from ``row.params``."""
+        return {k: (v.format(**row.params) if isinstance(v, str) and "{" in v else v) for k, v in self.params.items()}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One table row: a graph on a cluster, with the paper's numbers for it.
+
+    ``graph`` is a built-in zoo name, ``shared:<path>`` (a file under the shared graphs folder,
+    see :func:`placer.bench.graphs.shared_graphs_dir`), a file path, or a tuple of such candidates
+    (the first that resolves is used). ``cluster`` is a preset name or ``auto``. ``paper`` maps a
+    method label or derived-column name to the paper's value (seconds, a percentage, a count, or
+    the string "OOM"); absent means the paper has no such cell.
+    """
+
+    label: str
+    graph: str | tuple[str, ...]
+    cluster: str
+    show: Mapping[str, Any] = field(default_factory=dict)  # extra display columns, e.g. {"GPUs": 2}
+    paper: Mapping[str, Any] = field(default_factory=dict)
+    expert_file: str | None = None  # shared:... path of a dnn-partitioning human-expert split
+    levels: tuple[str, ...] = LEVELS  # budget levels that include this row
+    skip: tuple[str, ...] = ()  # method labels that do not apply to this row (shown as "—", like the paper)
+    params: Mapping[str, Any] = field(default_factory=dict)  # fills "{name}" templates in method params
+
+    @property
+    def candidates(self) -> tuple[str, ...]:
+        return (self.graph,) if isinstance(self.graph, str) else tuple(self.graph)
+
+    @property
+    def key(self) -> str:
+        return f"{self.label} / {self.cluster}"
+
+
+@dataclass(frozen=True)
+class Agg:
+    """A method's aggregate over seeds in one row (what derived columns see)."""
+
+    step_ms: float | None  # mean best step time, None when no run succeeded
+    oom: bool
+    placements_to_best: float | None  # mean placements sampled until the best was first reached
+    placements: float | None  # mean placements sampled in all
+    seconds: float | None
+    runs: int
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A column computed from the row's aggregates, e.g. the Hierarchical Planner's "runtime
+    reduction over the best prior placement". ``fn`` returns a number or None (not computable)."""
+
+    name: str
+    fn: Callable[[Mapping[str, Agg]], float | None]
+    fmt: str = "{:.1f}%"  # how ours and the paper's value are printed
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    title: str
+    paper: str  # citation, with the table it reproduces
+    rows: tuple[Row, ...]
+    methods: tuple[Method, ...]
+    budgets: Mapping[str, Level]
+    sim: str = "default"  # "default" or "placeto" (SimParams.placeto())
+    derived: tuple[Derived, ...] = ()
+    differences: tuple[str, ...] = ()  # why our numbers differ from the paper's, said plainly
+    add_registered: tuple[str, ...] = ()  # also add every registered method of these families
+    exclude_registered: tuple[str, ...] = ()  # ...except these names
+    lower_bound_column: bool = False  # show the step-time lower bound and each cell's ratio to it
+    method_summary: bool = False  # add a per-method summary (ratio to lower bound, gap to CP-SAT)
+    paper_unit: str = "s"
+    paper_notes: tuple[str, ...] = ()  # the paper's claims that are not table cells
+
+    def level(self, name: str) -> Level:
+        if name not in self.budgets:
+            raise KeyError(name)
+        return self.budgets[name]
+
+
+def with_registered(exp: Experiment) -> tuple[Method, ...]:
+    """The experiment's methods plus, when asked, every registered method of the named families
+    that the spec does not list yet (so a newly landed classical method appears by itself)."""
+    if not exp.add_registered:
+        return exp.methods
+    from placer.methods import METHODS
+
+    listed = {m.method for m in exp.methods}
+    extra = [Method(m.name, m.name) for m in sorted(METHODS.values(), key=lambda m: (m.family, m.name))
+             if m.family in exp.add_registered and m.name not in listed and m.name not in exp.exclude_registered]
+    return tuple(exp.methods) + tuple(extra)
+
+
+def stable_hash(doc: Mapping[str, Any], n: int = 16) -> str:
+    """sha256 of the canonical JSON of ``doc`` (sorted keys), first ``n`` hex digits."""
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:n]
+
+
+def slug(text: str) -> str:
+    out = "".join(c if c.isalnum() or c in "-_." else "-" for c in text.lower())
+    while "--" in out:
+        out = out.replace("--", "-")
+    return out.strip("-") or "x"

@@ -1,0 +1,254 @@
+"""Turn a finished plan into the experiment's table (laid out like the paper's, the paper's numbers
+beside ours), a CSV with one line per run, and the numbers the report compares."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from typing import Any
+
+import numpy as np
+
+from placer.bench.runner import NOT_APPLICABLE, OK, Cell, Plan
+from placer.bench.spec import Agg, Experiment, Method
+
+
+def aggregate(cells: list[Cell]) -> Agg:
+    """Mean over the seeds that produced a result."""
+    docs = [c.doc for c in cells if c.status == OK and c.doc]
+    if not docs:
+        return Agg(None, False, None, None, None, 0)
+
+    def mean(xs):
+        xs = [x for x in xs if x is not None]
+        return float(np.mean(xs)) if xs else None
+
+    return Agg(step_ms=mean(d["result"]["step_time_us"] / 1e3 for d in docs),
+               oom=any(d["result"]["oom"] for d in docs),
+               placements_to_best=mean(d.get("placements_to_best") for d in docs),
+               placements=mean(d["cost"]["placements"] for d in docs),
+               seconds=mean(d["cost"]["seconds"] for d in docs), runs=len(docs))
+
+
+def grouped(plan: Plan) -> dict[tuple[int, str], list[Cell]]:
+    """(row index, method label) -> its cells (one per seed)."""
+    rid = {id(r): k for k, r in enumerate(plan.rows)}
+    out: dict[tuple[int, str], list[Cell]] = {}
+    for c in plan.cells:
+        out.setdefault((rid[id(c.row)], c.method.label), []).append(c)
+    return out
+
+
+def aggregates(plan: Plan) -> dict[int, dict[str, Agg]]:
+    out: dict[int, dict[str, Agg]] = {}
+    for (k, label), cells in grouped(plan).items():
+        out.setdefault(k, {})[label] = aggregate(cells)
+    return out
+
+
+def fmt_ms(x: float) -> str:
+    return f"{x:,.2f}" if x < 1e4 else f"{x:,.0f}"
+
+
+def fmt_paper(v: Any, fmt: str = "{:.2f}") -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, str):
+        return v
+    return fmt.format(v)
+
+
+class Footnotes:
+    def __init__(self):
+        self.items: dict[str, int] = {}
+
+    def ref(self, status: str, reason: str) -> str:
+        text = f"{status}: {reason}" if reason else status
+        k = self.items.setdefault(text, len(self.items) + 1)
+        return f"{status} [{k}]"
+
+    def markdown(self) -> str:
+        return "\n".join(f"[{k}] {t}" for t, k in self.items.items())
+
+
+def _status_cell(cells: list[Cell], notes: Footnotes) -> str:
+    c = next((c for c in cells if c.status != OK), cells[0])
+    if c.status == NOT_APPLICABLE:
+        return "—"
+    return notes.ref(c.status, c.reason)
+
+
+def our_cell(exp: Experiment, cells: list[Cell], agg: Agg, lb_us: float | None, best: bool, notes: Footnotes) -> str:
+    if agg.runs == 0:
+        return _status_cell(cells, notes)
+    docs = [c.doc["result"]["step_time_us"] / 1e3 for c in cells if c.status == OK]
+    text = fmt_ms(agg.step_ms)
+    if len(docs) > 1:
+        text += f" ± {float(np.std(docs)):,.2f}"
+    if exp.lower_bound_column and lb_us:
+        text += f" ({agg.step_ms * 1e3 / lb_us:.2f}x)"
+    if agg.oom:
+        text += " OOM"
+    if best:
+        text = f"**{text}**"
+    if agg.runs < len(cells):  # some seeds failed: say so
+        text += " " + _status_cell(cells, notes)
+    return text
+
+
+def has_paper(exp: Experiment, key: str) -> bool:
+    return any(key in r.paper for r in exp.rows)
+
+
+def render_table(plan: Plan) -> tuple[str, Footnotes]:
+    exp, g, ag = plan.experiment, grouped(plan), aggregates(plan)
+    notes = Footnotes()
+    show_keys = list(dict.fromkeys(k for r in plan.rows for k in r.row.show))
+    head = ["Model", *show_keys, "cluster"]
+    if exp.lower_bound_column:
+        head.append("lower bound (ms)")
+    for m in plan.methods:
+        head.append(f"{m.label} (ms)")
+        if has_paper(exp, m.label):
+            head.append(f"{m.label} paper ({exp.paper_unit})")
+    for d in exp.derived:
+        head.append(d.name)
+        if has_paper(exp, d.name):
+            head.append(f"{d.name} paper")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for k, ctx in enumerate(plan.rows):
+        r = ctx.row
+        a = ag.get(k, {})
+        ok = {lab: x.step_ms for lab, x in a.items() if x.step_ms is not None and not x.oom}
+        best = min(ok.values()) if ok else None
+        cells = [r.label, *(str(r.show.get(s, "")) for s in show_keys),
+                 ctx.cluster.name if ctx.cluster is not None else r.cluster]
+        if exp.lower_bound_column:
+            cells.append(fmt_ms(ctx.lower_bound_us / 1e3) if ctx.lower_bound_us else "—")
+        for m in plan.methods:
+            agg = a.get(m.label, Agg(None, False, None, None, None, 0))
+            is_best = best is not None and agg.step_ms is not None and not agg.oom and agg.step_ms <= best * (1 + 1e-9)
+            cells.append(our_cell(exp, g[(k, m.label)], agg, ctx.lower_bound_us, is_best and len(ok) > 1, notes))
+            if has_paper(exp, m.label):
+                cells.append(fmt_paper(r.paper.get(m.label)))
+        for d in exp.derived:
+            v = d.fn(a) if a else None
+            cells.append("—" if v is None or not math.isfinite(v) else d.fmt.format(v))
+            if has_paper(exp, d.name):
+                cells.append(fmt_paper(r.paper.get(d.name), d.fmt))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines), notes
+
+
+def _geomean(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
+    return float(np.exp(np.mean(np.log(xs)))) if xs else None
+
+
+def method_summary(plan: Plan) -> str:
+    """Per method over all rows: geometric-mean ratio to the lower bound, how often it was best,
+    the gap to CP-SAT where CP-SAT produced a result, and its search cost."""
+    ag = aggregates(plan)
+    cp = next((m.label for m in plan.methods if m.method == "cp-sat"), None)
+    head = ["method", "rows with a result", "geo-mean x lower bound", "worst x lower bound", "best in row",
+            "geo-mean x CP-SAT", "mean placements", "mean seconds"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for m in plan.methods:
+        lb, vs_cp, wins, pl, sec = [], [], 0, [], []
+        for k, ctx in enumerate(plan.rows):
+            a = ag.get(k, {})
+            x = a.get(m.label)
+            if x is None or x.step_ms is None or x.oom:
+                continue
+            if ctx.lower_bound_us:
+                lb.append(x.step_ms * 1e3 / ctx.lower_bound_us)
+            ok = [y.step_ms for y in a.values() if y.step_ms is not None and not y.oom]
+            wins += x.step_ms <= min(ok) * (1 + 1e-9)
+            if cp and cp in a and a[cp].step_ms is not None and not a[cp].oom:
+                vs_cp.append(x.step_ms / a[cp].step_ms)
+            pl.append(x.placements or 0)
+            sec.append(x.seconds or 0)
+        if not lb:
+            lines.append(f"| {m.label} | 0 | — | — | — | — | — | — |")
+            continue
+        g_cp = _geomean(vs_cp)
+        lines.append(f"| {m.label} | {len(lb)} | {_geomean(lb):.3f} | {max(lb):.3f} | {wins} | "
+                     f"{'—' if g_cp is None else f'{g_cp:.3f}'} | {np.mean(pl):,.0f} | {np.mean(sec):.2f} |")
+    return "\n".join(lines)
+
+
+CSV_FIELDS = ("experiment", "level", "row", "cluster", "graph", "graph_ops", "method_label", "method", "seed",
+              "status", "step_time_us", "objective_us", "oom", "lower_bound_us", "placements_sampled",
+              "placements_to_best", "sim_calls", "seconds", "paper_value", "reason", "run_file")
+
+
+def csv_text(plan: Plan) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
+    w.writeheader()
+    for c in plan.cells:
+        r, d = c.row.row, c.doc
+        w.writerow({
+            "experiment": plan.experiment.name, "level": plan.level, "row": r.label,
+            "cluster": c.row.cluster.name if c.row.cluster is not None else r.cluster,
+            "graph": c.row.spec_used or "|".join(r.candidates),
+            "graph_ops": c.row.graph.n_ops if c.row.graph is not None else "",
+            "method_label": c.method.label, "method": c.method.method, "seed": c.seed, "status": c.status,
+            "step_time_us": d["result"]["step_time_us"] if d else "",
+            "objective_us": d["result"]["objective"] if d else "",
+            "oom": d["result"]["oom"] if d else "",
+            "lower_bound_us": c.row.lower_bound_us or "",
+            "placements_sampled": d["cost"]["placements"] if d else "",
+            "placements_to_best": d.get("placements_to_best", "") if d else "",
+            "sim_calls": d["cost"]["sim_calls"] if d else "",
+            "seconds": f"{d['cost']['seconds']:.4f}" if d else "",
+            "paper_value": r.paper.get(c.method.label, ""),
+            "reason": c.reason, "run_file": f"runs/{c.path.name}" if d and c.path else "",
+        })
+    return buf.getvalue()
+
+
+def comparisons(plan: Plan) -> list[dict]:
+    """Every place where the paper gives a number and we have one: method times and derived columns."""
+    exp, ag = plan.experiment, aggregates(plan)
+    out = []
+    for k, ctx in enumerate(plan.rows):
+        a, r = ag.get(k, {}), ctx.row
+        for m in plan.methods:
+            if m.label in r.paper:
+                x = a.get(m.label)
+                out.append({"row": r.label, "cluster": r.cluster, "column": m.label, "kind": "time",
+                            "paper": r.paper[m.label], "ours_ms": None if x is None else x.step_ms,
+                            "ours_oom": bool(x and x.oom)})
+        for d in exp.derived:
+            if d.name in r.paper:
+                v = d.fn(a) if a else None
+                out.append({"row": r.label, "cluster": r.cluster, "column": d.name, "kind": "derived",
+                            "paper": r.paper[d.name], "ours": v if v is None or math.isfinite(v) else None,
+                            "fmt": d.fmt})
+    return out
+
+
+def status_counts(plan: Plan) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for c in plan.cells:
+        out[c.status] = out.get(c.status, 0) + 1
+    return out
+
+
+def unavailable(plan: Plan) -> dict[str, list[str]]:
+    """Methods and graphs that could not run, with the reason (for the report)."""
+    methods: dict[str, str] = {}
+    graphs: dict[str, str] = {}
+    for c in plan.cells:
+        if c.status in ("not implemented", "unavailable"):
+            methods.setdefault(c.method.label, f"{c.status}: {c.reason}")
+        elif c.status == "missing" and c.method.method != "@expert-file":
+            graphs.setdefault(c.row.row.label, c.reason)
+    return {"methods": [f"{k} ({v})" for k, v in methods.items()],
+            "graphs": [f"{k} ({v})" for k, v in graphs.items()]}
+
+
+def method_label_list(methods: tuple[Method, ...]) -> str:
+    return ", ".join(f"{m.label} = `{m.method}`" for m in methods)

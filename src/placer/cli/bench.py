@@ -1,0 +1,116 @@
+"""`placer bench ...`: run the named experiments that reproduce the papers' tables, and the report.
+
+    placer bench list
+    placer bench <experiment> [--quick | --budget paper] [--jobs N] [--seeds 0,1,2]
+    placer bench report
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from placer.cli import app, console, err_console
+from placer.errors import InputError
+
+bench_app = typer.Typer(no_args_is_help=True, help="Reproduce the papers' tables (results/<experiment>/, REPRODUCTION.md).")
+app.add_typer(bench_app, name="bench")
+
+ResultsOpt = typer.Option(Path("results"), "--results", help="results folder (one sub-folder per experiment)")
+
+
+@bench_app.command("list")
+def list_experiments():
+    """The experiments, their rows, methods and budgets."""
+    from rich.table import Table
+
+    from placer.bench.experiments import EXPERIMENTS
+    from placer.bench.spec import with_registered
+
+    t = Table("experiment", "rows", "methods", "budgets (placements per method)", "what it reproduces")
+    for e in EXPERIMENTS.values():
+        t.add_row(e.name, str(len(e.rows)), ", ".join(m.label for m in with_registered(e)),
+                  ", ".join(f"{k} {v.placements:,}" for k, v in e.budgets.items()), e.title)
+    console.print(t)
+
+
+@bench_app.command("report")
+def report(results: Path = ResultsOpt,
+           out: Path = typer.Option(Path("REPRODUCTION.md"), "--out", "-o", help="where to write the report")):
+    """Regenerate REPRODUCTION.md from the committed results (runs nothing)."""
+    from placer.bench.report import write_report
+
+    write_report(results, out)
+    err_console.print(f"wrote {out}")
+
+
+def _parse_seeds(text: str | None) -> tuple[int, ...] | None:
+    if not text:
+        return None
+    try:
+        return tuple(int(s) for s in text.split(",") if s.strip())
+    except ValueError:
+        raise InputError("--seeds", f"'{text}'", "is not a comma-separated list of integers", "e.g. --seeds 0,1,2") from None
+
+
+def _run(name: str, quick: bool, budget: str, jobs: int, seeds: str | None, methods: str | None, rows: str | None,
+         results: Path, plots: bool) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from placer.bench.harness import run_experiment
+
+    level = "quick" if quick else budget
+    if quick and budget not in ("default", "quick"):
+        raise InputError("--quick", f"with --budget {budget}", "asks for two budgets", "give one of them")
+    if jobs < 1:
+        raise InputError("--jobs", str(jobs), "must be at least 1", "e.g. --jobs 2")
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err_console, transient=True) as prog:
+        task = prog.add_task(f"{name}: loading graphs", total=None)
+
+        def on_row(row):
+            prog.update(task, description=f"{name}: loading {row.label} / {row.cluster}")
+
+        def on_done(cell, done, total):
+            tag = "" if cell.status == "ok" else f" ({cell.status})"
+            prog.update(task, total=total, completed=done,
+                        description=f"{name}: {cell.row.row.label} / {cell.method.label} s{cell.seed}{tag}")
+
+        out = run_experiment(name, level, results, jobs, _parse_seeds(seeds),
+                             set(methods.split(",")) if methods else None, set(rows.split(",")) if rows else None,
+                             plots, on_row=on_row, on_done=on_done)
+    s = out.stats
+    console.print(f"{name} ({level}): {s['ran']} runs made, {s['cached']} from cache, {s['errors']} errors"
+                  + (f", {s['pruned']} stale run files removed" if s.get("pruned") else ""))
+    console.print(f"wrote {out.out_dir}/table.md, results.csv, summary.json, env.json, runs/, plots/")
+    if out.plot_note:
+        err_console.print(out.plot_note)
+
+
+def _command_for(name: str, title: str):
+    def command(quick: bool = typer.Option(False, "--quick", help="CI-sized budget (seconds to minutes)"),
+                budget: str = typer.Option("default", "--budget", help="'default' (minutes here) or 'paper' "
+                                           "(the papers' sample counts)"),
+                jobs: int = typer.Option(1, "--jobs", "-j", help="runs in parallel processes"),
+                seeds: Optional[str] = typer.Option(None, help="comma-separated seeds (default: the budget's)"),
+                methods: Optional[str] = typer.Option(None, help="only run these method labels or names"),
+                rows: Optional[str] = typer.Option(None, help="only run rows whose 'label / cluster' contains one "
+                                                   "of these comma-separated strings"),
+                results: Path = ResultsOpt,
+                plots: bool = typer.Option(True, "--plots/--no-plots", help="draw the PNG plots")):
+        _run(name, quick, budget, jobs, seeds, methods, rows, results, plots)
+
+    command.__doc__ = f"{title}."
+    return command
+
+
+def _register_experiments() -> None:
+    from placer.bench.experiments import EXPERIMENTS
+
+    for exp in EXPERIMENTS.values():
+        bench_app.command(exp.name)(_command_for(exp.name, exp.title))
+
+
+_register_experiments()

@@ -1,0 +1,207 @@
+"""The reproduction harness: a tiny experiment end to end, the run cache, honest empty cells, and
+the transcribed paper numbers checked against the papers' own derived columns."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from placer.bench import experiments as E
+from placer.bench import graphs as G
+from placer.bench.harness import run_experiment
+from placer.bench.report import build_report
+from placer.bench.runner import decode_placement, encode_placement, make_plan, placements_to_best
+from placer.bench.spec import LEVELS, Agg, Experiment, Level, Method, Row, stable_hash, with_registered
+from placer.cluster import preset
+from placer.frontends.native import save_graph
+from placer.problem import Problem
+from placer.sim import simulate
+from placer.zoo.synthetic import layered_training_graph
+
+
+@pytest.fixture()
+def tiny(tmp_path):
+    """A 60-op synthetic graph on 2 GPUs, two real methods, one that does not exist, a variant whose
+    parameter the method would swallow, and a graph that is not there."""
+    gpath = tmp_path / "tiny.json"
+    save_graph(layered_training_graph(60, seed=3, name="tiny"), gpath)
+    exp = Experiment(
+        name="tiny", title="Tiny test experiment", paper="none",
+        rows=(Row("tiny", str(gpath), "k80x2", paper={"single": 1.0}),
+              Row("absent", "no-such-zoo-model", "k80x2")),
+        methods=(Method("single", "single-gpu", seeded=False),
+                 Method("random", "random"),
+                 Method("future", "no-such-method"),
+                 Method("random (transfer)", "random", params={"transfer_from": "x"}, requires=("transfer_from",))),
+        budgets={"quick": Level(15, seeds=(0, 1)), "default": Level(25, seeds=(0, 1)), "paper": Level(50)},
+        derived=(E.Derived("random vs single", E.reduction_vs("single", "random")),),
+        differences=("it is a test",),
+    )
+    return exp, tmp_path / "results", gpath
+
+
+def _poison_simulator(monkeypatch):
+    def boom(*a, **k):
+        raise AssertionError("simulated although every run was cached")
+
+    import placer.methods.base as base
+    import placer.sim as sim
+
+    monkeypatch.setattr(sim, "simulate", boom)
+    monkeypatch.setattr(base, "simulate", boom)
+
+
+def test_tiny_experiment_end_to_end_and_resume(tiny, monkeypatch):
+    exp, results, gpath = tiny
+    out = run_experiment(exp, "quick", results)
+    d = results / "tiny"
+    assert out.stats["ran"] == 3 and out.stats["cached"] == 0  # single (one seed) + random x 2 seeds
+    for name in ("table.md", "results.csv", "summary.json", "env.json"):
+        assert (d / name).stat().st_size > 0
+    runs = sorted((d / "runs").glob("*.json"))
+    assert len(runs) == 3
+    pngs = sorted(p.name for p in (d / "plots").glob("*.png"))
+    assert pngs == ["tiny__k80x2__curve.png", "tiny__k80x2__timeline.png"]
+    assert all((d / "plots" / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+
+    # a run file holds the placement, its simulation summary, the curve and the cost; re-simulating
+    # its placement gives its step time exactly
+    g, c = layered_training_graph(60, seed=3, name="tiny"), preset("k80x2")
+    P = Problem(g, c)
+    docs = [json.loads(p.read_text()) for p in runs]
+    for doc in docs:
+        p = decode_placement(doc["placement"])
+        assert len(p) == g.n_ops
+        assert simulate(P, p).makespan_us == doc["result"]["step_time_us"] == doc["sim"]["makespan_us"]
+        assert doc["cost"]["placements"] >= 1 and doc["cost"]["sim_calls"] >= 1 and doc["cost"]["seconds"] >= 0
+        assert doc["curve"][-1][1] == pytest.approx(doc["result"]["objective"])
+    rnd = [x for x in docs if x["method"] == "random"]
+    assert sorted(x["seed"] for x in rnd) == [0, 1] and all(x["cost"]["placements"] == 15 for x in rnd)
+    single = next(x for x in docs if x["method"] == "single-gpu")
+    assert single["result"]["step_time_us"] == simulate(P, np.zeros(g.n_ops, dtype=np.int64)).makespan_us
+
+    # the table: our number, the paper's beside it, and honest empty cells
+    md = (d / "table.md").read_text()
+    assert f"{single['result']['step_time_us'] / 1e3:,.2f}" in md
+    assert "| single paper (s) |" in md and "| 1.00 |" in md
+    assert "not implemented [" in md and "no method 'no-such-method'" in md
+    assert "has no parameter transfer_from" in md  # the variant is not run as plain random
+    assert "missing [" in md and "no-such-zoo-model" in md
+    rows = list(csv.DictReader((d / "results.csv").open()))
+    assert len(rows) == 2 * (1 + 2 + 2 + 2)  # rows x cells (single has one seed)
+    assert {r["status"] for r in rows} == {"ok", "not implemented", "missing"}
+    env = json.loads((d / "env.json").read_text())
+    assert env["packages"]["numpy"] and env["seeds"] == [0, 1] and env["level"] == "quick"
+
+    # second invocation: everything from cache, no simulation at all (plots included)
+    _poison_simulator(monkeypatch)
+    again = run_experiment(exp, "quick", results)
+    assert again.stats["ran"] == 0 and again.stats["cached"] == 3
+    assert (d / "table.md").read_text().split("## Why")[0].split("\n", 6)[-1] == md.split("## Why")[0].split("\n", 6)[-1]
+
+
+def test_interrupted_experiment_resumes_only_missing_runs(tiny):
+    exp, results, _ = tiny
+    run_experiment(exp, "quick", results, plots=False)
+    runs = sorted((results / "tiny" / "runs").glob("*.json"))
+    runs[0].unlink()  # as if the process died before this run finished
+    runs[1].write_text(runs[1].read_text()[:50])  # or mid-write of a file
+    out = run_experiment(exp, "quick", results, plots=False)
+    assert out.stats["ran"] == 2 and out.stats["cached"] == 1
+
+
+def test_budget_change_reruns_and_prunes_stale_runs(tiny):
+    exp, results, _ = tiny
+    run_experiment(exp, "quick", results, plots=False)
+    before = {p.name for p in (results / "tiny" / "runs").glob("*.json")}
+    out = run_experiment(exp, "default", results, plots=False)
+    after = {p.name for p in (results / "tiny" / "runs").glob("*.json")}
+    assert out.stats["ran"] == 3 and out.stats["cached"] == 0  # the budget is part of every run's hash
+    assert len(after) == 3 and not (before & after) and out.stats["pruned"] == 3
+
+
+def test_parallel_jobs_give_the_same_results(tiny, tmp_path):
+    exp, results, _ = tiny
+    a = run_experiment(exp, "quick", results, jobs=1, plots=False)
+    b = run_experiment(exp, "quick", tmp_path / "par", jobs=2, plots=False)
+    assert b.stats["ran"] == 3
+    key = lambda o: sorted((c.method.label, c.seed, c.doc["result"]["step_time_us"], c.doc["placement"]["devices"])
+                           for c in o.plan.cells if c.doc)
+    assert key(a) == key(b)
+
+
+def test_report_summarises_committed_results(tiny, monkeypatch):
+    exp, results, _ = tiny
+    monkeypatch.setitem(E.EXPERIMENTS, "tiny", exp)
+    run_experiment(exp, "quick", results, plots=False)
+    text = build_report(results)
+    assert "## Tiny test experiment" in text and "placer bench tiny --quick" in text
+    assert "method future (not implemented" in text and "graph absent (zoo model" in text
+    assert "- it is a test" in text
+    assert "## Placeto Table 1" in text and "Not run yet" in text  # experiments without results say so
+
+
+def test_missing_shared_graphs_show_as_missing(monkeypatch, tmp_path):
+    monkeypatch.setenv(G.ENV_VAR, str(tmp_path / "nowhere"))
+    plan = make_plan(E.EXPERIMENTS["real-graphs"], "quick", tmp_path / "r")
+    assert plan.cells and all(c.status in ("missing", "n/a", "not implemented", "unavailable") for c in plan.cells)
+    assert any("nowhere" in c.reason and G.ENV_VAR in c.reason for c in plan.cells if c.status == "missing")
+
+
+def test_helpers():
+    assert placements_to_best([(1, 10.0), (5, 8.0), (9, 8.0)], 12) == 5
+    assert placements_to_best([], 7) == 7
+    p = np.array([0, 1, 2, 11, 35, 0])
+    assert np.array_equal(decode_placement(encode_placement(p, 36)), p)
+    assert np.array_equal(decode_placement(encode_placement(np.array([40, 2]), 41)), [40, 2])
+    assert stable_hash({"a": 1, "b": [1, 2]}) == stable_hash({"b": [1, 2], "a": 1})
+    a = {"x": Agg(2.0, False, 5, 10, 1, 1), "y": Agg(1.0, False, 2, 10, 1, 1), "z": Agg(0.5, True, 1, 1, 1, 1)}
+    assert E.reduction_vs(("x", "z"), "y")(a) == pytest.approx(50.0)  # z is OOM: left out of the base
+    assert E.reduction_vs("x", "z")(a) is None
+    assert E.ratio_of_counts("x", "y")(a) == pytest.approx(2.5)
+
+
+def test_experiment_specs_are_consistent():
+    assert set(E.EXPERIMENTS) >= {"placeto-table1", "hp-table1", "post-table1", "mars", "classical",
+                                  "generalization", "real-graphs"}
+    for exp in E.EXPERIMENTS.values():
+        assert set(exp.budgets) == set(LEVELS)
+        labels = {m.label for m in with_registered(exp)}
+        assert len(labels) == len(with_registered(exp)), exp.name
+        names = labels | {d.name for d in exp.derived}
+        for r in exp.rows:
+            assert set(r.paper) <= names, (exp.name, r.label, set(r.paper) - names)
+            assert set(r.skip) <= labels
+        assert any("quick" in r.levels for r in exp.rows)
+
+
+def _range_reduction(base: float, new: float) -> tuple[float, float]:
+    """The reduction 100*(base-new)/base over all values that round (2 decimals) to base and new."""
+    lo = 100 * ((base - 0.005) - (new + 0.005)) / (base - 0.005)
+    hi = 100 * ((base + 0.005) - (new - 0.005)) / (base + 0.005)
+    return min(lo, hi) - 0.05, max(lo, hi) + 0.05
+
+
+@pytest.mark.parametrize("name,base_labels,new", [
+    ("hp-table1", E.HP_PRIOR, "Hierarchical Planner"),
+    ("post-table1", ("Policy Gradient",), "Post"),
+])
+def test_transcribed_paper_numbers_agree_with_the_papers_reductions(name, base_labels, new):
+    """Each paper's reduction column follows from its time columns (up to their 2-decimal rounding):
+    a transposed or mistyped number fails here."""
+    exp = E.EXPERIMENTS[name]
+    col = exp.derived[0].name
+    for r in exp.rows:
+        base = min(v for k, v in r.paper.items() if k in base_labels and isinstance(v, float))
+        lo, hi = _range_reduction(base, r.paper[new])
+        assert lo <= r.paper[col] <= hi, (r.label, r.cluster, lo, r.paper[col], hi)
+
+
+def test_placeto_speedup_factor_matches_its_counts():
+    for r in E.EXPERIMENTS["placeto-table1"].rows:
+        if "Speedup factor" in r.paper:
+            ratio = r.paper["RNN-based #placements"] / r.paper["Placeto (transfer) #placements"]
+            assert round(ratio) == r.paper["Speedup factor"] or int(ratio) == r.paper["Speedup factor"]
