@@ -205,3 +205,37 @@ def test_placeto_speedup_factor_matches_its_counts():
         if "Speedup factor" in r.paper:
             ratio = r.paper["RNN-based #placements"] / r.paper["Placeto (transfer) #placements"]
             assert round(ratio) == r.paper["Speedup factor"] or int(ratio) == r.paper["Speedup factor"]
+
+
+def test_transfer_column_trains_its_policy_once_and_reuses_it(tmp_path, monkeypatch):
+    """A "@policy:<name>" parameter: the policy is trained first (cost recorded beside the
+    checkpoint), the run starts from it, and a second invocation trains and simulates nothing."""
+    from placer.methods import METHODS
+
+    if "placeto" not in METHODS or METHODS["placeto"].available():
+        pytest.skip("placeto (torch extra) not available")
+    from placer.bench.spec import PolicySpec
+
+    gpath = tmp_path / "g.json"
+    save_graph(layered_training_graph(40, seed=5, name="g"), gpath)
+    exp = Experiment(
+        name="transfer", title="t", paper="none", rows=(Row("g", str(gpath), "k80x2"),),
+        methods=(Method("zero-shot", "placeto", params={"policy": "@policy:p", "finetune": 0, "groups": 6, "workers": 2},
+                        requires=("policy", "finetune")),),
+        budgets={lv: Level(20) for lv in LEVELS},
+        policies={"p": PolicySpec(graphs=(str(gpath),), placements={"quick": 20}, groups=6)},
+    )
+    out = run_experiment(exp, "quick", tmp_path / "r", plots=False)
+    assert out.stats["ran"] == 1 and out.stats["errors"] == 0, [c.reason for c in out.plan.cells]
+    pols = list((tmp_path / "r" / "transfer" / "policies").glob("p__*.pt"))
+    assert len(pols) == 1
+    record = json.loads(pols[0].with_suffix(".json").read_text())
+    assert record["sim_calls"] >= 20 and record["graphs"] == ["g"]
+    doc = out.plan.cells[0].doc
+    assert doc["spec"]["policies"] == {"p": record["hash"]} and "placed with" in " ".join(doc["result"]["notes"])
+    _poison_simulator(monkeypatch)
+    import placer.bench.policies as pol
+
+    monkeypatch.setattr(pol, "train", lambda *a, **k: (_ for _ in ()).throw(AssertionError("retrained")))
+    again = run_experiment(exp, "quick", tmp_path / "r", plots=False)
+    assert again.stats["ran"] == 0 and again.stats["cached"] == 1

@@ -41,11 +41,38 @@ def shared_path(spec: str) -> Path:
     return shared_graphs_dir() / spec[len("shared:"):]
 
 
+_FAMILIES: dict[tuple[str, str], list] = {}
+
+
+def family_graphs(family: str, split: str) -> list:
+    """The graphs of one split of a generated family (``placer.zoo.families``), loaded once per process."""
+    key = (family, split)
+    if key not in _FAMILIES:
+        try:
+            from placer.zoo import families
+        except ImportError:
+            raise GraphMissing("generated families (placer.zoo.families) are not in placer yet") from None
+        try:
+            _FAMILIES[key] = list(families.load_family(family, split=split))
+        except ModuleNotFoundError as e:
+            raise GraphMissing(f"family '{family}' needs {e.name} (pip install 'placer[torch]')") from None
+        except (KeyError, ValueError) as e:
+            raise GraphMissing(f"family '{family}' split '{split}': {e}") from None
+    return _FAMILIES[key]
+
+
 def resolve_one(spec: str):
     """(OpGraph, file path or None) for one graph spec; raises :class:`GraphMissing`."""
     from placer.resolve import resolve_graph
     from placer.zoo import BUILTIN
 
+    if spec.startswith("family:"):
+        try:
+            _, fam, split, index = spec.split(":")
+            members = family_graphs(fam, split)
+            return members[int(index)], None
+        except (ValueError, IndexError):
+            raise GraphMissing(f"{spec}: not a member of the family (family:<name>:<split>:<index>)") from None
     if spec.startswith("shared:"):
         path = shared_path(spec)
         if not path.exists():

@@ -21,6 +21,7 @@ from typing import Any, Callable
 import numpy as np
 
 from placer.bench import graphs as G
+from placer.bench import policies as pol
 from placer.bench.spec import HARNESS_VERSION, Experiment, Method, Row, slug, stable_hash, with_registered
 
 # cell status values
@@ -35,11 +36,10 @@ class RowContext:
     cluster: Any = None
     spec_used: str | None = None
     path: str | None = None
-    missing: str | None = None  # why the graph (or the expert file) is not available
+    missing: str | None = None  # why the graph is not available
     graph_fp: str | None = None
     cluster_fp: str | None = None
     lower_bound_us: float | None = None
-    expert_path: str | None = None
 
 
 @dataclass
@@ -54,6 +54,7 @@ class Cell:
     doc: dict | None = None  # the run JSON when status is ok
     cached: bool = False
     task: dict | None = field(default=None, repr=False)
+    policies: list = field(default_factory=list, repr=False)  # PolicyContexts the run starts from
 
 
 @dataclass
@@ -66,6 +67,7 @@ class Plan:
     cells: list[Cell]
     runs_dir: Path
     filtered: bool = False
+    policies: dict = field(default_factory=dict)  # name -> placer.bench.policies.PolicyContext
 
     def pending(self) -> list[Cell]:
         return [c for c in self.cells if c.task is not None and c.status == NOT_RUN]
@@ -79,8 +81,6 @@ def sim_params(name: str):
 
 def _method_check(m: Method) -> tuple[str, str] | None:
     """(status, reason) when the method cannot run here, else None."""
-    if m.method == "@expert-file":
-        return None
     from placer.methods import METHODS
 
     info = METHODS.get(m.method)
@@ -111,9 +111,6 @@ def load_row(row: Row) -> RowContext:
     ctx.graph, ctx.cluster, ctx.spec_used, ctx.path = g, c, spec, path
     ctx.graph_fp, ctx.cluster_fp = G.graph_fingerprint(g), G.cluster_fingerprint(c)
     ctx.lower_bound_us = float(Problem(g, c).lower_bound_us)
-    if row.expert_file:
-        p = G.shared_path(row.expert_file) if row.expert_file.startswith("shared:") else Path(row.expert_file)
-        ctx.expert_path = str(p) if p.exists() else None
     return ctx
 
 
@@ -137,6 +134,8 @@ def make_plan(exp: Experiment, level: str, results_dir: Path, seeds: tuple[int, 
     methods = with_registered(exp)
     runs_dir = Path(results_dir) / exp.name / "runs"
     index = _index_runs(runs_dir)
+    sim_doc = dataclasses.asdict(sim_params(exp.sim))
+    policies: dict[str, pol.PolicyContext] = {}
     rows, cells = [], []
     for row in exp.rows:
         if level not in row.levels:
@@ -161,18 +160,21 @@ def make_plan(exp: Experiment, level: str, results_dir: Path, seeds: tuple[int, 
                 if bad:
                     cell.status, cell.reason = bad
                     continue
-                if m.method == "@expert-file" and not row.expert_file:
-                    cell.status, cell.reason = NOT_APPLICABLE, "no published expert split for this graph"
-                    continue
-                if m.method == "@expert-file" and not ctx.expert_path:
-                    cell.status, cell.reason = MISSING, f"expert split {row.expert_file} not found"
+                params = m.params_for(row)
+                pols = []
+                for ref in pol.references(params):
+                    if ref not in policies:
+                        policies[ref] = pol.prepare(exp, ref, level, results_dir, sim_doc)
+                    pols.append(policies[ref])
+                lacking = next((p for p in pols if p.missing), None)
+                if lacking:
+                    cell.status, cell.reason = MISSING, lacking.missing
                     continue
                 spec = {
                     "harness": HARNESS_VERSION, "graph_fp": ctx.graph_fp, "cluster_fp": ctx.cluster_fp,
-                    "method": m.method, "params": m.params_for(row), "seed": seed,
-                    "placements": m.budget_for(level, lv), "seconds": lv.seconds,
-                    "sim": dataclasses.asdict(sim_params(exp.sim)),
-                    "expert_fp": G.file_fingerprint(ctx.expert_path) if m.method == "@expert-file" else None,
+                    "method": m.method, "params": params, "seed": seed,
+                    "placements": m.budget_for(level, lv), "seconds": m.seconds_for(level, lv), "sim": sim_doc,
+                    "policies": {p.name: p.hash for p in pols},
                 }
                 cell.hash = stable_hash(spec)
                 name = f"{slug(row.label)}__{slug(ctx.cluster.name)}__{slug(m.label)}__s{seed}__{cell.hash}.json"
@@ -189,14 +191,17 @@ def make_plan(exp: Experiment, level: str, results_dir: Path, seeds: tuple[int, 
                 if not wanted:
                     cell.reason = "filtered out of this invocation and not cached"
                     continue
+                cell.policies = pols
                 cell.task = {
                     "graph": ctx.graph, "cluster": ctx.cluster, "method": m.method, "label": m.label,
-                    "params": m.params_for(row), "seed": seed, "placements": m.budget_for(level, lv),
-                    "seconds": lv.seconds, "sim": exp.sim, "expert_path": ctx.expert_path,
+                    "params": pol.substitute(params, policies),
+                    "seed": seed, "placements": m.budget_for(level, lv), "seconds": m.seconds_for(level, lv),
+                    "sim": exp.sim,
                     "spec": spec, "hash": cell.hash, "out": str(cell.path), "experiment": exp.name,
                     "row": row.label, "graph_spec": ctx.spec_used,
                 }
-    return Plan(exp, level, seeds, methods, rows, cells, runs_dir, filtered=bool(only_methods or only_rows))
+    return Plan(exp, level, seeds, methods, rows, cells, runs_dir, filtered=bool(only_methods or only_rows),
+                policies=policies)
 
 
 # ---------------------------------------------------------------------- one run
@@ -247,17 +252,8 @@ def execute(task: dict) -> dict:
             "cluster": {"name": P.cluster.name, "devices": list(P.cluster.device_names)},
             "lower_bound_us": float(P.lower_bound_us)}
     try:
-        if task["method"] == "@expert-file":
-            from placer.frontends.dnn_partitioning import load_expert
-
-            ev = Evaluator(P, sp)
-            p = load_expert(task["expert_path"], P.graph, P.cluster)
-            ev.simulate(p)
-            res = ev.result("expert-file", p, notes=[f"split from {Path(task['expert_path']).name}"])
-            res.seed = task["seed"]
-        else:
-            res = run_method(task["method"], P, Budget(task["placements"], task["seconds"]), task["seed"], sp,
-                             **task["params"])
+        res = run_method(task["method"], P, Budget(task["placements"], task["seconds"]), task["seed"], sp,
+                         **task["params"])
     except Exception as e:  # a method that fails on one problem must not sink the experiment
         # methods raise ValueError (InputError included) when they do not apply to a problem
         # (e.g. cpu-only on a graph with no CPU costs); anything else is a failure worth reading
@@ -282,10 +278,25 @@ def execute(task: dict) -> dict:
     return doc
 
 
-def run_plan(plan: Plan, jobs: int = 1, on_done: Callable[[Cell, int, int], None] | None = None) -> dict:
+def run_plan(plan: Plan, jobs: int = 1, on_done: Callable[[Cell, int, int], None] | None = None,
+             on_policy: Callable | None = None) -> dict:
     """Run every pending cell (``jobs`` processes in parallel). Returns counts: ran, cached, errors."""
     todo = plan.pending()
     total, done = len(todo), 0
+    for ctx in {id(p): p for c in todo for p in c.policies}.values():  # train the policies runs start from
+        if not ctx.ready:
+            if on_policy:
+                on_policy(ctx)
+            try:
+                pol.train(ctx, plan.experiment.sim)
+            except Exception as e:
+                ctx.missing = f"training policy '{ctx.name}' failed: {type(e).__name__}: {e}"
+    for cell in todo:
+        bad = next((p for p in cell.policies if p.missing), None)
+        if bad:
+            cell.status, cell.reason, cell.task = ERROR, bad.missing, None
+    todo = plan.pending()
+    total = len(todo)
 
     def finish(cell: Cell, doc: dict) -> None:
         nonlocal done

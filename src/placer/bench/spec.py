@@ -31,10 +31,11 @@ class Level:
 class Method:
     """One method column.
 
-    ``method`` is a name in the :mod:`placer.methods` registry, or ``@expert-file`` for the
-    dnn-partitioning human-expert split that a row names. ``requires`` lists keyword parameters the
-    registered function must declare by name: a variant such as "Placeto (transfer)" must not
-    silently run as "Placeto (scratch)" because the method swallowed an unknown keyword.
+    ``method`` is a name in the :mod:`placer.methods` registry. ``requires`` lists keyword
+    parameters the registered function must declare by name: a variant such as "Placeto (transfer)"
+    must not silently run as "Placeto (scratch)" because the method swallowed an unknown keyword.
+    A parameter value ``"@policy:<name>"`` is replaced by the checkpoint of the experiment's policy
+    of that name (trained first, see :class:`PolicySpec`).
     """
 
     label: str
@@ -42,10 +43,14 @@ class Method:
     params: Mapping[str, Any] = field(default_factory=dict)
     requires: tuple[str, ...] = ()
     placements: Mapping[str, int] = field(default_factory=dict)  # level -> placements, overriding the level's
+    seconds: Mapping[str, float] = field(default_factory=dict)  # level -> wall-clock limit, overriding the level's
     seeded: bool = True  # False: one run (seed 0) is enough, the method ignores its seed
 
     def budget_for(self, level: str, lv: Level) -> int:
         return int(self.placements.get(level, lv.placements))
+
+    def seconds_for(self, level: str, lv: Level) -> float | None:
+        return self.seconds.get(level, lv.seconds)
 
     def params_for(self, row: "Row") -> dict[str, Any]:
         """The method's parameters with ``"{name}"`` templates filled from ``row.params``."""
@@ -57,8 +62,9 @@ class Row:
     """One table row: a graph on a cluster, with the paper's numbers for it.
 
     ``graph`` is a built-in zoo name, ``shared:<path>`` (a file under the shared graphs folder,
-    see :func:`placer.bench.graphs.shared_graphs_dir`), a file path, or a tuple of such candidates
-    (the first that resolves is used). ``cluster`` is a preset name or ``auto``. ``paper`` maps a
+    see :func:`placer.bench.graphs.shared_graphs_dir`), ``family:<family>:<split>:<index>`` (a graph
+    of a generated family), a file path, or a tuple of such candidates (the first that resolves is
+    used). ``cluster`` is a preset name or ``auto``. ``paper`` maps a
     method label or derived-column name to the paper's value (seconds, a percentage, a count, or
     the string "OOM"); absent means the paper has no such cell.
     """
@@ -68,7 +74,6 @@ class Row:
     cluster: str
     show: Mapping[str, Any] = field(default_factory=dict)  # extra display columns, e.g. {"GPUs": 2}
     paper: Mapping[str, Any] = field(default_factory=dict)
-    expert_file: str | None = None  # shared:... path of a dnn-partitioning human-expert split
     levels: tuple[str, ...] = LEVELS  # budget levels that include this row
     skip: tuple[str, ...] = ()  # method labels that do not apply to this row (shown as "—", like the paper)
     params: Mapping[str, Any] = field(default_factory=dict)  # fills "{name}" templates in method params
@@ -80,6 +85,20 @@ class Row:
     @property
     def key(self) -> str:
         return f"{self.label} / {self.cluster}"
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """A learned policy some method columns start from (Placeto's transfer and generalization):
+    trained once per level with REINFORCE on ``graphs`` (graph specs as in :class:`Row`) or on the
+    training half of ``family``, cached by a hash like a run."""
+
+    graphs: tuple[str, ...] = ()
+    family: str | None = None
+    cluster: str = "k80x2"
+    placements: Mapping[str, int] = field(default_factory=dict)  # level -> simulator calls for training
+    seed: int = 0
+    groups: int = 64
 
 
 @dataclass(frozen=True)
@@ -121,6 +140,7 @@ class Experiment:
     method_summary: bool = False  # add a per-method summary (ratio to lower bound, gap to CP-SAT)
     paper_unit: str = "s"
     paper_notes: tuple[str, ...] = ()  # the paper's claims that are not table cells
+    policies: Mapping[str, PolicySpec] = field(default_factory=dict)  # name -> policy for "@policy:<name>"
 
     def level(self, name: str) -> Level:
         if name not in self.budgets:

@@ -244,7 +244,7 @@ def unavailable(plan: Plan) -> dict[str, list[str]]:
     for c in plan.cells:
         if c.status in ("not implemented", "unavailable"):
             methods.setdefault(c.method.label, f"{c.status}: {c.reason}")
-        elif c.status == "missing" and c.method.method != "@expert-file":
+        elif c.status == "missing":
             graphs.setdefault(c.row.row.label, c.reason)
     return {"methods": [f"{k} ({v})" for k, v in methods.items()],
             "graphs": [f"{k} ({v})" for k, v in graphs.items()]}

@@ -1,0 +1,102 @@
+"""Policies that transfer and generalization columns start from (Placeto section 3, appendix A.3).
+
+A method parameter ``"@policy:<name>"`` names one of the experiment's :class:`PolicySpec`. Before
+the runs that need it, the policy is trained once with REINFORCE (:mod:`placer.rl`) on its graphs
+(or on the training half of a generated family) and saved as
+``results/<exp>/policies/<name>__<hash>.pt``, cached by a hash of what decides it, exactly like a
+run. Its training cost (placements, simulator calls, seconds) is kept beside it in a JSON file so
+the tables can say what a transferred policy cost before it was transferred.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from placer.bench import graphs as G
+from placer.bench.spec import HARNESS_VERSION, Experiment, PolicySpec, slug, stable_hash
+
+PREFIX = "@policy:"
+
+
+@dataclass
+class PolicyContext:
+    name: str
+    spec: PolicySpec
+    missing: str | None = None
+    problems: list | None = None
+    hash: str | None = None
+    path: Path | None = None
+    placements: int = 0
+
+    @property
+    def ready(self) -> bool:
+        return self.path is not None and self.path.exists() and self.path.with_suffix(".json").exists()
+
+
+def references(params: dict[str, Any]) -> list[str]:
+    return [v[len(PREFIX):] for v in params.values() if isinstance(v, str) and v.startswith(PREFIX)]
+
+
+def substitute(params: dict[str, Any], contexts: dict[str, "PolicyContext"]) -> dict[str, Any]:
+    """``params`` with each ``"@policy:<name>"`` replaced by that policy's checkpoint path."""
+    return {k: (str(contexts[v[len(PREFIX):]].path) if isinstance(v, str) and v.startswith(PREFIX) else v)
+            for k, v in params.items()}
+
+
+def prepare(exp: Experiment, name: str, level: str, results_dir: Path, sim: dict) -> PolicyContext:
+    """Load the policy's training graphs and decide its hash and checkpoint path (trains nothing)."""
+    from placer.problem import Problem
+
+    spec = exp.policies.get(name)
+    if spec is None:
+        return PolicyContext(name, PolicySpec(), missing=f"the experiment defines no policy '{name}'")
+    ctx = PolicyContext(name, spec, placements=int(spec.placements.get(level, 2_000)))
+    try:
+        if spec.family:
+            graphs = G.family_graphs(spec.family, "train")
+            paths = [None] * len(graphs)
+        else:
+            found = [G.resolve_row_graph((g,)) for g in spec.graphs]
+            graphs, paths = [f[0] for f in found], [f[2] for f in found]
+        clusters = [G.resolve_row_cluster(spec.cluster, g, p) for g, p in zip(graphs, paths)]
+    except G.GraphMissing as e:
+        ctx.missing = f"policy '{name}' cannot be trained: {e}"
+        return ctx
+    ctx.problems = [Problem(g, c) for g, c in zip(graphs, clusters)]
+    ctx.hash = stable_hash({"harness": HARNESS_VERSION, "graphs": [G.graph_fingerprint(g) for g in graphs],
+                            "clusters": [G.cluster_fingerprint(c) for c in clusters], "placements": ctx.placements,
+                            "seed": spec.seed, "groups": spec.groups, "sim": sim})
+    ctx.path = Path(results_dir) / exp.name / "policies" / f"{slug(name)}__{ctx.hash}.pt"
+    return ctx
+
+
+def train(ctx: PolicyContext, sim_name: str) -> dict:
+    """Train the policy within its simulator-call budget, save the checkpoint and its cost record."""
+    from placer.bench.runner import sim_params
+    from placer.frontends.native import dumps, write_text_atomic
+    from placer.nn.placeto import PolicyConfig
+    from placer.rl.env import EnvConfig
+    from placer.rl.groups import group_problem
+    from placer.rl.reinforce import ReinforceConfig, Trainer
+
+    t0 = time.perf_counter()
+    gps = [group_problem(P, ctx.spec.groups, "gpus", "auto") for P in ctx.problems]
+    per_episode = max(1, max(gp.n_groups for gp in gps) + 1)  # one simulation per step plus the initial one
+    episodes = max(8, ctx.placements // per_episode)
+    tr = Trainer(gps, PolicyConfig(n_actions=gps[0].n_actions), EnvConfig(),
+                 ReinforceConfig(episodes=episodes, seed=ctx.spec.seed), sim_params=sim_params(sim_name))
+    try:
+        tr.train(max_sim_calls=ctx.placements)
+    finally:
+        tr.close()
+    tr.save(ctx.path)
+    record = {"policy": ctx.name, "hash": ctx.hash, "spec": dataclasses.asdict(ctx.spec),
+              "graphs": [P.graph.name for P in ctx.problems], "episodes": tr.episode,
+              "placements": tr.placements, "sim_calls": tr.sim_calls, "seconds": time.perf_counter() - t0,
+              "best_objective_us": [b["objective_us"] for b in tr.best]}
+    write_text_atomic(ctx.path.with_suffix(".json"), dumps(record))
+    return record
