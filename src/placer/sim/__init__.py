@@ -1,20 +1,61 @@
-"""The execution simulator: Problem x placement -> SimResult (Placeto appendix A.5)."""
+"""The execution simulator: Problem x placement -> SimResult (Placeto appendix A.5).
+
+Semantics
+---------
+* Event-driven. Per device, a FIFO of runnable ops in the order they became runnable (ties: the
+  order the releasing events ran, i.e. by producer then consumer topological index, never by name).
+  An op is runnable on its device once every parent finished and the parent's tensor arrived there.
+  One op at a time per device; communication overlaps compute.
+* After an op with non-zero cost the device idles ``op_gap_us``; ops with zero cost add no gap.
+* Transfer time of a tensor of ``b`` bytes on link (s, x) = ``latency[s, x] + b / bandwidth[s, x]``.
+  ``comm_model="placeto"``: one outgoing bus per device, a FIFO of output tensors; one transfer per
+  tensor (the largest edge to a remote consumer) that reaches every remote consumer device at once,
+  taking the slowest of those links; the bus then stays busy ``bus_gap_us`` (arrival not delayed).
+  ``comm_model="p2p"``: one transfer per (tensor, destination device) carrying the largest edge to a
+  consumer there; a device sends one and receives one transfer at a time (so each directed link is
+  serialised too); a free sender starts the oldest queued transfer whose receiver is free; a
+  receiver becoming free wakes idle senders; ``bus_gap_us`` follows every send on the sender.
+* Simultaneous events run in the order (time, kind, index): op done / tensor arrived, then senders
+  waking, then devices waking; within a kind by producer op index (then destination device), or by
+  device index. The makespan is the time of the last event: last op end (+ its op gap) or last
+  arrival (+ bus gap). With ``SimParams.placeto()`` this is the published reference simulator
+  (aravic/generalizable-device-placement, ``sim/tf_placement_sim``): it returns the last event time
+  of a heap ordered by (time, event name, names), and its per-edge dependency events, bus queue
+  keyed by the producer's end time, and insertion-counter FIFOs give the same schedule. Deliberate
+  differences: ties use indices where it uses op and device names (equal when names sort like the
+  indices); an op has one output buffer (the reference sends one transfer per output slot; here one
+  per op, sized by its largest remote edge); links may have latency and per-pair bandwidth.
+* Every op runs exactly once, or a RuntimeError names an op that never ran. Nothing survives
+  between calls except caches of the Problem's arrays.
+* Memory (see :mod:`placer.sim.memory`): parameters for the whole step, outputs from start to the
+  last local use / last transfer, received copies from arrival to the last local consumer, temp
+  while running; peak per device, the ops live at the peak, OOM when a peak exceeds capacity.
+  Objective ``R = r + c * ReLU(max_d(m_d - M_d))`` (Placeto appendix A.7; c =
+  ``memory_penalty_us_per_gb``, 2 s per GB by default) plus ``oom_penalty_us`` when out of memory.
+
+Entry points
+------------
+``simulate`` (full SimResult), ``evaluate`` (objective only, fastest single call),
+``evaluate_many`` (a (k, n) batch, ``n_jobs`` threads), ``IncrementalSim`` (progressive MDP: a few
+ops change device per step), ``simulate_reference`` (pure Python, for tests).
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-from placer.sim.memory import memory_peaks
-from placer.sim.reference import simulate_timeline
+from placer.sim.fast import BatchResult, Engine, IncrementalSim, engine, evaluate, evaluate_many
+from placer.sim.reference import simulate_reference
 from placer.sim.result import GB, SimParams, SimResult
 
-__all__ = ["SimParams", "SimResult", "simulate", "objective"]
+__all__ = ["SimParams", "SimResult", "simulate", "objective", "evaluate", "evaluate_many", "BatchResult",
+           "IncrementalSim", "Engine", "engine", "simulate_reference", "GB"]
 
 
 def objective(makespan_us: float, peak: np.ndarray, capacity: np.ndarray, params: SimParams) -> tuple[float, bool]:
     """R = r + c * ReLU(m - M) with m - M the largest overshoot of any device (Placeto appendix),
-    plus ``oom_penalty_us`` when a device overflows."""
-    over = float(np.max(peak - capacity)) if len(peak) else 0.0
+    plus ``oom_penalty_us`` when a device overflows. Returns (R, oom)."""
+    over = float(np.max(np.asarray(peak) - np.asarray(capacity))) if len(peak) else 0.0
     oom = over > 0
     r = makespan_us + params.memory_penalty_us_per_gb * max(over, 0.0) / GB
     if oom:
@@ -23,18 +64,6 @@ def objective(makespan_us: float, peak: np.ndarray, capacity: np.ndarray, params
 
 
 def simulate(problem, placement, params: SimParams | None = None) -> SimResult:
-    """Simulate one training step of ``problem.graph`` placed by ``placement`` on ``problem.cluster``."""
-    params = params or SimParams()
-    p = problem.validate_placement(np.asarray(getattr(placement, "devices", placement)))
-    start, end, tr = simulate_timeline(problem, p, params)
-    cols = list(zip(*tr)) if tr else [[]] * 5
-    transfers = {
-        "tensor": np.asarray(cols[0], dtype=np.int64), "src": np.asarray(cols[1], dtype=np.int64),
-        "dst": np.asarray(cols[2], dtype=np.int64), "start_us": np.asarray(cols[3], dtype=np.float64),
-        "end_us": np.asarray(cols[4], dtype=np.float64),
-    }
-    peak, peak_ops = memory_peaks(problem, p, start, end, transfers)
-    makespan = float(end.max())
-    busy = np.bincount(p, weights=end - start, minlength=problem.n_devices)
-    obj, oom = objective(makespan, peak, problem.memory_bytes, params)
-    return SimResult(makespan, p, start, end, transfers, busy, peak, peak_ops, problem.memory_bytes, obj, oom, params)
+    """Simulate one training step of ``problem.graph`` placed by ``placement`` (an int array or a
+    Placement) on ``problem.cluster``. Raises InputError for an invalid placement."""
+    return engine(problem, params).result(placement)

@@ -1,13 +1,18 @@
-"""Per-device memory timeline of a simulated step (Placeto appendix: peak memory and the
-penalty R = r + c * ReLU(m - M)).
+"""Per-device memory timeline of a simulated step (Placeto appendix A.5/A.7: peak memory and the
+penalty R = r + c * ReLU(m - M)), from a step's timeline.
 
 Resident on device d:
-* parameters / persistent bytes of every op placed on d, for the whole step;
-* an op's output tensor from the op's start until its last consumer on d finished, and until its
-  last outgoing transfer ended if it is sent elsewhere (an op with no consumer frees it at its end);
-* a received copy from its arrival until its last consumer on that device finished;
+* parameter / persistent bytes of every op placed on d, for the whole step;
+* an op's output buffer (``max(output_bytes, bytes of any out-edge)``) from the op's start until its
+  last consumer on d finished and its last outgoing transfer arrived (at its end if it has neither);
+* a received copy (the bytes that transfer carried) from its arrival until its last consumer on that
+  device finished;
 * an op's temporary bytes while it runs.
-Intervals are half-open [alloc, free): a tensor freed at t makes room for one allocated at t.
+Intervals are half-open [alloc, free): a buffer freed at t makes room for one allocated at t, and a
+zero-length interval holds nothing.
+
+The compiled kernel tracks the level event by event; :func:`sweep_peaks` recomputes the peaks from
+the intervals by sorting (the independent check the tests use, and the source of the live set).
 """
 
 from __future__ import annotations
@@ -15,71 +20,86 @@ from __future__ import annotations
 import numpy as np
 
 
-def memory_peaks(problem, placement, start_us, end_us, transfers):
-    """Return (peak bytes per device, ops live at each device's peak)."""
+def intervals_from_transfers(problem, placement, start_us, end_us, transfers) -> dict:
+    """Memory intervals implied by a timeline; ``transfers`` rows are (op, src, dst, start, end,
+    bytes). Returns arrays dev, alloc, free, bytes, owner (the op the bytes belong to), kind
+    (0 output, 1 temp, 2 received copy)."""
     g = problem.graph
-    n, D = g.n_ops, problem.n_devices
     p = np.asarray(placement, dtype=np.int64)
-    resident = np.bincount(p, weights=g.param_bytes, minlength=D).astype(np.float64)
-    src, dst, eb = g.edge_src, g.edge_dst, g.edge_bytes
-    out_bytes = np.maximum(g.output_bytes, _max_by(src, eb, n))
-    # last local use of each op's own output
-    free_t = end_us.copy()
+    n = g.n_ops
+    out_bytes = g.output_bytes.astype(np.float64).copy()
+    if g.n_edges:
+        np.maximum.at(out_bytes, g.edge_src, g.edge_bytes)
+    src, dst = g.edge_src, g.edge_dst
     local = p[src] == p[dst]
-    np.maximum.at(free_t, src[local], end_us[dst[local]])
-    # transfers keep the source buffer until sent; received copies live until the last local consumer
-    recv = {}
-    for (o, s, x, t0, t1) in _iter_transfers(transfers):
-        free_t[o] = max(free_t[o], t1)
-        recv.setdefault((o, x), [t1, t1])
+    free = end_us.copy()
+    np.maximum.at(free, src[local], end_us[dst[local]])
+    copies: dict[tuple[int, int], list] = {}
+    for (o, s, x, t0, t1, nb) in transfers:
+        free[o] = max(free[o], t1)
+        copies[(o, x)] = [t1, t1, nb]
     for e in np.flatnonzero(~local):
-        key = (int(src[e]), int(p[dst[e]]))
-        if key in recv:
-            recv[key][1] = max(recv[key][1], end_us[dst[e]])
-    # intervals: (device, alloc, free, bytes, op)
-    dev = [p, p]
-    allocs = [start_us, start_us]
-    frees = [free_t, end_us]
-    sizes = [out_bytes, g.temp_bytes]
-    owners = [np.arange(n), np.arange(n)]
-    if recv:
-        keys = np.array(list(recv.keys()), dtype=np.int64)
-        times = np.array(list(recv.values()), dtype=np.float64)
-        dev.append(keys[:, 1]); allocs.append(times[:, 0]); frees.append(times[:, 1])
-        sizes.append(out_bytes[keys[:, 0]]); owners.append(keys[:, 0])
-    dev, allocs, frees = np.concatenate(dev), np.concatenate(allocs), np.concatenate(frees)
-    sizes, owners = np.concatenate(sizes), np.concatenate(owners)
-    keep = sizes > 0
-    dev, allocs, frees, sizes, owners = dev[keep], allocs[keep], frees[keep], sizes[keep], owners[keep]
-    peak = resident.copy()
-    peak_ops = [np.flatnonzero((p == d) & (g.param_bytes > 0)) for d in range(D)]
-    for d in range(D):
-        m = dev == d
+        c = copies[(int(src[e]), int(p[dst[e]]))]
+        c[1] = max(c[1], end_us[dst[e]])
+    keys = np.array(list(copies.keys()), dtype=np.int64).reshape(-1, 2)
+    vals = np.array(list(copies.values()), dtype=np.float64).reshape(-1, 3)
+    return {
+        "dev": np.concatenate([p, p, keys[:, 1]]),
+        "alloc": np.concatenate([start_us, start_us, vals[:, 0]]),
+        "free": np.concatenate([free, end_us, vals[:, 1]]),
+        "bytes": np.concatenate([out_bytes, g.temp_bytes, vals[:, 2]]),
+        "owner": np.concatenate([np.arange(n), np.arange(n), keys[:, 0]]),
+        "kind": np.concatenate([np.zeros(n, np.int64), np.ones(n, np.int64), np.full(len(keys), 2, np.int64)]),
+    }
+
+
+def sweep_peaks(iv: dict, n_devices: int) -> tuple[np.ndarray, np.ndarray]:
+    """(peak activation bytes per device, time of that peak) by sorting the interval ends: frees
+    before allocations at equal times, the first time the maximum is reached. Parameters excluded."""
+    peak = np.zeros(n_devices)
+    peak_t = np.zeros(n_devices)
+    keep = (iv["bytes"] > 0) & (iv["free"] > iv["alloc"])
+    for d in range(n_devices):
+        m = keep & (iv["dev"] == d)
         if not m.any():
             continue
-        a, f, s, o = allocs[m], frees[m], sizes[m], owners[m]
+        a, f, s = iv["alloc"][m], iv["free"][m], iv["bytes"][m]
         times = np.concatenate([a, f])
         delta = np.concatenate([s, -s])
-        kind = np.concatenate([np.ones(len(a)), np.zeros(len(f))])  # frees (0) before allocs (1) at equal times
-        order = np.lexsort((kind, times))
-        level = resident[d] + np.cumsum(delta[order])
+        is_alloc = np.concatenate([np.ones(len(a)), np.zeros(len(f))])
+        order = np.lexsort((is_alloc, times))
+        level = np.cumsum(delta[order])
         k = int(np.argmax(level))
-        if level[k] > peak[d]:
-            peak[d] = level[k]
-            t_peak = times[order][k]
-            live = (a <= t_peak) & (f > t_peak)
-            peak_ops[d] = np.union1d(np.unique(o[live]), peak_ops[d])
-    return peak, peak_ops
+        if level[k] > 0:
+            peak[d], peak_t[d] = level[k], times[order][k]
+    return peak, peak_t
 
 
-def _max_by(keys, values, n):
-    out = np.zeros(n)
-    if len(keys):
-        np.maximum.at(out, keys, values)
+def live_at(iv: dict, placement, param_bytes, peak_t) -> list[np.ndarray]:
+    """Per device, the ops whose memory is live at that device's peak time: owners of intervals with
+    alloc <= t < free, and ops whose parameters live there."""
+    p = np.asarray(placement)
+    out = []
+    for d, t in enumerate(peak_t):
+        m = (iv["dev"] == d) & (iv["bytes"] > 0) & (iv["alloc"] <= t) & (iv["free"] > t)
+        params = np.flatnonzero((p == d) & (param_bytes > 0))
+        out.append(np.union1d(np.unique(iv["owner"][m]), params).astype(np.int64))
     return out
 
 
-def _iter_transfers(t):
-    if isinstance(t, dict):
-        return zip(t["tensor"].tolist(), t["src"].tolist(), t["dst"].tolist(), t["start_us"].tolist(), t["end_us"].tolist())
-    return iter(t)
+def memory_counter_events(iv: dict, resident: np.ndarray, device_names, pid: int = 0) -> list[dict]:
+    """Chrome-trace counter events ("C") with each device's resident bytes over time."""
+    ev = []
+    keep = (iv["bytes"] > 0) & (iv["free"] > iv["alloc"])
+    for d, name in enumerate(device_names):
+        m = keep & (iv["dev"] == d)
+        a, f, s = iv["alloc"][m], iv["free"][m], iv["bytes"][m]
+        times = np.concatenate([[0.0], a, f])
+        delta = np.concatenate([[resident[d]], s, -s])
+        order = np.argsort(times, kind="stable")
+        level = np.cumsum(delta[order])
+        t_sorted = times[order]
+        last = np.r_[t_sorted[1:] != t_sorted[:-1], True]  # one sample per timestamp
+        for t, v in zip(t_sorted[last].tolist(), level[last].tolist()):
+            ev.append({"ph": "C", "name": f"{name} memory", "pid": pid, "ts": t, "args": {"bytes": v}})
+    return ev

@@ -1,117 +1,143 @@
-"""A plain-Python event simulator of Placeto's execution model (appendix A.5), kept as the
-readable reference the compiled kernel is tested against.
+"""A plain-Python event simulator of Placeto's execution model (appendix A.5), kept as the readable
+reference the compiled kernel (:mod:`placer.sim.kernel`) is tested against. Slow; never used by
+methods.
 
-Per device: a FIFO queue of runnable ops ordered by (time it became runnable, topological index)
-and, for the ``placeto`` communication model, one outgoing bus with a FIFO queue of output tensors.
-An op is runnable on its device once every parent has finished and the parent's tensor has arrived.
-One op at a time per device; transfers overlap compute. All events with the same timestamp are
-handled before any device or bus picks its next item, so the order of simultaneous events never
-matters.
+Semantics (shared with the kernel, see :mod:`placer.sim` for the full statement):
+
+* Per device, a FIFO of runnable ops in the order they became runnable. An op becomes runnable on
+  its device once every parent finished and the parent's tensor arrived there. One op at a time.
+* A device that finishes an op with non-zero cost idles for ``op_gap_us`` before starting the next.
+* ``placeto`` communication: when an op with consumers on other devices finishes, its output joins
+  the FIFO of its device's single outgoing bus. The bus sends one tensor at a time: it reaches every
+  remote consumer device ``max_x(latency[s,x] + bytes / bandwidth[s,x])`` later, ``bytes`` being
+  the largest edge to a remote consumer; the bus then stays busy ``bus_gap_us`` more.
+* ``p2p`` communication: one transfer per (tensor, destination device), ``bytes`` the largest edge
+  to a consumer on that device, taking ``latency + bytes / bandwidth`` of that link. A device sends
+  one transfer at a time and receives one at a time. A free sender starts the oldest transfer in its
+  FIFO whose receiver is free (skipping, not waiting behind, transfers to busy receivers); a
+  receiver that becomes free wakes the idle senders. ``bus_gap_us`` follows every send on the sender.
+* Simultaneous events run in the order (time, kind, producer/device index, destination) with kind:
+  op done / tensor arrived (0) < sender wakes (1) < device wakes (2).
+* The makespan is the time of the last event: the last op's end plus its op gap, or the last
+  arrival plus the bus gap, whichever is later (what the published reference simulator returns).
 """
 
 from __future__ import annotations
 
 import heapq
+from collections import deque
 
 import numpy as np
 
+from placer.sim.prepare import link_matrices
 from placer.sim.result import SimParams
 
-
-def link_matrices(problem, params: SimParams) -> tuple[np.ndarray, np.ndarray]:
-    bw = problem.bandwidth_bytes_per_us.copy()
-    lat = problem.latency_us.copy()
-    if params.bandwidth_bytes_per_us is not None:
-        bw[:] = params.bandwidth_bytes_per_us
-    if params.latency_us is not None:
-        lat[:] = params.latency_us
-    return bw, lat
+OP_DONE_OR_ARRIVAL, SENDER_WAKE, DEVICE_WAKE = 0, 1, 2
 
 
-def simulate_timeline(problem, placement: np.ndarray, params: SimParams):
-    """Return (start_us, end_us, transfers) for the ``placeto`` communication model.
-
-    transfers: list of (tensor op, src device, dst device, start_us, end_us); in the placeto model a
-    tensor crosses the bus once and reaches every remote consumer device at the same time.
-    """
-    if params.comm_model != "placeto":
-        raise ValueError(f"the reference simulator implements comm_model='placeto', not {params.comm_model!r}")
+def simulate_reference(problem, placement, params: SimParams) -> dict:
+    """Run one step. Returns a dict: makespan_us, start_us, end_us (n,), transfers (list of
+    (tensor op, src, dst, start_us, end_us, bytes)), sorted by (start, tensor, dst)."""
     g = problem.graph
     n, D = g.n_ops, problem.n_devices
-    p = np.asarray(placement, dtype=np.int64)
-    cost = problem.compute_us[np.arange(n), p]
+    p = [int(x) for x in placement]
+    cost = [float(problem.compute_us[i, p[i]]) for i in range(n)]
     bw, lat = link_matrices(problem, params)
-    succ_ptr, succ_idx, succ_edge = g.succ_ptr, g.succ_idx, g.succ_edge
-    missing = np.diff(g.pred_ptr).astype(np.int64)  # parents not yet arrived, per op
+    bw, lat = bw.tolist(), lat.tolist()
+    children = [[(int(g.succ_idx[e]), float(g.edge_bytes[e])) for e in range(g.succ_ptr[i], g.succ_ptr[i + 1])]
+                for i in range(n)]
+    missing = np.diff(g.pred_ptr).tolist()
+    p2p = params.comm_model == "p2p"
+    if params.comm_model not in ("placeto", "p2p"):
+        raise ValueError(f"unknown comm_model {params.comm_model!r}")
 
-    start = np.full(n, np.nan)
-    end = np.full(n, np.nan)
-    ready = [[] for _ in range(D)]  # heaps of (ready time, op)
-    bus_q = [[] for _ in range(D)]  # heaps of (enqueue time, op)
-    dev_free = [True] * D
-    bus_free = [True] * D
+    start = [None] * n
+    end = [None] * n
     transfers = []
-    events: list[tuple[float, int, int, int]] = []  # (time, kind, a, b): 0 op done, 1 transfer done, 2 dev wake, 3 bus wake
+    events: list = []  # (time, kind, a, b, payload)
+    dev_q = [deque() for _ in range(D)]
+    dev_on = [False] * D  # running, idling in its gap, or a wake-up is pending
+    send_q = [[] for _ in range(D)]  # FIFO of (tensor op, destinations, bytes)
+    send_on = [False] * D
+    recv_busy = [False] * D
+
+    def runnable(c, t):
+        d = p[c]
+        dev_q[d].append(c)
+        if not dev_on[d]:
+            dev_on[d] = True
+            heapq.heappush(events, (t, DEVICE_WAKE, d, 0, None))
+
+    def queue_send(s, item, t):
+        send_q[s].append(item)
+        if not send_on[s]:
+            send_on[s] = True
+            heapq.heappush(events, (t, SENDER_WAKE, s, 0, None))
 
     for i in range(n):
         if missing[i] == 0:
-            heapq.heappush(ready[p[i]], (0.0, i))
+            runnable(i, 0.0)
 
-    def dispatch(t):
-        for d in range(D):
-            if dev_free[d] and ready[d]:
-                _, i = heapq.heappop(ready[d])
-                start[i], end[i] = t, t + cost[i]
-                dev_free[d] = False
-                heapq.heappush(events, (end[i], 0, i, d))
-            if bus_free[d] and bus_q[d]:
-                _, i = heapq.heappop(bus_q[d])
-                dsts = sorted({int(p[c]) for c in succ_idx[succ_ptr[i]:succ_ptr[i + 1]] if p[c] != d})
-                nbytes = max(g.edge_bytes[e] for e in succ_edge[succ_ptr[i]:succ_ptr[i + 1]] if p[succ_idx[e]] != d)
-                dur = max(lat[d, x] + nbytes / bw[d, x] for x in dsts)
-                for x in dsts:
-                    transfers.append((i, d, x, t, t + dur))
-                bus_free[d] = False
-                heapq.heappush(events, (t + dur, 1, i, d))
-
-    def arrive(c, t):
-        missing[c] -= 1
-        if missing[c] == 0:
-            heapq.heappush(ready[p[c]], (t, c))
-
-    dispatch(0.0)
+    last = 0.0
     while events:
-        t = events[0][0]
-        while events and events[0][0] == t:
-            _, kind, a, d = heapq.heappop(events)
-            if kind == 0:  # op a done on device d
-                remote = False
-                for c in succ_idx[succ_ptr[a]:succ_ptr[a + 1]]:
-                    if p[c] == d:
-                        arrive(c, t)
-                    else:
-                        remote = True
-                if remote:
-                    heapq.heappush(bus_q[d], (t, a))
-                if params.op_gap_us > 0 and cost[a] > 0:
-                    heapq.heappush(events, (t + params.op_gap_us, 2, -1, d))
+        t, kind, a, b, item = heapq.heappop(events)
+        last = t
+        if kind == DEVICE_WAKE:
+            if not dev_q[a]:
+                dev_on[a] = False
+                continue
+            c = dev_q[a].popleft()
+            start[c], end[c] = t, t + cost[c]
+            heapq.heappush(events, (end[c], OP_DONE_OR_ARRIVAL, c, 0, None))
+            heapq.heappush(events, (end[c] + (params.op_gap_us if cost[c] > 0 else 0.0), DEVICE_WAKE, a, 0, None))
+        elif kind == OP_DONE_OR_ARRIVAL and b == 0:  # op a finished
+            s = p[a]
+            remote: dict[int, float] = {}
+            for c, nb in children[a]:
+                if p[c] == s:
+                    missing[c] -= 1
+                    if missing[c] == 0:
+                        runnable(c, t)
                 else:
-                    dev_free[d] = True
-            elif kind == 1:  # tensor of op a arrived at every remote consumer
-                for c in succ_idx[succ_ptr[a]:succ_ptr[a + 1]]:
-                    if p[c] != d:
-                        arrive(c, t)
-                if params.bus_gap_us > 0:
-                    heapq.heappush(events, (t + params.bus_gap_us, 3, -1, d))
-                else:
-                    bus_free[d] = True
-            elif kind == 2:
-                dev_free[d] = True
-            else:
-                bus_free[d] = True
-        dispatch(t)
+                    remote[p[c]] = max(remote.get(p[c], 0.0), nb)
+            if remote and not p2p:
+                nb = max(remote.values())
+                queue_send(s, (a, sorted(remote), nb), t)
+            for x in sorted(remote) if p2p else ():
+                queue_send(s, (a, [x], remote[x]), t)
+        elif kind == OP_DONE_OR_ARRIVAL:  # tensor of op a arrived at its destination(s)
+            dsts = item
+            for c, _ in children[a]:
+                if p[c] in dsts:
+                    missing[c] -= 1
+                    if missing[c] == 0:
+                        runnable(c, t)
+            if p2p:
+                recv_busy[dsts[0]] = False
+                for s2 in range(D):
+                    if not send_on[s2] and send_q[s2]:
+                        send_on[s2] = True
+                        heapq.heappush(events, (t, SENDER_WAKE, s2, 0, None))
+        else:  # sender a wakes up
+            q = send_q[a]
+            pick = next((k for k, it in enumerate(q) if not (p2p and recv_busy[it[1][0]])), None)
+            if pick is None:
+                send_on[a] = False
+                continue
+            u, dsts, nb = q.pop(pick)
+            dur = max(lat[a][x] + nb / bw[a][x] for x in dsts)
+            arr = t + dur
+            for x in dsts:
+                transfers.append((u, a, x, t, arr, nb))
+            if p2p:
+                recv_busy[dsts[0]] = True
+            heapq.heappush(events, (arr, OP_DONE_OR_ARRIVAL, u, 1 + (dsts[0] if p2p else 0), dsts))
+            heapq.heappush(events, (arr + params.bus_gap_us, SENDER_WAKE, a, 0, None))
 
-    if np.isnan(end).any():
-        i = int(np.flatnonzero(np.isnan(end))[0])
-        raise RuntimeError(f"op '{g.op_names[i]}' never ran: the graph has a cycle or a parent never finished")
-    return start, end, transfers
+    never = [i for i in range(n) if end[i] is None]
+    if never:
+        raise RuntimeError(f"op '{g.op_names[never[0]]}' (and {len(never) - 1} more) never ran: "
+                           "the graph has a cycle or a parent never finished")
+    transfers.sort(key=lambda r: (r[3], r[0], r[2]))
+    return {"makespan_us": last, "start_us": np.array(start, dtype=np.float64),
+            "end_us": np.array(end, dtype=np.float64), "transfers": transfers}

@@ -23,10 +23,24 @@ class SimParams:
     memory_penalty_us_per_gb: float = 2e6  # c in R = r + c * ReLU(m - M): Placeto uses c = 2 (s per GB)
     oom_penalty_us: float = 0.0  # added to the objective when any device runs out of memory
 
+    def __post_init__(self):
+        if self.comm_model not in ("placeto", "p2p"):
+            raise ValueError(f"comm_model must be 'placeto' or 'p2p', not {self.comm_model!r}")
+        for name in ("op_gap_us", "bus_gap_us", "memory_penalty_us_per_gb", "oom_penalty_us"):
+            v = getattr(self, name)
+            if not (v >= 0 and v < float("inf")):
+                raise ValueError(f"{name} must be a finite non-negative number, not {v!r}")
+        if self.bandwidth_bytes_per_us is not None and not self.bandwidth_bytes_per_us > 0:
+            raise ValueError("bandwidth_bytes_per_us must be positive")
+        if self.latency_us is not None and not self.latency_us >= 0:
+            raise ValueError("latency_us must be non-negative")
+
     @classmethod
     def placeto(cls, **kw) -> "SimParams":
-        """Placeto's reference constants (appendix A.5 simulator): 5.7 us op gap, 25 us bus gap,
-        7600 bytes/us between any two devices, no latency."""
+        """The published reference simulator's constants (Placeto appendix A.5; the authors'
+        ``tf_sim`` defaults "optimized for p2.8xlarge"): 5.7 us idle gap after each op with non-zero
+        cost, 25 us bus gap after each transfer, 7600 bytes/us between any two devices, no latency,
+        first ops start at t = 0, one outgoing bus per device."""
         base = dict(comm_model="placeto", op_gap_us=5.7, bus_gap_us=25.0, bandwidth_bytes_per_us=7600.0, latency_us=0.0)
         base.update(kw)
         return cls(**base)
@@ -46,6 +60,8 @@ class SimResult:
     objective: float  # memory-penalised step time (us)
     oom: bool
     params: SimParams = field(default_factory=SimParams)
+    peak_time_us: np.ndarray | None = None  # (D,) when each device's peak was first reached
+    memory_intervals: dict | None = None  # dev, alloc, free, bytes, owner, kind (see placer.sim.memory)
 
     @property
     def utilisation(self) -> np.ndarray:
@@ -63,9 +79,10 @@ class SimResult:
             ],
         }
 
-    def chrome_trace(self, op_names, device_names) -> dict:
+    def chrome_trace(self, op_names, device_names, memory: bool = True) -> dict:
         """Chrome trace-event JSON (open in Perfetto or chrome://tracing): one row per device for
-        compute and one per device for its outgoing transfers."""
+        compute and one per device for its outgoing transfers, plus (``memory``) a counter track of
+        each device's resident bytes. Timestamps are microseconds, the format's unit."""
         ev = []
         for d, n in enumerate(device_names):
             ev.append({"ph": "M", "name": "process_name", "pid": 0, "tid": 2 * d, "args": {"name": f"{n} compute"}})
@@ -79,8 +96,20 @@ class SimResult:
             ev.append({"ph": "X", "name": f"{op_names[t['tensor'][k]]} -> {device_names[t['dst'][k]]}",
                        "pid": 0, "tid": int(2 * t["src"][k] + 1), "ts": float(t["start_us"][k]),
                        "dur": float(t["end_us"][k] - t["start_us"][k])})
+        if memory and self.memory_intervals is not None:
+            from placer.sim.memory import memory_counter_events
+
+            resident = self.peak_memory_bytes - _dynamic_peak(self)
+            ev.extend(memory_counter_events(self.memory_intervals, resident, device_names))
         return {"traceEvents": ev, "displayTimeUnit": "ms"}
 
     def write_chrome_trace(self, path, op_names, device_names) -> None:
         with open(path, "w") as f:
             json.dump(self.chrome_trace(op_names, device_names), f)
+
+
+def _dynamic_peak(r: SimResult) -> np.ndarray:
+    """Peak activation bytes per device (the peak less the parameters held all step)."""
+    from placer.sim.memory import sweep_peaks
+
+    return sweep_peaks(r.memory_intervals, len(r.busy_us))[0]

@@ -1,0 +1,268 @@
+"""Python entry points of the compiled simulator.
+
+* :class:`Engine`: one (Problem, SimParams) with its flat arrays and a reusable workspace;
+  ``objective(p)`` is the fast path (makespan and peak memory, no SimResult), ``result(p)`` the
+  full :class:`SimResult`.
+* :func:`evaluate` / :func:`evaluate_many`: the objective of one placement / of a (k, n) batch, the
+  batch optionally split over threads (``n_jobs``; the kernel releases the GIL).
+* :class:`IncrementalSim`: the progressive MDP's fast path. It keeps the last run's records and,
+  when ops change device, replays only from the earliest time the change can matter
+  (:mod:`placer.sim.restore`); the answer is bit-for-bit the full simulation's.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from placer.sim import kernel as K
+from placer.sim.memory import live_at
+from placer.sim.prepare import config, prepared
+from placer.sim.restore import sim_from
+from placer.sim.result import SimParams, SimResult
+
+
+class Engine:
+    """The compiled simulator bound to one Problem and SimParams. Not thread-safe (one workspace);
+    :func:`engine` hands out one per thread."""
+
+    def __init__(self, problem, params: SimParams | None = None):
+        self.problem = problem
+        self.params = params or SimParams()
+        self.prep = prepared(problem)
+        self.CF, self.CI = config(problem, self.params)
+        n, m, D = self.prep.n, self.prep.m, self.prep.D
+        ni, nf = K.ws_sizes(n, m, D)
+        self.WI = np.zeros(ni, dtype=np.int64)
+        self.WF = np.zeros(nf, dtype=np.float64)
+        self.vi, self.vf = K.views(self.WI, self.WF, n, m, D)
+        self.place = np.zeros(n, dtype=np.int64)  # the placement of the last run
+
+    # ------------------------------------------------------------------ runs
+    def _as_array(self, placement) -> np.ndarray:
+        p = np.asarray(getattr(placement, "devices", placement))
+        if p.shape != (self.prep.n,) or not np.issubdtype(p.dtype, np.integer):
+            self.problem.validate_placement(p)  # raises the InputError that names the problem
+        return p.astype(np.int64, copy=False)
+
+    def run(self, placement) -> None:
+        """Simulate ``placement`` into the workspace (raises on a bad placement)."""
+        self.place[:] = self._as_array(placement)
+        st = K.sim_full(self.prep.GI, self.prep.GF, self.CF, self.CI, self.place, self.WI, self.WF)
+        self.check(st)
+
+    def check(self, status: int) -> None:
+        if status == K.OK:
+            return
+        if status == K.BAD_PLACEMENT:
+            self.problem.validate_placement(self.place)
+            raise ValueError(f"placement rejected at op {int(self.WI[K.S_BAD])}")  # pragma: no cover
+        ran = np.zeros(self.prep.n, dtype=bool)
+        ran[self.vi[K.I_DISP][:int(self.WI[K.S_NRUN])]] = True
+        i = int(np.flatnonzero(~ran)[0])
+        raise RuntimeError(f"op '{self.problem.graph.op_names[i]}' (and {int((~ran).sum()) - 1} more) never ran: "
+                           "the graph has a cycle or a parent never finished")
+
+    def objective(self, placement) -> float:
+        """The memory-penalised objective R (us) of ``placement``: the fast path."""
+        self.run(placement)
+        return float(self.WF[K.F_OBJ])
+
+    @property
+    def makespan_us(self) -> float:
+        return float(self.WF[K.F_TMAX])
+
+    @property
+    def last_objective(self) -> float:
+        return float(self.WF[K.F_OBJ])
+
+    @property
+    def peak_memory_bytes(self) -> np.ndarray:
+        """Peak bytes per device of the last run, parameters included."""
+        return self.vf[K.F_PEAK] + self.vf[K.F_RESIDENT]
+
+    def result(self, placement=None) -> SimResult:
+        """The full SimResult of ``placement`` (or of the last run when None)."""
+        if placement is not None:
+            self.run(placement)
+        g, p, vi, vf = self.problem.graph, self.place.copy(), self.vi, self.vf
+        start, end = vf[K.F_START].copy(), vf[K.F_END].copy()
+        src, dst = g.edge_src, g.edge_dst
+        reps = np.flatnonzero((p[src] != p[dst]) & (vi[K.I_COPYREP] == np.arange(len(src))))
+        u, x = src[reps], p[dst[reps]]
+        t0, t1, nb = vf[K.F_XFSTART][reps], vf[K.F_XFARR][reps], vf[K.F_CBYTES][reps]
+        order = np.lexsort((x, u, t0))
+        transfers = {"tensor": u[order], "src": p[u[order]], "dst": x[order], "start_us": t0[order],
+                     "end_us": t1[order], "bytes": nb[order]}
+        n = g.n_ops
+        iv = {
+            "dev": np.concatenate([p, p, x]),
+            "alloc": np.concatenate([start, start, t1]),
+            "free": np.concatenate([vf[K.F_OUTFREE], end, vf[K.F_CFREE][reps]]),
+            "bytes": np.concatenate([self.prep.out_bytes, g.temp_bytes, nb]),
+            "owner": np.concatenate([np.arange(n), np.arange(n), u]),
+            "kind": np.concatenate([np.zeros(n, np.int64), np.ones(n, np.int64), np.full(len(u), 2, np.int64)]),
+        }
+        peak_t = vf[K.F_PEAKT].copy()
+        busy = np.bincount(p, weights=end - start, minlength=self.prep.D)
+        return SimResult(
+            makespan_us=self.makespan_us, device=p, start_us=start, end_us=end, transfers=transfers,
+            busy_us=busy, peak_memory_bytes=self.peak_memory_bytes.copy(),
+            peak_ops=live_at(iv, p, g.param_bytes, peak_t), memory_bytes=np.asarray(self.problem.memory_bytes),
+            objective=self.last_objective, oom=bool(self.WF[K.F_OVER] > 0), params=self.params,
+            peak_time_us=peak_t, memory_intervals=iv,
+        )
+
+
+_local = threading.local()
+
+
+def engine(problem, params: SimParams | None = None) -> Engine:
+    """The cached Engine of (problem, params) for the calling thread."""
+    params = params or SimParams()
+    cache = problem.__dict__.setdefault("_sim_engines", {})
+    k = (params, threading.get_ident())
+    e = cache.get(k)
+    if e is None:
+        e = cache[k] = Engine(problem, params)
+    return e
+
+
+def evaluate(problem, placement, params: SimParams | None = None) -> float:
+    """Objective R (us) of one placement without building a SimResult."""
+    return engine(problem, params).objective(placement)
+
+
+@dataclass
+class BatchResult:
+    objective: np.ndarray  # (k,) memory-penalised step time, us
+    makespan_us: np.ndarray  # (k,)
+    peak_memory_bytes: np.ndarray  # (k, D), parameters included
+    oom: np.ndarray  # (k,) bool
+
+
+def evaluate_many(problem, placements, params: SimParams | None = None, n_jobs: int | None = 1) -> BatchResult:
+    """Simulate a (k, n) array of placements in one call. ``n_jobs``: threads (None or 1: the
+    calling thread; -1: one per core); rows are split into contiguous chunks, one per thread, each
+    with its own workspace (the kernel releases the GIL). Results do not depend on ``n_jobs``."""
+    params = params or SimParams()
+    prep = prepared(problem)
+    P = np.asarray(placements)
+    if P.ndim == 1:
+        P = P[None, :]
+    if P.ndim != 2 or P.shape[1] != prep.n or not np.issubdtype(P.dtype, np.integer):
+        problem.validate_placement(P[0] if P.ndim == 2 and len(P) else P)
+        raise ValueError(f"placements must be a (k, {prep.n}) integer array, got shape {P.shape}")
+    P = np.ascontiguousarray(P, dtype=np.int64)
+    k = len(P)
+    CF, CI = config(problem, params)
+    obj, mk = np.empty(k), np.empty(k)
+    peak = np.empty((k, prep.D))
+    status = np.zeros(k, dtype=np.int64)
+    jobs = (os.cpu_count() or 1) if n_jobs == -1 else max(1, int(n_jobs or 1))
+    jobs = min(jobs, k)
+    if jobs <= 1:
+        K.sim_batch(prep.GI, prep.GF, CF, CI, P, 0, k, obj, mk, peak, status)
+    else:
+        bounds = np.linspace(0, k, jobs + 1).astype(int)
+        with ThreadPoolExecutor(jobs) as pool:
+            list(pool.map(lambda j: K.sim_batch(prep.GI, prep.GF, CF, CI, P, bounds[j], bounds[j + 1], obj, mk, peak,
+                                                status), range(jobs)))
+    if status.any():
+        engine(problem, params).run(P[int(np.flatnonzero(status)[0])])  # raises the precise error
+    return BatchResult(obj, mk, peak, (peak > np.asarray(problem.memory_bytes)).any(axis=1))
+
+
+class IncrementalSim:
+    """Objective of a placement that changes a few ops at a time (Placeto's progressive MDP).
+
+    ``move(op, device)`` / ``update(placement)`` return the new objective R (us), equal to
+    ``simulate(problem, new placement, params).objective``. When ops change device the simulation
+    restarts at ``T0``, the earliest end time of a parent of a changed op (0 when a changed op has
+    no parent: then it is a full run), from state read back from the previous run's records.
+    ``stats`` counts full runs, restarts and calls that changed nothing.
+    """
+
+    def __init__(self, problem, params: SimParams | None = None, placement=None):
+        self.problem = problem
+        self.engine = Engine(problem, params)
+        g = problem.graph
+        self._pred_ptr, self._pred_idx = g.pred_ptr, g.pred_idx
+        self.stats = {"full": 0, "restarts": 0, "unchanged": 0, "replayed_fraction_sum": 0.0}
+        p = np.zeros(g.n_ops, dtype=np.int64) if placement is None else placement
+        self.engine.run(p)
+        self.stats["full"] += 1
+
+    @property
+    def placement(self) -> np.ndarray:
+        return self.engine.place.copy()
+
+    @property
+    def objective(self) -> float:
+        return self.engine.last_objective
+
+    @property
+    def makespan_us(self) -> float:
+        return self.engine.makespan_us
+
+    @property
+    def peak_memory_bytes(self) -> np.ndarray:
+        return self.engine.peak_memory_bytes.copy()
+
+    def result(self) -> SimResult:
+        """The full SimResult of the current placement."""
+        return self.engine.result()
+
+    def move(self, op: int, device: int) -> float:
+        """Put ``op`` on ``device``; returns the new objective."""
+        new = self.engine.place.copy()
+        new[int(op)] = int(device)
+        return self.update(new)
+
+    def update(self, placement) -> float:
+        """Switch to ``placement`` (any number of ops may differ); returns the new objective."""
+        e = self.engine
+        new = e._as_array(placement)
+        changed = np.flatnonzero(new != e.place)
+        if len(changed) == 0:
+            self.stats["unchanged"] += 1
+            return e.last_objective
+        prep = e.prep
+        comp = self.problem.compute_us
+        ok = ((new[changed] >= 0) & (new[changed] < prep.D)).all()
+        ok = ok and np.isfinite(comp[changed, new[changed]]).all()
+        if ok and prep.has_colocation:
+            ok = bool((new == new[prep.leader]).all())
+        if not ok:
+            self.problem.validate_placement(new)  # raises; the current state is untouched
+        T0 = self._restart_time(changed)
+        old = e.place.copy()
+        e.place[:] = new
+        if T0 <= 0.0:
+            st = K.sim_full(prep.GI, prep.GF, e.CF, e.CI, e.place, e.WI, e.WF)
+            self.stats["full"] += 1
+        else:
+            mk_old = e.makespan_us
+            st = sim_from(prep.GI, prep.GF, e.CF, e.CI, e.place, e.WI, e.WF, T0)
+            self.stats["restarts"] += 1
+            self.stats["replayed_fraction_sum"] += 1.0 - T0 / mk_old if mk_old > 0 else 1.0
+        if st != K.OK:
+            e.place[:] = old
+            e.run(old)
+            raise RuntimeError("the incremental simulation failed; state reset to the previous placement")
+        return e.last_objective
+
+    def _restart_time(self, changed: np.ndarray) -> float:
+        end = self.engine.vf[K.F_END]
+        pp, pi = self._pred_ptr, self._pred_idx
+        T0 = np.inf
+        for v in changed.tolist():
+            a, b = pp[v], pp[v + 1]
+            if a == b:
+                return 0.0
+            T0 = min(T0, float(end[pi[a:b]].min()))
+        return T0

@@ -1,0 +1,562 @@
+"""The compiled event loop (numba, ``cache=True``): Placeto appendix A.5 over flat arrays.
+
+State lives in two workspace arrays (``WI`` int64, ``WF`` float64, laid out by :func:`layout`) so
+that a call passes seven arrays and the incremental simulator can restart from a saved run.
+
+Events are popped from a binary heap in the order of the key ``(time, kind, a, b)``:
+
+* kind 0, b = 0: op ``a`` done (frees its temp bytes and the inputs it was the last user of,
+  releases its local children, queues its output on the bus);
+* kind 0, b > 0: the transfer of op ``a``'s output arrived (``placeto``: at every remote consumer
+  device; ``p2p``: at device ``b - 1``);
+* kind 1: sender ``a`` (the bus of device ``a``) wakes up and starts the next queued transfer;
+* kind 2: device ``a`` wakes up and starts the next queued op.
+
+This is the order the published reference simulator gets from its heap of ``(time, event name,
+payload)`` tuples (dependency events sort before bus events before device events, then by producer,
+consumer and device name), with topological and device indices in place of names. Runnable ops and
+queued transfers are FIFO in the order they were queued, which is the reference's
+``(time queued, insertion counter)`` priority.
+
+Memory: ``level[d]`` is device d's resident activation bytes (parameters are added at the end: they
+are constant over the step). An op's output and temp bytes are allocated when it starts; temp is
+freed when it ends; the output when its last local consumer ended and its last transfer arrived (at
+its end if it has neither); a received copy from its arrival until its last consumer on that device
+ended. The peak is sampled after all events of a timestamp ran, so a buffer freed at t makes room
+for one allocated at t (half-open intervals [alloc, free)).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+KIND_SHIFT = 58
+A_SHIFT = 8
+A_MASK = (1 << 50) - 1
+PLACETO, P2P = 0, 1
+NS = 16  # scalar slots at the head of WI
+NSF = 4  # scalar slots at the head of WF
+# WI scalar slots
+S_HSIZE, S_SEQ, S_NRUN, S_NXE, S_NXS, S_NLOG, S_NDIRTY, S_BAD = 0, 1, 2, 3, 4, 5, 6, 7
+# WF scalar slots
+F_TCUR, F_TMAX, F_OBJ, F_OVER = 0, 1, 2, 3
+
+OK, BAD_PLACEMENT, NOT_ALL_RAN = 0, 1, 2
+
+
+@njit(cache=True, nogil=True)
+def heap_cap(D):
+    return 4 * D + 16
+
+
+@njit(cache=True, nogil=True)
+def ws_sizes(n, m, D):
+    """(len(WI), len(WF)) for a graph of n ops, m edges on D devices."""
+    H = heap_cap(D)
+    L = n + m + 1
+    return NS + 6 * n + 7 * m + 13 * D + 2 * H + 2 * L, NSF + 4 * n + 6 * m + 4 * D + H + 2 * L
+
+
+@njit(cache=True, nogil=True)
+def views(WI, WF, n, m, D):
+    H = heap_cap(D)
+    L = n + m + 1
+    o = NS
+    vi = []
+    for k in (n, n, n, n, n, n, m, m, m, m, m, m, m, D, D, D, D, D, D, D, D, D, D, D, D, D, H, H, L, L):
+        vi.append(WI[o:o + k])
+        o += k
+    o = NSF
+    vf = []
+    for k in (n, n, n, n, m, m, m, m, m, m, D, D, D, D, H, L, L):
+        vf.append(WF[o:o + k])
+        o += k
+    return vi, vf
+
+
+# WI views, in order
+(I_MISSING, I_USE, I_FIFO, I_ENQSEQ, I_DISP, I_DISPPREV, I_COPYREP, I_COPYCNT, I_XQNEXT, I_XFSEQ, I_XELIST,
+ I_XSLIST, I_XSPREV, I_DEVHEAD, I_DEVTAIL, I_DEVACT, I_DEVLAST, I_BUSHEAD, I_BUSTAIL, I_BUSACT, I_BUSLAST,
+ I_RECV, I_DIRTY, I_ISDIRTY, I_FIRST, I_LOGLAST, I_HK, I_HP, I_LOGPREV, I_LOGDEV) = range(30)
+# WF views, in order
+(F_START, F_END, F_ENQT, F_OUTFREE, F_XFSTART, F_XFARR, F_XDUR, F_CBYTES, F_CARR, F_CFREE, F_LEVEL, F_PEAK,
+ F_PEAKT, F_RESIDENT, F_HT, F_LOGT, F_LOGLEVEL) = range(17)
+
+
+# ---------------------------------------------------------------------------- heap
+@njit(cache=True, nogil=True, inline="always")
+def push(ht, hk, hp, size, t, k, pay):
+    i = size
+    while i > 0:
+        par = (i - 1) >> 1
+        if t < ht[par] or (t == ht[par] and k < hk[par]):
+            ht[i] = ht[par]
+            hk[i] = hk[par]
+            hp[i] = hp[par]
+            i = par
+        else:
+            break
+    ht[i] = t
+    hk[i] = k
+    hp[i] = pay
+    return size + 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def pop(ht, hk, hp, size):
+    """Remove the top (the caller read it first); returns the new size."""
+    size -= 1
+    t = ht[size]
+    k = hk[size]
+    pay = hp[size]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= size:
+            break
+        if c + 1 < size and (ht[c + 1] < ht[c] or (ht[c + 1] == ht[c] and hk[c + 1] < hk[c])):
+            c += 1
+        if ht[c] < t or (ht[c] == t and hk[c] < k):
+            ht[i] = ht[c]
+            hk[i] = hk[c]
+            hp[i] = hp[c]
+            i = c
+        else:
+            break
+    ht[i] = t
+    hk[i] = k
+    hp[i] = pay
+    return size
+
+
+@njit(cache=True, nogil=True, inline="always")
+def key(kind, a, b):
+    return (np.int64(kind) << KIND_SHIFT) | (np.int64(a) << A_SHIFT) | np.int64(b)
+
+
+# ---------------------------------------------------------------------------- graph views
+@njit(cache=True, nogil=True)
+def gviews(GI, GF, n, m, D):
+    succ_ptr = GI[0:n + 1]
+    succ_idx = GI[n + 1:n + 1 + m]
+    o = n + 1 + m
+    pred_ptr = GI[o:o + n + 1]
+    o += n + 1
+    pred_edge = GI[o:o + m]
+    edge_src = GI[o + m:o + 2 * m]
+    leader = GI[o + 2 * m:o + 2 * m + n]
+    ebytes = GF[0:m]
+    obytes = GF[m:m + n]
+    tbytes = GF[m + n:m + 2 * n]
+    pbytes = GF[m + 2 * n:m + 3 * n]
+    comp = GF[m + 3 * n:m + 3 * n + n * D]
+    return succ_ptr, succ_idx, pred_ptr, pred_edge, edge_src, leader, ebytes, obytes, tbytes, pbytes, comp
+
+
+@njit(cache=True, nogil=True)
+def check_placement(place, comp, leader, n, D):
+    """-1 if ``place`` is a valid placement, else the first bad op (out of range, infinite cost,
+    colocation group split)."""
+    for i in range(n):
+        d = place[i]
+        if d < 0 or d >= D:
+            return i
+        if not np.isfinite(comp[i * D + d]):
+            return i
+        if place[leader[i]] != d:
+            return i
+    return -1
+
+
+# ---------------------------------------------------------------------------- queues
+@njit(cache=True, nogil=True, inline="always")
+def enqueue_op(c, x, t, seq, hsize, enq_t, enq_seq, fifo, dev_head, dev_tail, dev_act, ht, hk, hp):
+    enq_t[c] = t
+    enq_seq[c] = seq
+    fifo[c] = -1
+    if dev_tail[x] < 0:
+        dev_head[x] = c
+    else:
+        fifo[dev_tail[x]] = c
+    dev_tail[x] = c
+    if dev_act[x] == 0:
+        dev_act[x] = 1
+        hsize = push(ht, hk, hp, hsize, t, key(2, x, 0), -1)
+    return hsize
+
+
+@njit(cache=True, nogil=True, inline="always")
+def enqueue_xfer(r, s, t, seq, n_xe, hsize, xf_seq, xe_list, xq_next, bus_head, bus_tail, bus_act, ht, hk, hp):
+    xf_seq[r] = seq
+    xe_list[n_xe] = r
+    xq_next[r] = -1
+    if bus_tail[s] < 0:
+        bus_head[s] = r
+    else:
+        xq_next[bus_tail[s]] = r
+    bus_tail[s] = r
+    if bus_act[s] == 0:
+        bus_act[s] = 1
+        hsize = push(ht, hk, hp, hsize, t, key(1, s, 0), -1)
+    return hsize
+
+
+# ---------------------------------------------------------------------------- init
+@njit(cache=True, nogil=True)
+def init_state(GI, GF, CI, place, WI, WF):
+    """Fresh state at t = 0: every op without parents queued on its device (in index order)."""
+    n, m, D = CI[0], CI[1], CI[2]
+    vi, vf = views(WI, WF, n, m, D)
+    succ_ptr, succ_idx, pred_ptr, pred_edge, edge_src, leader, ebytes, obytes, tbytes, pbytes, comp = gviews(GI, GF, n, m, D)
+    missing = vi[I_MISSING]
+    for i in range(n):
+        missing[i] = pred_ptr[i + 1] - pred_ptr[i]
+    for d in range(D):
+        vi[I_DEVHEAD][d] = -1
+        vi[I_DEVTAIL][d] = -1
+        vi[I_DEVACT][d] = 0
+        vi[I_DEVLAST][d] = -1
+        vi[I_BUSHEAD][d] = -1
+        vi[I_BUSTAIL][d] = -1
+        vi[I_BUSACT][d] = 0
+        vi[I_BUSLAST][d] = -1
+        vi[I_RECV][d] = 0
+        vi[I_ISDIRTY][d] = 0
+        vi[I_FIRST][d] = -1
+        vi[I_LOGLAST][d] = -1
+        vf[F_LEVEL][d] = 0.0
+        vf[F_PEAK][d] = 0.0
+        vf[F_PEAKT][d] = 0.0
+    for k in range(NS):
+        WI[k] = 0
+    for k in range(NSF):
+        WF[k] = 0.0
+    hsize = 0
+    seq = 0
+    for i in range(n):
+        if missing[i] == 0:
+            hsize = enqueue_op(i, place[i], 0.0, seq, hsize, vf[F_ENQT], vi[I_ENQSEQ], vi[I_FIFO], vi[I_DEVHEAD],
+                               vi[I_DEVTAIL], vi[I_DEVACT], vf[F_HT], vi[I_HK], vi[I_HP])
+            seq += 1
+    WI[S_HSIZE] = hsize
+    WI[S_SEQ] = seq
+
+
+# ---------------------------------------------------------------------------- event loop
+@njit(cache=True, nogil=True)
+def run_loop(GI, GF, CF, CI, place, WI, WF):
+    """Process events until none is left; the state in WI/WF may be fresh or restored."""
+    n, m, D, model = CI[0], CI[1], CI[2], CI[3]
+    vi, vf = views(WI, WF, n, m, D)
+    succ_ptr, succ_idx, pred_ptr, pred_edge, edge_src, leader, ebytes, obytes, tbytes, pbytes, comp = gviews(GI, GF, n, m, D)
+    op_gap = CF[0]
+    bus_gap = CF[1]
+    bw = CF[5:5 + D * D]
+    lat = CF[5 + D * D:5 + 2 * D * D]
+    missing, use_cnt, fifo, enq_seq, disp, disp_prev = vi[0], vi[1], vi[2], vi[3], vi[4], vi[5]
+    copy_rep, copy_cnt, xq_next, xf_seq, xe_list, xs_list, xs_prev = vi[6], vi[7], vi[8], vi[9], vi[10], vi[11], vi[12]
+    dev_head, dev_tail, dev_act, dev_last = vi[13], vi[14], vi[15], vi[16]
+    bus_head, bus_tail, bus_act, bus_last, recv = vi[17], vi[18], vi[19], vi[20], vi[21]
+    dirty, is_dirty, first, log_last, hk, hp, log_prev, log_dev = vi[22], vi[23], vi[24], vi[25], vi[26], vi[27], vi[28], vi[29]
+    start, end, enq_t, out_free, xf_start, xf_arr, xdur, cbytes = vf[0], vf[1], vf[2], vf[3], vf[4], vf[5], vf[6], vf[7]
+    carr, cfree, level, peak, peak_t, ht, log_t, log_level = vf[8], vf[9], vf[10], vf[11], vf[12], vf[14], vf[15], vf[16]
+
+    hsize, seq, n_run, n_xe, n_xs = WI[S_HSIZE], WI[S_SEQ], WI[S_NRUN], WI[S_NXE], WI[S_NXS]
+    n_log, n_dirty = WI[S_NLOG], WI[S_NDIRTY]
+    t_cur, tmax = WF[F_TCUR], WF[F_TMAX]
+
+    while hsize > 0:
+        t = ht[0]
+        k = hk[0]
+        pay = hp[0]
+        hsize = pop(ht, hk, hp, hsize)
+        if t > t_cur:  # every event of t_cur ran: sample the memory peaks
+            for j in range(n_dirty):
+                d = dirty[j]
+                is_dirty[d] = 0
+                if level[d] > peak[d]:
+                    peak[d] = level[d]
+                    peak_t[d] = t_cur
+                    log_t[n_log] = t_cur
+                    log_level[n_log] = level[d]
+                    log_dev[n_log] = d
+                    log_prev[n_log] = log_last[d]
+                    log_last[d] = n_log
+                    n_log += 1
+            n_dirty = 0
+            t_cur = t
+        tmax = t
+        kind = k >> KIND_SHIFT
+        a = (k >> A_SHIFT) & A_MASK
+        if kind == 2:  # ---------------------------------------------- device a wakes up
+            d = a
+            c = dev_head[d]
+            if c < 0:
+                dev_act[d] = 0
+                continue
+            dev_head[d] = fifo[c]
+            if fifo[c] < 0:
+                dev_tail[d] = -1
+            cost = comp[c * D + d]
+            e_t = t + cost
+            start[c] = t
+            end[c] = e_t
+            disp[n_run] = c
+            disp_prev[n_run] = dev_last[d]
+            dev_last[d] = n_run
+            n_run += 1
+            level[d] += obytes[c] + tbytes[c]
+            if is_dirty[d] == 0:
+                is_dirty[d] = 1
+                dirty[n_dirty] = d
+                n_dirty += 1
+            hsize = push(ht, hk, hp, hsize, e_t, key(0, c, 0), -1)
+            hsize = push(ht, hk, hp, hsize, e_t + (op_gap if cost > 0 else 0.0), key(2, d, 0), -1)
+        elif kind == 0 and (k & 255) == 0:  # ----------------------- op a done
+            u = a
+            d = place[u]
+            level[d] -= tbytes[u]
+            for j in range(pred_ptr[u], pred_ptr[u + 1]):
+                e = pred_edge[j]
+                w = edge_src[e]
+                if place[w] == d:
+                    use_cnt[w] -= 1
+                    if use_cnt[w] == 0:
+                        level[d] -= obytes[w]
+                        out_free[w] = t
+                else:
+                    r = copy_rep[e]
+                    copy_cnt[r] -= 1
+                    if copy_cnt[r] == 0:
+                        level[d] -= cbytes[r]
+                        cfree[r] = t
+            nloc = 0
+            ndev = 0
+            first_rem = -1
+            maxb = 0.0
+            for e in range(succ_ptr[u], succ_ptr[u + 1]):
+                x = place[succ_idx[e]]
+                if x == d:
+                    nloc += 1
+                else:
+                    f = first[x]
+                    if f < 0:
+                        f = e
+                        first[x] = e
+                        copy_cnt[e] = 0
+                        cbytes[e] = 0.0
+                        ndev += 1
+                        if first_rem < 0:
+                            first_rem = e
+                    copy_rep[e] = f
+                    copy_cnt[f] += 1
+                    eb = ebytes[e]
+                    if eb > cbytes[f]:
+                        cbytes[f] = eb
+                    if eb > maxb:
+                        maxb = eb
+            ntx = ndev if model == P2P else min(ndev, 1)
+            use_cnt[u] = nloc + ntx
+            if nloc + ntx == 0:
+                level[d] -= obytes[u]
+                out_free[u] = t
+            if nloc > 0:
+                for e in range(succ_ptr[u], succ_ptr[u + 1]):
+                    c = succ_idx[e]
+                    if place[c] == d:
+                        missing[c] -= 1
+                        if missing[c] == 0:
+                            hsize = enqueue_op(c, d, t, seq, hsize, enq_t, enq_seq, fifo, dev_head, dev_tail, dev_act, ht, hk, hp)
+                            seq += 1
+            if ndev > 0:
+                if model == PLACETO:
+                    dur = 0.0
+                    for x in range(D):
+                        f = first[x]
+                        if f >= 0:
+                            cbytes[f] = maxb
+                            v = lat[d * D + x] + maxb / bw[d * D + x]
+                            if v > dur:
+                                dur = v
+                            first[x] = -1
+                    xdur[first_rem] = dur
+                    hsize = enqueue_xfer(first_rem, d, t, seq, n_xe, hsize, xf_seq, xe_list, xq_next, bus_head, bus_tail,
+                                         bus_act, ht, hk, hp)
+                    seq += 1
+                    n_xe += 1
+                else:
+                    for x in range(D):
+                        f = first[x]
+                        if f >= 0:
+                            xdur[f] = lat[d * D + x] + cbytes[f] / bw[d * D + x]
+                            hsize = enqueue_xfer(f, d, t, seq, n_xe, hsize, xf_seq, xe_list, xq_next, bus_head,
+                                                 bus_tail, bus_act, ht, hk, hp)
+                            seq += 1
+                            n_xe += 1
+                            first[x] = -1
+        elif kind == 0:  # ------------------------------------------ transfer pay of op a arrived
+            u = a
+            r = pay
+            s = place[u]
+            use_cnt[u] -= 1
+            if use_cnt[u] == 0:
+                level[s] -= obytes[u]
+                out_free[u] = t
+            if model == PLACETO:
+                st = xf_start[r]
+                for e in range(succ_ptr[u], succ_ptr[u + 1]):
+                    c = succ_idx[e]
+                    x = place[c]
+                    if x != s:
+                        if copy_rep[e] == e:
+                            level[x] += cbytes[e]
+                            carr[e] = t
+                            xf_start[e] = st
+                            xf_arr[e] = t
+                            if is_dirty[x] == 0:
+                                is_dirty[x] = 1
+                                dirty[n_dirty] = x
+                                n_dirty += 1
+                        missing[c] -= 1
+                        if missing[c] == 0:
+                            hsize = enqueue_op(c, x, t, seq, hsize, enq_t, enq_seq, fifo, dev_head, dev_tail, dev_act, ht, hk, hp)
+                            seq += 1
+            else:
+                x = (k & 255) - 1
+                recv[x] = 0
+                level[x] += cbytes[r]
+                carr[r] = t
+                if is_dirty[x] == 0:
+                    is_dirty[x] = 1
+                    dirty[n_dirty] = x
+                    n_dirty += 1
+                for e in range(succ_ptr[u], succ_ptr[u + 1]):
+                    c = succ_idx[e]
+                    if place[c] == x:
+                        missing[c] -= 1
+                        if missing[c] == 0:
+                            hsize = enqueue_op(c, x, t, seq, hsize, enq_t, enq_seq, fifo, dev_head, dev_tail, dev_act, ht, hk, hp)
+                            seq += 1
+                for s2 in range(D):  # the freed receiver may unblock an idle sender
+                    if bus_act[s2] == 0 and bus_head[s2] >= 0:
+                        bus_act[s2] = 1
+                        hsize = push(ht, hk, hp, hsize, t, key(1, s2, 0), -1)
+        else:  # ------------------------------------------------------ sender a wakes up
+            s = a
+            if model == PLACETO:
+                r = bus_head[s]
+                if r < 0:
+                    bus_act[s] = 0
+                    continue
+                bus_head[s] = xq_next[r]
+                if xq_next[r] < 0:
+                    bus_tail[s] = -1
+                b = 1
+            else:
+                bus_act[s] = 0
+                prev = -1
+                r = bus_head[s]
+                while r >= 0:
+                    if recv[place[succ_idx[r]]] == 0:
+                        break
+                    prev = r
+                    r = xq_next[r]
+                if r < 0:
+                    continue
+                if prev < 0:
+                    bus_head[s] = xq_next[r]
+                else:
+                    xq_next[prev] = xq_next[r]
+                if xq_next[r] < 0:
+                    bus_tail[s] = prev
+                x = place[succ_idx[r]]
+                recv[x] = 1
+                bus_act[s] = 1
+                b = 1 + x
+            arr = t + xdur[r]
+            xf_start[r] = t
+            xf_arr[r] = arr
+            xs_list[n_xs] = r
+            xs_prev[n_xs] = bus_last[s]
+            bus_last[s] = n_xs
+            n_xs += 1
+            hsize = push(ht, hk, hp, hsize, arr, key(0, edge_src[r], b), r)
+            hsize = push(ht, hk, hp, hsize, arr + bus_gap, key(1, s, 0), -1)
+
+    for j in range(n_dirty):
+        d = dirty[j]
+        is_dirty[d] = 0
+        if level[d] > peak[d]:
+            peak[d] = level[d]
+            peak_t[d] = t_cur
+            log_t[n_log] = t_cur
+            log_level[n_log] = level[d]
+            log_dev[n_log] = d
+            log_prev[n_log] = log_last[d]
+            log_last[d] = n_log
+            n_log += 1
+    WI[S_HSIZE], WI[S_SEQ], WI[S_NRUN], WI[S_NXE], WI[S_NXS] = hsize, seq, n_run, n_xe, n_xs
+    WI[S_NLOG], WI[S_NDIRTY] = n_log, 0
+    WF[F_TCUR], WF[F_TMAX] = t_cur, tmax
+
+
+@njit(cache=True, nogil=True)
+def finish(GF, CF, CI, place, WI, WF):
+    """Status, and the objective R = r + c * ReLU(max_d(peak_d - M_d)) (+ OOM penalty) in WF."""
+    n, m, D = CI[0], CI[1], CI[2]
+    if WI[S_NRUN] != n:
+        WI[S_BAD] = WI[S_NRUN]
+        return NOT_ALL_RAN
+    vi, vf = views(WI, WF, n, m, D)
+    resident = vf[F_RESIDENT]
+    peak = vf[F_PEAK]
+    pbytes = GF[m + 2 * n:m + 3 * n]
+    for d in range(D):
+        resident[d] = 0.0
+    for i in range(n):
+        resident[place[i]] += pbytes[i]
+    cap = CF[5 + 2 * D * D:5 + 2 * D * D + D]
+    over = -np.inf
+    for d in range(D):
+        v = (resident[d] + peak[d]) - cap[d]
+        if v > over:
+            over = v
+    obj = WF[F_TMAX] + CF[2] * max(over, 0.0) / CF[4]
+    if over > 0:
+        obj += CF[3]
+    WF[F_OBJ] = obj
+    WF[F_OVER] = over
+    return OK
+
+
+@njit(cache=True, nogil=True)
+def sim_full(GI, GF, CF, CI, place, WI, WF):
+    """One whole simulation into WI/WF. Returns OK, BAD_PLACEMENT (WI[S_BAD] = op) or NOT_ALL_RAN."""
+    n, m, D = CI[0], CI[1], CI[2]
+    comp = GF[m + 3 * n:m + 3 * n + n * D]
+    leader = GI[2 * n + 2 + 3 * m:3 * n + 2 + 3 * m]
+    bad = check_placement(place, comp, leader, n, D)
+    if bad >= 0:
+        WI[S_BAD] = bad
+        return BAD_PLACEMENT
+    init_state(GI, GF, CI, place, WI, WF)
+    run_loop(GI, GF, CF, CI, place, WI, WF)
+    return finish(GF, CF, CI, place, WI, WF)
+
+
+@njit(cache=True, nogil=True)
+def sim_batch(GI, GF, CF, CI, places, lo, hi, out_obj, out_mk, out_peak, out_status):
+    """Rows lo..hi-1 of ``places``: objective, makespan, peak bytes per device (params included)."""
+    n, m, D = CI[0], CI[1], CI[2]
+    ni, nf = ws_sizes(n, m, D)
+    WI = np.empty(ni, dtype=np.int64)
+    WF = np.empty(nf, dtype=np.float64)
+    o = NSF + 4 * n + 6 * m
+    for row in range(lo, hi):
+        st = sim_full(GI, GF, CF, CI, places[row], WI, WF)
+        out_status[row] = st if st == OK else -1 - WI[S_BAD]
+        out_obj[row] = WF[F_OBJ]
+        out_mk[row] = WF[F_TMAX]
+        for d in range(D):
+            out_peak[row, d] = WF[o + D + d] + WF[o + 3 * D + d]
