@@ -51,7 +51,23 @@ class Evaluator:
         return self.simulate(placement).objective
 
     def evaluate_many(self, placements) -> np.ndarray:
-        return np.array([self.evaluate(p) for p in placements], dtype=np.float64)
+        return self.evaluate_batch(placements).objective
+
+    def evaluate_batch(self, placements):
+        """Objectives, makespans, peaks and OOM flags of a (k, n) batch in one simulator call
+        (:func:`placer.sim.evaluate_many`); counts k placements and k simulator calls."""
+        from placer.sim import evaluate_many
+
+        P = np.asarray(placements, dtype=np.int64)
+        P = P[None, :] if P.ndim == 1 else P
+        for p in P:
+            self.problem.validate_placement(p)
+        br = evaluate_many(self.problem, P, self.sim_params)
+        for p, obj in zip(P, br.objective):
+            self.sim_calls += 1
+            self.placements += 1
+            self._record(p, float(obj))
+        return br
 
     def _record(self, placement: np.ndarray, obj: float) -> None:
         if obj < self.best_objective:

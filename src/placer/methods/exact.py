@@ -19,7 +19,8 @@ never overestimates a time the simulator computes):
   ``latency + bytes / bandwidth`` and no bus (a relaxation of per-link serialisation).
 * memory: the parameters placed on a device fit its capacity (the simulator's peak also counts
   activations; a solution that overflows there is reported as OOM).
-* objective: the makespan ``max e[u]``.
+* objective: the makespan as the simulator defines it, the time of the last event: an op's end plus
+  its gap, or a tensor's arrival plus the bus gap.
 
 The simulator runs each device's ready ops first-come first-served; the model lets the solver pick
 any order, so its optimum is a lower bound on the simulated step time of every placement, equal to
@@ -35,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from placer.methods.base import Budget, Evaluator, register
-from placer.methods.support import link_arrays, make_units, op_gap_us
+from placer.methods.support import link_arrays, make_units, op_gap_us, relieve_oom
 
 DEFAULT_SECONDS = 30.0
 
@@ -195,6 +196,7 @@ def solve(problem, sim_params, group_of: np.ndarray, time_limit_s: float, seed: 
     for k in range(len(T.esrc)):
         out_edges[T.esrc[k]].append(k)
     arrival = [None] * K
+    last_event = []  # (task, (arrival time, present)): the makespan is at least arrival + bus gap
     bus_iv = [[] for _ in range(D)]
     for u in range(K):
         ks = out_edges[u]
@@ -223,6 +225,7 @@ def solve(problem, sim_params, group_of: np.ndarray, time_limit_s: float, seed: 
                     m.Add(end == b + dur + bus_gap)
                     bus_iv[d].append(m.NewOptionalIntervalVar(b, dur + bus_gap, end, z, f"bus{u}_{d}"))
             arrival[u] = b + dur
+            last_event.append((u, (b + dur, rem)))
         for k in ks:
             v = T.edst[k]
             m.Add(s[v] >= e[u])
@@ -230,6 +233,7 @@ def solve(problem, sim_params, group_of: np.ndarray, time_limit_s: float, seed: 
                 m.Add(s[v] >= arrival[u]).OnlyEnforceIf(same[k].Not())
             else:
                 m.Add(s[v] >= e[u] + comm[k]).OnlyEnforceIf(same[k].Not())
+                last_event.append((u, (e[u] + comm[k], same[k].Not())))
     for d in range(D):
         if bus_iv[d]:
             m.AddNoOverlap(bus_iv[d])
@@ -244,8 +248,13 @@ def solve(problem, sim_params, group_of: np.ndarray, time_limit_s: float, seed: 
         for j in range(1, len(grp)):
             for c in range(C):
                 m.Add(x[c][grp[j]] <= sum(x[c2][grp[j - 1]] for c2 in range(c)))
-    M = m.NewIntVar(0, H, "makespan")
-    m.AddMaxEquality(M, e)
+    # the makespan is the simulator's last event: an op's end plus its gap, or an arrival plus the bus gap
+    M = m.NewIntVar(0, 2 * H, "makespan")
+    for u in range(K):
+        c = T.cls[u]
+        m.Add(M >= s[u] + sum(occ[u][d] * x[c][d] for d in range(D) if T.ok[c, d]))
+    for u, lastv in last_event:
+        m.Add(M >= lastv[0] + bus_gap).OnlyEnforceIf(lastv[1])
     m.Minimize(M)
     if hint is not None:
         for c in range(C):
@@ -311,7 +320,15 @@ def cp_sat(problem, budget: Budget, seed: int, ev: Evaluator, max_groups: int = 
         r = ev.simulate(p)
         if best is None or (r.oom, r.objective) < best[0]:
             best = ((r.oom, r.objective), p)
-    notes = [f"status {out['status']}: model makespan {out['model_makespan_us']:.1f} us, "
+    notes = []
+    if best[0][0]:  # parameters fit but the simulated peak (activations too) overflows
+        q, r = relieve_oom(problem, best[1], ev)
+        if not r.oom:
+            best = ((r.oom, r.objective), q)
+            notes.append("moved ops off a device whose simulated peak memory overflowed")
+        else:
+            notes.append("OOM: no memory-feasible placement found")
+    notes += [f"status {out['status']}: model makespan {out['model_makespan_us']:.1f} us, "
              f"proven lower bound {out['lower_bound_us']:.1f} us" + (" (of the grouped problem)" if grouped else "")]
     if grouped:
         notes.append(f"coarsened {problem.n_ops} ops into {out['tasks']} contiguous topological groups")

@@ -49,12 +49,12 @@ class _Scheduler:
         self.problem = problem
         g = problem.graph
         self.n, self.D = g.n_ops, problem.n_devices
-        self.ok = usable_devices(problem, devices)
+        self.units = make_units(problem)
+        self.ok = usable_devices(problem, devices, self.units)
         self.cost = np.where(self.ok, problem.compute_us, np.inf)
         gap = op_gap_us(sim_params)
         self.occupy = self.cost + np.where(self.cost > 0, gap, 0.0)  # device busy time incl. the op gap
         self.bw, self.lat = link_arrays(problem, sim_params)
-        self.units = make_units(problem)
         self.unit_of = self.units.unit_of
         self.umem = np.bincount(self.unit_of, weights=op_memory_bytes(problem, memory), minlength=self.units.n_units)
         self.upar = self.units.param_bytes
@@ -134,7 +134,7 @@ def heft_schedule(problem, sim_params=None, devices: list[int] | None = None, me
     Ties: lower op index first, then lower device index."""
     s = _Scheduler(problem, sim_params, devices, memory)
     rank = bottom_level(problem, s.mean_cost(), s.mean_edge_comm())
-    order = np.lexsort((np.arange(s.n), -rank))
+    order = np.lexsort((np.arange(s.n), -_fuzz(rank)))
     busy: list[list[tuple[float, float]]] = [[] for _ in range(s.D)]  # per device, sorted (start, end)
     for i in order.tolist():
         drt = s.data_ready(i)
@@ -143,12 +143,17 @@ def heft_schedule(problem, sim_params=None, devices: list[int] | None = None, me
         for d in np.flatnonzero(el).tolist():
             t = _earliest_slot(busy[d], drt[d], s.occupy[i, d])
             eft = t + s.cost[i, d]
-            if (eft, t) < best[:2]:
+            if _fuzz(eft) < _fuzz(best[0]):
                 best = (eft, t, d)
         _, t, d = best
         s.assign(i, d, t)
         bisect.insort(busy[d], (t, t + s.occupy[i, d]))
     return s.schedule()
+
+
+def _fuzz(x):
+    """Round away floating-point noise so that equal ranks or times (sums in another order) tie."""
+    return np.round(x, 6)
 
 
 def _earliest_slot(slots: list[tuple[float, float]], ready: float, dur: float) -> float:
@@ -203,7 +208,7 @@ def etf_schedule(problem, sim_params=None, devices: list[int] | None = None, mem
                     el[k, d] = True
         est = np.where(el, est, np.inf)
         kk, dd = np.nonzero(np.isfinite(est))
-        pick = np.lexsort((dd, R[kk], -level[R[kk]], ~urgent[kk, dd], est[kk, dd]))[0]
+        pick = np.lexsort((dd, R[kk], -_fuzz(level[R[kk]]), ~urgent[kk, dd], _fuzz(est[kk, dd])))[0]
         k, d = int(kk[pick]), int(dd[pick])
         i = int(R[k])
         t = float(est[k, d])

@@ -3,7 +3,9 @@ annealing (Kirkpatrick et al. 1983), each moving one op or one colocation group 
 
 Both start from the best of the classical heuristics (single GPU, m-ETF, m-SCT, HEFT, m-TOPO,
 METIS; their simulations are counted like every other), then repeat: propose ``batch`` moves from
-the current placement, simulate them through the evaluator, and take the best. A move takes a unit
+the current placement, simulate them in one batch call through the evaluator (the simulator's
+compiled batch path), and take the best; an accepted placement is simulated once more in full, for
+the critical path the next moves draw from. A move takes a unit
 (op or colocation group) either from the critical path of the current simulated step (half of the
 time) or uniformly, and sends it either to a device one of its neighbours is on or to a random
 device that can run all its ops. Local search accepts only improvements and, after ``patience``
@@ -24,8 +26,8 @@ import numpy as np
 from placer.methods.base import Budget, Evaluator, register
 from placer.methods.support import gpu_devices, make_units, repair_memory
 
-DEFAULT_PLACEMENTS = 2000
-DEFAULT_SECONDS = 120.0
+DEFAULT_PLACEMENTS = 20000
+DEFAULT_SECONDS = 60.0
 
 
 def seed_placements(problem, ev: Evaluator, names=("single-gpu", "m-etf", "m-sct", "heft", "m-topo", "metis")):
@@ -152,34 +154,33 @@ def search(problem, budget: Budget, seed: int, ev: Evaluator, anneal: bool, batc
     stale, moves, accepted = 0, 0, 0
     f0 = s.cur[0][1]
     while not ev.out_of_budget(b):
-        props = [q for q in (s.propose(s.cur[1], critical) for _ in range(batch)) if q is not None]
+        room = batch if limit is None else max(0, min(batch, limit - ev.placements - 1))
+        props = [q for q in (s.propose(s.cur[1], critical) for _ in range(room)) if q is not None]
         if not props:
             break
-        cands = []
-        for q in props:
-            if ev.out_of_budget(b):
-                break
-            cands.append(s.simulate(q))
-        if not cands:
-            break
-        moves += len(cands)
-        top = min(cands, key=lambda c: c[0])
-        s.offer(top)
+        br = ev.evaluate_batch(np.stack(props))
+        moves += len(props)
+        k = min(range(len(props)), key=lambda j: (bool(br.oom[j]), float(br.objective[j])))
+        top_key = (bool(br.oom[k]), float(br.objective[k]))
         if anneal:
             frac = min(1.0, max(ev.placements / limit if limit else 0.0,
                                 ev.clock() / seconds if seconds else 0.0))
             T = f0 * t0 * (t1 / t0) ** frac
-            delta = top[0][1] - s.cur[0][1]
-            worse_mem = top[0][0] and not s.cur[0][0]
-            take = top[0] < s.cur[0] or (not worse_mem and T > 0 and rng.random() < math.exp(-delta / T))
+            delta = top_key[1] - s.cur[0][1]
+            worse_mem = top_key[0] and not s.cur[0][0]
+            take = top_key < s.cur[0] or (not worse_mem and T > 0 and rng.random() < math.exp(-delta / T))
         else:
-            take = top[0] < s.cur[0]
-        if take:
-            s.cur = top
-            critical = s.critical_units(top[2])
+            take = top_key < s.cur[0]
+        improved = s.best is None or top_key < s.best[0]
+        if take:  # the full simulation gives the critical path for the next proposals
+            s.cur = s.simulate(props[k])
+            s.offer(s.cur)
+            critical = s.critical_units(s.cur[2])
             accepted += 1
-        stale = 0 if top[0] < s.best[0] or take and not anneal else stale + 1
-        if not anneal and stale >= patience:
+        elif improved:
+            s.offer((top_key, props[k], None))
+        stale = 0 if improved else stale + 1
+        if not anneal and stale >= patience and not ev.out_of_budget(b):
             s.cur = s.simulate(s.kick(s.best[1], kick))
             s.offer(s.cur)
             critical = s.critical_units(s.cur[2])

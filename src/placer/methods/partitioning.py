@@ -75,8 +75,9 @@ def metis_placement(problem, devices: list[int], seed: int = 0, ufactor: int = 3
     vw = _int_weights(_unit_cost(units, devs), 10**5)
     ew = _int_weights(w, 10**5) if len(w) else w.astype(np.int64)
     opts = pymetis.Options(seed=int(seed) % (2**31), ufactor=int(ufactor))
-    _, parts = pymetis.part_graph(len(devs), xadj=xadj.tolist(), adjncy=adj.tolist(), vweights=vw.tolist(),
-                                  eweights=ew.tolist(), options=opts)
+    graph = pymetis.CSRAdjacency(xadj.tolist(), adj.tolist()) if hasattr(pymetis, "CSRAdjacency") else None
+    kw = {"adjacency": graph} if graph is not None else {"xadj": xadj.tolist(), "adjncy": adj.tolist()}
+    _, parts = pymetis.part_graph(len(devs), vweights=vw.tolist(), eweights=ew.tolist(), options=opts, **kw)
     return _finish_parts(problem, units, np.asarray(devs)[np.asarray(parts, dtype=np.int64)])
 
 

@@ -147,18 +147,20 @@ def gpu_devices(problem) -> list[int]:
     return problem.cluster.gpus() or list(range(problem.n_devices))
 
 
-def usable_devices(problem, devices: list[int] | None) -> np.ndarray:
-    """(n, D) bool: device allowed and op runnable there; an op runnable on none of ``devices``
-    may use any device it can run on (e.g. a CPU-only op when the method places on GPUs)."""
-    ok = np.isfinite(problem.compute_us)
-    if devices is None:
-        return ok
-    allow = np.zeros(problem.n_devices, dtype=bool)
-    allow[list(devices)] = True
-    out = ok & allow[None, :]
-    none = ~out.any(axis=1)
-    out[none] = ok[none]
-    return out
+def usable_devices(problem, devices: list[int] | None, units: Units | None = None) -> np.ndarray:
+    """(n, D) bool: devices an op may go to, the same for every op of a colocation group: those of
+    ``devices`` that can run all the group's ops, or, when there are none (e.g. a CPU-only op
+    while the method places on GPUs), any device that can."""
+    units = units or make_units(problem)
+    uok = np.isfinite(units.compute_us)
+    if devices is not None:
+        allow = np.zeros(problem.n_devices, dtype=bool)
+        allow[list(devices)] = True
+        inside = uok & allow[None, :]
+        none = ~inside.any(axis=1)
+        inside[none] = uok[none]
+        uok = inside
+    return uok[units.unit_of]
 
 
 def repair_memory(problem, placement: np.ndarray, units: Units | None = None,
