@@ -1,0 +1,293 @@
+"""Post (Gao, Chen & Li, NeurIPS 2018): cross-entropy minimisation joined with proximal policy
+optimisation over softmax placement distributions, and the paper's three ablations.
+
+The policy is one softmax per placement unit (an op, a colocation group, or a group of a given
+grouping) over the devices, ``f(d_m = j | u_m) = exp(u_mj) / sum_i exp(u_mi)`` (Eq. 2), the units
+independent (Eq. 3), every ``u`` starting at zero. Devices a unit cannot run on have ``u = -inf``
+(probability 0) throughout. Algorithm 1, with the defaults of section 4:
+
+* each iteration samples K = 12 placements and evaluates them in one batch;
+* every N = 5 K samples: the closed-form cross-entropy update of Theorem 1 (Eq. 10), each unit's
+  distribution set to its device frequencies among the best rho N placements of those N samples,
+  then mixed with the uniform distribution, ``(1 - eps) f + eps / D`` with eps decayed linearly from
+  0.1 to 0 over the run;
+* every other K samples: 10 steps of gradient ascent (learning rate 1) on the PPO surrogate of
+  Eq. 11, ``(1/K) sum_n sum_m f_new(d_m^n) / f_old(d_m^n) (b - T(d^n)) - beta sum_m KL(f_old,m || f_new,m)``
+  with beta = 1 and b a moving average of step times.
+
+Ablations (section 4, Figure 2): ``ce`` (the cross-entropy update and mixing only), ``ppo`` (the
+PPO steps only) and ``pg`` (REINFORCE over the same softmax distributions: one gradient step
+``(1/K) sum_n (b - T(d^n)) grad log f(d^n | u)`` per K samples).
+
+Where this differs from the paper, and why:
+
+* The reward ``b - T`` is divided by ``b``, so that ``lr = 1`` means the same on a graph whose step
+  takes 1 ms as on one that takes 1 s (the paper's times are seconds, with ``b`` around 1 s).
+* ``T`` is the Evaluator's memory-penalised objective (so out-of-memory placements still rank among
+  themselves by how far they overflow) plus ``oom_penalty_us`` (the paper's 100 s) when a device runs
+  out of memory. The penalty shapes the learning signal only: the result and the Evaluator's
+  best-so-far curve use the Evaluator's objective like every other method.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from placer.errors import InputError
+from placer.methods.base import Budget, Evaluator, register
+
+PAPER = "Gao, Chen, Li. Post: Device Placement with Cross-Entropy Minimization and Proximal Policy Optimization. NeurIPS 2018"
+VARIANTS = ("post", "ce", "ppo", "pg")
+
+
+@dataclass(frozen=True)
+class PostConfig:
+    """Hyperparameters of Algorithm 1 with the paper's defaults (section 4)."""
+
+    placements: int = 2400  # L: placements sampled in all (Budget.placements overrides)
+    placements_per_iter: int = 12  # K: placements per iteration (12 workers), one batch evaluation
+    ce_every: int = 5  # N = ce_every * K: a cross-entropy update every 5 iterations (N = 60)
+    rho: float = 0.1  # elite fraction: the best rho*N placements define Eq. 10's target (6 of 60)
+    ppo_steps: int = 10  # stochastic gradient ascent steps on Eq. 11 per K samples
+    lr: float = 1.0  # SGA learning rate (PPO steps and the PG step)
+    kl_beta: float = 1.0  # beta: KL penalty coefficient of Eq. 11
+    baseline_decay: float = 0.9  # b <- decay * b + (1 - decay) * mean T per iteration (rate unstated in the paper)
+    eps_start: float = 0.1  # uniform-mixing weight after each CE update at the start of the run ...
+    eps_end: float = 0.0  # ... decayed linearly to this at the end (of placements or seconds)
+    oom_penalty_us: float = 1e8  # step time added to an out-of-memory placement's T (paper: 100 s)
+
+
+# ---------------------------------------------------------------------- placement units (Eq. 3)
+def placement_units(problem, grouping=None) -> np.ndarray:
+    """(n_ops,) index of the softmax each op samples from: its colocation group's, or its group's in
+    ``grouping`` (an (n_ops,) array of group ids, or a :class:`placer.grouping.Grouping`, whose
+    ``group_colocation`` ties are honoured) merged with the colocation groups so that neither is split."""
+    n = problem.n_ops
+    group_colocation = getattr(grouping, "group_colocation", None)  # placer.grouping.Grouping
+    if grouping is None:
+        labels = np.arange(n)
+    else:
+        for attr in ("op_group", "op_to_group", "assignment"):
+            if hasattr(grouping, attr) and not callable(getattr(grouping, attr)):
+                grouping = getattr(grouping, attr)
+                break
+        labels = np.asarray(grouping)
+        if labels.shape != (n,) or not np.issubdtype(labels.dtype, np.integer):
+            raise InputError("grouping", "op -> group map", f"is not {n} integer group ids", "give one group id per op")
+    parent = np.arange(n)
+
+    def find(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    def union_all(members):
+        r = find(members[0])
+        for i in members[1:]:
+            parent[find(i)] = r
+
+    for members in problem.graph.colocation_groups():
+        union_all(members)
+    if grouping is not None:
+        order = np.argsort(labels, kind="stable")
+        cuts = np.flatnonzero(np.diff(labels[order])) + 1
+        for members in np.split(order, cuts):
+            union_all(members)
+        if group_colocation is not None:  # groups tied by a group-level colocation id share a device
+            tie = np.asarray(group_colocation)[labels]
+            for c in np.unique(tie[tie >= 0]):
+                union_all(np.flatnonzero(tie == c))
+    roots = np.array([find(i) for i in range(n)])
+    _, units = np.unique(roots, return_inverse=True)
+    return units.astype(np.int64)
+
+
+def unit_feasible(problem, units: np.ndarray) -> np.ndarray:
+    """(G, D) bool: devices every op of a unit can run on (finite cost)."""
+    G = int(units.max()) + 1
+    ok = np.ones((G, problem.n_devices), dtype=bool)
+    np.logical_and.at(ok, units, np.isfinite(problem.compute_us))
+    if not ok.any(axis=1).all():
+        g = int(np.flatnonzero(~ok.any(axis=1))[0])
+        op = problem.graph.op_names[int(np.flatnonzero(units == g)[0])]
+        raise InputError("grouping", f"group of '{op}'", "its ops share no device they can all run on",
+                         "use a grouping that keeps ops with disjoint devices apart")
+    return ok
+
+
+# ---------------------------------------------------------------------- softmax distributions (Eq. 2)
+def initial_logits(feasible: np.ndarray) -> np.ndarray:
+    """u = 0 on feasible devices (the uniform distribution), -inf elsewhere (Algorithm 1, line 1)."""
+    return np.where(feasible, 0.0, -np.inf)
+
+
+def softmax(u: np.ndarray) -> np.ndarray:
+    """Row-wise Eq. 2; entries at -inf get probability exactly 0."""
+    z = np.exp(u - u.max(axis=1, keepdims=True))
+    return z / z.sum(axis=1, keepdims=True)
+
+
+def logits_of(probs: np.ndarray) -> np.ndarray:
+    """Softmax parameters whose Eq. 2 probabilities are ``probs`` (log p, -inf where p = 0)."""
+    with np.errstate(divide="ignore"):
+        return np.log(probs)
+
+
+def sample_units(probs: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """(k, G) devices, each unit drawn independently from its row of ``probs`` (Eq. 3)."""
+    cdf = np.cumsum(probs, axis=1)
+    r = rng.random((k, probs.shape[0])) * cdf[:, -1]
+    return (r[:, :, None] >= cdf[None, :, :]).sum(axis=2).astype(np.int64)
+
+
+# ---------------------------------------------------------------------- cross-entropy (Eq. 9-10)
+def ce_update(elite: np.ndarray, n_devices: int) -> np.ndarray:
+    """Theorem 1: the minimiser of Eq. 9 over softmax distributions sets f(d_m = j) to the
+    frequency of device j for unit m among the P elite placements ``elite`` (P, G)."""
+    P, G = elite.shape
+    counts = np.zeros((G, n_devices))
+    np.add.at(counts, (np.broadcast_to(np.arange(G), (P, G)), elite), 1.0)
+    return counts / P
+
+
+def mix_uniform(probs: np.ndarray, feasible: np.ndarray, eps: float) -> np.ndarray:
+    """Algorithm 1, line 11: (1 - eps) f + eps * uniform over the unit's feasible devices (so every
+    feasible probability is at least eps / D)."""
+    uni = feasible / feasible.sum(axis=1, keepdims=True)
+    return (1.0 - eps) * probs + eps * uni
+
+
+def elite_indices(times: np.ndarray, rho: float) -> np.ndarray:
+    """The best ceil(rho N) samples (ties by sampling order): gamma_t is the rho-quantile (Eq. 9)."""
+    P = max(1, int(np.ceil(rho * len(times) - 1e-9)))
+    return np.argsort(times, kind="stable")[:P]
+
+
+# ---------------------------------------------------------------------- PPO (Eq. 11) and PG
+def advantage_table(samples: np.ndarray, adv: np.ndarray, n_devices: int) -> np.ndarray:
+    """S (G, D): S_mj = (1/K) sum over samples n with d_m^n = j of adv_n. Eq. 11 separates over units:
+    its first term is sum_mj f_new(j) / f_old(j) S_mj."""
+    K, G = samples.shape
+    S = np.zeros((G, n_devices))
+    np.add.at(S, (np.broadcast_to(np.arange(G), (K, G)), samples), np.broadcast_to(adv[:, None], (K, G)))
+    return S / K
+
+
+def ppo_surrogate(u: np.ndarray, q: np.ndarray, S: np.ndarray, beta: float) -> float:
+    """Eq. 11 at parameters u, old probabilities q: sum_mj f/q S - beta sum_m KL(q_m || f_m)."""
+    f = softmax(u)
+    alive = q > 0
+    ratio = np.divide(f, q, out=np.zeros_like(f), where=alive)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kl = np.where(alive, q * (np.log(np.where(alive, q, 1.0)) - np.log(np.where(alive, f, 1.0))), 0.0)
+    return float((ratio * S).sum() - beta * kl.sum())
+
+
+def ppo_gradient(u: np.ndarray, q: np.ndarray, S: np.ndarray, beta: float) -> np.ndarray:
+    """d Eq. 11 / du in closed form: with c = (f/q) S, d/du_mj = c_mj - f_mj sum_i c_mi + beta (q_mj - f_mj)
+    (d f_k / d u_j = f_k (1[j = k] - f_j); d KL(q || f) / d u_j = f_j - q_j)."""
+    f = softmax(u)
+    c = np.divide(f, q, out=np.zeros_like(f), where=q > 0) * S
+    return c - f * c.sum(axis=1, keepdims=True) + beta * (q - f)
+
+
+def ppo_update(u: np.ndarray, S: np.ndarray, steps: int, lr: float, beta: float) -> np.ndarray:
+    """``steps`` steps of gradient ascent on Eq. 11 from u (the old parameters)."""
+    q = softmax(u)
+    new = u.copy()
+    for _ in range(steps):
+        new = new + lr * ppo_gradient(new, q, S, beta)
+    return new
+
+
+def pg_update(u: np.ndarray, S: np.ndarray, lr: float) -> np.ndarray:
+    """REINFORCE: u + lr (1/K) sum_n adv_n grad log f(d^n | u); per unit grad log f(j) = onehot(j) - f."""
+    f = softmax(u)
+    return u + lr * (S - f * S.sum(axis=1, keepdims=True))
+
+
+# ---------------------------------------------------------------------- Algorithm 1
+def run_post(problem, budget: Budget, seed: int, ev: Evaluator, variant: str = "post", grouping=None,
+             **params):
+    """Algorithm 1 (``variant="post"``) or one of its ablations ``ce``, ``ppo``, ``pg``."""
+    if variant not in VARIANTS:
+        raise InputError("--method", f"variant '{variant}'", "is not a Post variant", f"use one of {VARIANTS}")
+    fields = {f.name for f in dataclasses.fields(PostConfig)}
+    unknown = sorted(set(params) - fields)
+    if unknown:
+        raise InputError(variant, f"parameter(s) {unknown}", "are not Post parameters", f"use some of {sorted(fields)}")
+    cfg = PostConfig(**params)
+    rng = np.random.default_rng(seed)
+    units = placement_units(problem, grouping)
+    feasible = unit_feasible(problem, units)
+    D = problem.n_devices
+    u = initial_logits(feasible)
+    total = budget.placements if budget.placements is not None else cfg.placements
+    K = cfg.placements_per_iter
+    b = None
+    window_units, window_t = [], []  # the samples since the last CE update
+    it = 0
+    curves = {"placements": [], "mean_us": [], "best_us": [], "best_so_far_us": [], "oom": [], "update": [], "eps": []}
+    while not ev.out_of_budget(budget, default_placements=total):
+        k = min(K, total - ev.placements)
+        samples = sample_units(softmax(u), k, rng)
+        batch = ev.evaluate_batch(samples[:, units])
+        times = batch.objective + cfg.oom_penalty_us * batch.oom
+        it += 1
+        if b is None:
+            b = float(times.mean())
+        adv = (b - times) / b  # the paper's b - T, in units of b
+        progress = max(ev.placements / total, ev.clock() / budget.seconds if budget.seconds else 0.0)
+        eps = cfg.eps_start + (cfg.eps_end - cfg.eps_start) * min(1.0, progress)
+        window_units.append(samples)
+        window_t.append(times)
+        if variant in ("post", "ce") and it % cfg.ce_every == 0:
+            pool, pool_t = np.concatenate(window_units), np.concatenate(window_t)
+            elite = pool[elite_indices(pool_t, cfg.rho)]
+            u = logits_of(mix_uniform(ce_update(elite, D), feasible, eps))
+            window_units, window_t = [], []
+            update = "ce"
+        elif variant in ("post", "ppo"):
+            u = ppo_update(u, advantage_table(samples, adv, D), cfg.ppo_steps, cfg.lr, cfg.kl_beta)
+            update = "ppo"
+        elif variant == "pg":
+            u = pg_update(u, advantage_table(samples, adv, D), cfg.lr)
+            update = "pg"
+        else:
+            update = "none"
+        if variant in ("ppo", "pg"):
+            window_units, window_t = [], []
+        b = cfg.baseline_decay * b + (1.0 - cfg.baseline_decay) * float(times.mean())
+        curves["placements"].append(ev.placements)
+        curves["mean_us"].append(float(times.mean()))
+        curves["best_us"].append(float(times.min()))
+        curves["best_so_far_us"].append(float(ev.best_objective))
+        curves["oom"].append(int(batch.oom.sum()))
+        curves["update"].append(update)
+        curves["eps"].append(float(eps))
+    res = ev.result(variant, params={"variant": variant, **dataclasses.asdict(cfg), "units": int(units.max()) + 1},
+                    seed=seed)
+    res.cost.extra["iterations"] = curves
+    res.cost.extra["final_probs_max_mean"] = float(softmax(u).max(axis=1).mean())
+    return res
+
+
+def _method(variant: str):
+    def run(problem, budget: Budget, seed: int, ev: Evaluator, **params):
+        return run_post(problem, budget, seed, ev, variant=variant, **params)
+
+    run.__name__ = f"run_{variant}"
+    run.__doc__ = f"Post's Algorithm 1 as variant '{variant}' (see :func:`run_post`)."
+    return run
+
+
+register("post", "Post: cross-entropy updates (Eq. 10) joined with PPO (Eq. 11) over softmax placement "
+         "distributions", "learned", PAPER)(_method("post"))
+register("ce", "Post's ablation: cross-entropy minimisation (Eq. 10) + uniform mixing only", "learned", PAPER)(_method("ce"))
+register("ppo", "Post's ablation: PPO (Eq. 11) over softmax placement distributions only", "learned", PAPER)(_method("ppo"))
+register("pg", "Post's ablation: REINFORCE policy gradient over softmax placement distributions", "learned",
+         PAPER)(_method("pg"))

@@ -1,0 +1,229 @@
+"""Post (Gao, Chen, Li 2018) and its ablations: Theorem 1, the mixing floor, the PPO step of Eq. 11,
+and finding a brute-forced optimum."""
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from placer.cluster import preset
+from placer.graph import OpGraph
+from placer.methods import Budget, get_method, run_method
+from placer.methods.post import (PostConfig, advantage_table, ce_update, elite_indices, initial_logits, logits_of,
+                                 mix_uniform, pg_update, placement_units, ppo_gradient, ppo_surrogate, ppo_update,
+                                 sample_units, softmax, unit_feasible)
+from placer.problem import Problem
+from placer.sim import simulate
+
+
+def offload_problem():
+    """One K80 and the CPU. A chain of 10 ops passing 4 MB tensors (4x slower on the CPU), a side
+    branch fed by c2 and read by c8 through 10 kB tensors, and a 'load' op 20x faster on the CPU.
+    Unique optimum: load on the CPU, the chain on the GPU, the side branch on the CPU."""
+    names = ["load"] + [f"c{i}" for i in range(10)] + ["s0", "s1"]
+    e = [("load", "c0", 1e4)] + [(f"c{i}", f"c{i + 1}", 4e6) for i in range(9)]
+    e += [("c2", "s0", 1e4), ("s0", "s1", 4e6), ("s1", "c8", 1e4)]
+    gpu = [400.0] + [100.0] * 10 + [350.0, 300.0]
+    cpu = [20.0] + [400.0] * 10 + [500.0, 450.0]
+    g = OpGraph.build(names, e, name="offload", compute_us={"gpu": gpu, "cpu": cpu})
+    return Problem(g, preset("k80x1"))
+
+
+def masked_problem():
+    """Two K80s and a CPU; ops 'a' and 'b' cannot run on the CPU, 'x' and 'y' must share a device."""
+    names = ["in", "a", "b", "x", "y", "out"]
+    e = [("in", "a", 1e5), ("in", "b", 1e5), ("a", "x", 1e5), ("b", "y", 1e5), ("x", "out", 1e5), ("y", "out", 1e5)]
+    gpu = [10, 200, 180, 50, 60, 10]
+    cpu = [30, np.inf, np.inf, 300, 300, 30]
+    g = OpGraph.build(names, e, name="masked", compute_us={"gpu": gpu, "cpu": cpu}, colocation=[-1, -1, -1, 0, 0, -1])
+    return Problem(g, preset("k80x2"))
+
+
+# ---------------------------------------------------------------------- Theorem 1 (Eq. 10)
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 8), st.integers(1, 6), st.integers(2, 5), st.integers(0, 2**31 - 1))
+def test_ce_update_is_elite_frequencies(P, G, D, seed):
+    rng = np.random.default_rng(seed)
+    elite = rng.integers(0, D, (P, G))
+    f = ce_update(elite, D)
+    for m in range(G):
+        for j in range(D):
+            assert f[m, j] == pytest.approx(sum(elite[p, m] == j for p in range(P)) / P)
+    # and it minimises Eq. 9: no other distribution gives the elites a higher log-likelihood
+    with np.errstate(divide="ignore"):
+        ll_star = np.log(f[np.arange(G), elite]).sum()
+    for _ in range(5):
+        other = rng.dirichlet(np.ones(D), size=G)
+        assert np.log(other[np.arange(G), elite]).sum() <= ll_star + 1e-9
+
+
+def test_elites_are_the_best_rho_fraction():
+    t = np.array([5.0, 1.0, 7.0, 1.0, 3.0, 9.0, 2.0, 8.0, 6.0, 4.0] * 6)  # N = 60, rho N = 6
+    idx = elite_indices(t, 0.1)
+    assert len(idx) == 6
+    assert sorted(t[idx]) == [1.0] * 6
+    assert len(elite_indices(t[:12], 0.1)) == 2  # ceil(1.2)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 8), st.integers(2, 6), st.floats(0.0, 0.5), st.integers(0, 2**31 - 1))
+def test_mixing_floor(P, G, D, eps, seed):
+    rng = np.random.default_rng(seed)
+    feasible = rng.random((G, D)) < 0.7
+    feasible[np.arange(G), rng.integers(0, D, G)] = True
+    fdev = [np.flatnonzero(r) for r in feasible]
+    elite = np.array([[rng.choice(fdev[m]) for m in range(G)] for _ in range(P)])
+    probs = mix_uniform(ce_update(elite, D), feasible, eps)
+    assert np.allclose(probs.sum(axis=1), 1.0)
+    assert (probs[feasible] >= eps / D - 1e-12).all()
+    assert (probs[~feasible] == 0).all()
+    # the softmax parameters reproduce the mixed distribution (Eq. 2)
+    assert np.allclose(softmax(logits_of(probs)), probs)
+
+
+def test_sampling_follows_probabilities_and_masks():
+    rng = np.random.default_rng(0)
+    probs = np.array([[0.2, 0.0, 0.8], [0.0, 1.0, 0.0], [0.5, 0.5, 0.0]])
+    s = sample_units(probs, 20000, rng)
+    for m in range(3):
+        freq = np.bincount(s[:, m], minlength=3) / len(s)
+        assert np.allclose(freq, probs[m], atol=0.015)
+        assert (freq[probs[m] == 0] == 0).all()
+
+
+# ---------------------------------------------------------------------- Eq. 11
+def _random_ppo_case(rng, G, D, K):
+    u = rng.normal(0, 1, (G, D))
+    u[rng.random((G, D)) < 0.2] = -np.inf
+    u[np.arange(G), 0] = np.maximum(u[:, 0], 0.0)  # every unit keeps a device
+    samples = sample_units(softmax(u), K, rng)
+    adv = rng.normal(0, 0.3, K)
+    return u, samples, adv
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 6), st.integers(2, 5), st.integers(1, 12), st.integers(0, 2**31 - 1))
+def test_ppo_gradient_matches_finite_differences(G, D, K, seed):
+    rng = np.random.default_rng(seed)
+    u0, samples, adv = _random_ppo_case(rng, G, D, K)
+    q = softmax(u0)
+    S = advantage_table(samples, adv, D)
+    u = u0 + np.where(np.isfinite(u0), rng.normal(0, 0.3, u0.shape), 0.0)
+    grad = ppo_gradient(u, q, S, 1.0)
+    h = 1e-6
+    for m in range(G):
+        for j in range(D):
+            if not np.isfinite(u[m, j]):
+                assert grad[m, j] == 0
+                continue
+            up, dn = u.copy(), u.copy()
+            up[m, j] += h
+            dn[m, j] -= h
+            fd = (ppo_surrogate(up, q, S, 1.0) - ppo_surrogate(dn, q, S, 1.0)) / (2 * h)
+            assert grad[m, j] == pytest.approx(fd, abs=1e-6)
+
+
+def test_surrogate_is_eq11_written_out():
+    u_old = np.array([[0.0, 0.0]])
+    u_new = np.array([[np.log(3.0), 0.0]])  # f_new = (0.75, 0.25), f_old = (0.5, 0.5)
+    samples = np.array([[0], [1], [0]])
+    adv = np.array([0.3, -0.6, 0.1])
+    S = advantage_table(samples, adv, 2)
+    kl = 0.5 * np.log(0.5 / 0.75) + 0.5 * np.log(0.5 / 0.25)
+    expect = (1.5 * 0.3 + 0.5 * -0.6 + 1.5 * 0.1) / 3 - 2.0 * kl
+    assert ppo_surrogate(u_new, softmax(u_old), S, 2.0) == pytest.approx(expect)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 6), st.integers(2, 5), st.integers(1, 12), st.integers(0, 2**31 - 1))
+def test_ppo_step_increases_surrogate(G, D, K, seed):
+    rng = np.random.default_rng(seed)
+    u, samples, adv = _random_ppo_case(rng, G, D, K)
+    S = advantage_table(samples, adv, D)
+    q = softmax(u)
+    before = ppo_surrogate(u, q, S, 1.0)
+    if np.abs(ppo_gradient(u, q, S, 1.0)).max() < 1e-12:
+        return
+    after = ppo_surrogate(ppo_update(u, S, steps=1, lr=0.1, beta=1.0), q, S, 1.0)
+    assert after > before
+
+
+def test_paper_ppo_update_increases_surrogate_and_favours_good_samples():
+    rng = np.random.default_rng(3)
+    u = initial_logits(np.ones((30, 4), dtype=bool))
+    samples = sample_units(softmax(u), 12, rng)
+    adv = np.linspace(0.5, -0.5, 12)  # sample 0 the best, sample 11 the worst
+    S = advantage_table(samples, adv, 4)
+    cfg = PostConfig()
+    new = ppo_update(u, S, cfg.ppo_steps, cfg.lr, cfg.kl_beta)
+    q = softmax(u)
+    assert ppo_surrogate(new, q, S, cfg.kl_beta) > ppo_surrogate(u, q, S, cfg.kl_beta)
+    logf = lambda uu, s: np.log(softmax(uu)[np.arange(30), s]).sum()  # noqa: E731
+    assert logf(new, samples[0]) > logf(u, samples[0])
+    assert logf(new, samples[11]) < logf(u, samples[11])
+    pg = pg_update(u, S, 1.0)
+    assert logf(pg, samples[0]) > logf(u, samples[0])
+
+
+# ---------------------------------------------------------------------- units and masks
+def test_units_follow_colocation_and_grouping():
+    pr = masked_problem()
+    units = placement_units(pr)
+    assert units[3] == units[4] and len(np.unique(units)) == 5
+    ok = unit_feasible(pr, units)
+    assert not ok[units[1], 2] and ok[units[3], 2]
+    units = placement_units(pr, np.array([0, 1, 1, 2, 3, 4]))  # a, b together; x, y via colocation
+    assert units[1] == units[2] and units[3] == units[4] and len(np.unique(units)) == 4
+
+
+@pytest.mark.parametrize("method", ["post", "ce", "ppo", "pg"])
+def test_runs_respect_masks_colocation_and_budget(method):
+    pr = masked_problem()
+    r = run_method(method, pr, Budget(placements=100), seed=1)
+    assert r.cost.placements == 100 and r.cost.sim_calls == 100
+    p = r.placement.devices
+    pr.validate_placement(p)
+    assert p[1] != 2 and p[2] != 2 and p[3] == p[4]
+    it = r.cost.extra["iterations"]
+    assert len(it["mean_us"]) == 9 and it["placements"][-1] == 100  # 8 x 12 + 4
+    assert all(b <= m for b, m in zip(it["best_us"], it["mean_us"]))
+    assert np.all(np.diff(it["best_so_far_us"]) <= 0)
+    assert it["best_so_far_us"][-1] == pytest.approx(r.sim.objective)
+    assert get_method(method).family == "learned"
+    if method in ("post", "ce"):
+        assert it["update"][4] == "ce" and it["update"][3] == ("ppo" if method == "post" else "none")
+
+
+def test_same_seed_same_result():
+    pr = offload_problem()
+    a = run_method("post", pr, Budget(placements=240), seed=7)
+    b = run_method("post", pr, Budget(placements=240), seed=7)
+    assert a.placement == b.placement
+    assert a.cost.extra["iterations"]["mean_us"] == b.cost.extra["iterations"]["mean_us"]
+    c = run_method("post", pr, Budget(placements=240), seed=8)
+    assert c.cost.extra["iterations"]["mean_us"] != a.cost.extra["iterations"]["mean_us"]
+
+
+def test_unknown_parameter_is_refused():
+    from placer.errors import InputError
+
+    with pytest.raises(InputError):
+        run_method("post", masked_problem(), Budget(placements=12), seed=0, learning_rate=3)
+
+
+# ---------------------------------------------------------------------- Algorithm 1 end to end
+def test_post_finds_brute_force_optimum():
+    pr = offload_problem()
+    ok = np.isfinite(pr.compute_us)
+    objs = [simulate(pr, np.array(p)).objective for p in itertools.product(*[np.flatnonzero(r) for r in ok])]
+    best = min(objs)
+    assert sum(o <= best + 1e-9 for o in objs) == 1
+    for seed in range(4):
+        r = run_method("post", pr, Budget(), seed=seed)
+        assert r.cost.placements == PostConfig().placements
+        assert r.sim.objective == pytest.approx(best)
+        curve = r.cost.extra["iterations"]
+        assert len(curve["mean_us"]) == 200
+        assert np.mean(curve["mean_us"][-10:]) < 0.8 * np.mean(curve["mean_us"][:5])  # the distribution learned
