@@ -96,5 +96,6 @@ def config(problem, params: SimParams) -> tuple[np.ndarray, np.ndarray]:
         [params.op_gap_us, params.bus_gap_us, params.memory_penalty_us_per_gb, params.oom_penalty_us, GB],
         bw.ravel(), lat.ravel(), np.asarray(problem.memory_bytes, dtype=np.float64),
     ]).astype(np.float64)
-    CI = np.array([problem.n_ops, problem.graph.n_edges, D, COMM_MODELS[params.comm_model]], dtype=np.int64)
+    prep = prepared(problem)
+    CI = np.array([prep.n, prep.m, prep.D, COMM_MODELS[params.comm_model]], dtype=np.int64)
     return CF, CI
