@@ -20,7 +20,7 @@ from placer.errors import InputError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Find fast device placements for neural-network training graphs.")
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 150)  # piped output: don't squeeze tables to 80 columns
 err_console = Console(stderr=True)
 
 GraphArg = typer.Argument(..., help="graph file (native JSON, PipeDream graph.txt, dnn-partitioning JSON) or built-in name")
