@@ -1,0 +1,380 @@
+"""Grouping: fewer, bigger nodes to place. Ops are partitioned into groups, a method places groups,
+and the group placement is expanded back to every op (Placeto section 2: "we partition ops into
+predetermined groups and place ops from the same group on the same device").
+
+Ways to build a :class:`Grouping`, all starting from the colocation rules:
+
+* :func:`colocate`: only what must share a device (parameters with their users, optimizer updates
+  with their parameter, optionally backward ops with the forward op they mirror, the graph's own
+  colocation groups such as dnn-partitioning's ``colorClass``).
+* :func:`merge_and_colocate`: Placeto appendix A.6. Repeatedly merge the node with the lowest cost
+  into its neighbour (a successor; a predecessor when it has no successor) until N nodes are left
+  or no node costs less than C. A node's cost is the size of its output tensor; the neighbour
+  absorbs the node and keeps its own cost (reading A.6 literally; costing a merged node by all the
+  bytes leaving it instead makes the growing group ever cheaper, and it swallows the graph).
+* :func:`metis_groups`: METIS (pymetis) partitions the undirected graph into k parts (vertex
+  weight = compute, edge weight = bytes), each part becomes as few acyclic pieces as possible, then
+  the lightest groups are merged into their heaviest-traffic neighbour until k are left.
+* :func:`from_labels`: the same repair for any op -> label map (e.g. a learned grouper's).
+
+The group graph must stay a DAG so that it can be simulated and embedded, so every merge goes
+through one rule (see :mod:`placer.grouping.quotient`): groups a and b merge only when no path leads
+from one to the other through a third group. In a training graph this means a forward op and its
+backward op can share a group only near the loss (the forward path to the rest of the graph and the
+backward path from it close a cycle otherwise). A colocation set that cannot become one group stays
+several groups tied by a group-level colocation id (``Grouping.group_colocation``, the grouped
+graph's ``colocation``): every method must keep such groups on one device, as for any colocation.
+:func:`group_problem` builds the grouped Problem; its placements expand back to every op and can be
+simulated on the group graph or on the full graph.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import numpy as np
+
+from placer.graph import BACKWARD, FORWARD, UPDATE, OpGraph
+from placer.problem import Problem
+from placer.grouping.quotient import Quotient
+
+PARAMETER_TYPES = frozenset({"parameter", "param", "variable", "get_attr", "buffer", "weight"})
+
+
+# ----------------------------------------------------------------------------- the result
+@dataclass(frozen=True, eq=False)
+class Grouping:
+    """An op -> group map. Groups are numbered in a topological order of the (acyclic) group graph;
+    groups sharing a ``group_colocation`` value >= 0 must be placed on one device."""
+
+    op_group: np.ndarray  # (n_ops,) int64
+    n_groups: int
+    group_colocation: np.ndarray  # (n_groups,) int64, -1 = free
+    method: str = "identity"
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_ops(self) -> int:
+        return len(self.op_group)
+
+    def sizes(self) -> np.ndarray:
+        return np.bincount(self.op_group, minlength=self.n_groups)
+
+    def members(self, g: int) -> np.ndarray:
+        return np.flatnonzero(self.op_group == g)
+
+    def expand(self, group_placement) -> np.ndarray:
+        """The op placement that puts every op on its group's device."""
+        gp = np.asarray(getattr(group_placement, "devices", group_placement), dtype=np.int64)
+        if gp.shape != (self.n_groups,):
+            raise ValueError(f"group placement has {gp.size} entries for {self.n_groups} groups")
+        return gp[self.op_group]
+
+    def restrict(self, op_placement) -> np.ndarray:
+        """A group placement from an op placement: each group takes its first op's device."""
+        first = np.full(self.n_groups, -1, dtype=np.int64)
+        first[self.op_group[::-1]] = np.arange(self.n_ops)[::-1]
+        return np.asarray(op_placement, dtype=np.int64)[first]
+
+    @classmethod
+    def identity(cls, graph: OpGraph) -> "Grouping":
+        return cls(np.arange(graph.n_ops, dtype=np.int64), graph.n_ops, graph.colocation.copy(), "identity")
+
+
+# ----------------------------------------------------------------------------- colocation rules
+def parameter_ops(graph: OpGraph) -> np.ndarray:
+    """Ops that hold a parameter: ``op_type`` one of PARAMETER_TYPES, or no inputs, parameter bytes
+    and nothing to compute (no FLOPs, zero cost everywhere)."""
+    indeg = np.diff(graph.pred_ptr)
+    typed = np.array([t.lower() in PARAMETER_TYPES for t in graph.op_types], dtype=bool)
+    free = np.ones(graph.n_ops, dtype=bool)
+    for v in graph.compute_us.values():
+        free &= ~(np.isfinite(v) & (v > 0))
+    src = (indeg == 0) & (graph.flops == 0) & free & (graph.role == FORWARD)
+    return np.flatnonzero((graph.param_bytes > 0) & (typed | src))
+
+
+def colocation_sets(graph: OpGraph, *, parameters: bool = True, updates: bool = True,
+                    mirrors: bool = False, user: bool = True) -> list[np.ndarray]:
+    """Disjoint sets of ops (two or more each) that must share a device, from the rules:
+    ``parameters``: a parameter op with every op that reads it; ``updates``: an optimizer update
+    (role UPDATE) with the parameter it updates (a parameter-op input, else an input that owns
+    parameter bytes, else the op it mirrors); ``mirrors``: a backward op with its forward op;
+    ``user``: the graph's own colocation groups."""
+    n = graph.n_ops
+    parent = list(range(n))
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(a, b):
+        a, b = find(int(a)), find(int(b))
+        if a != b:
+            parent[max(a, b)] = min(a, b)
+
+    params = parameter_ops(graph)
+    is_param = np.zeros(n, bool)
+    is_param[params] = True
+    if parameters:
+        for p in params:
+            for c in graph.successors(p):
+                union(p, c)
+    if updates:
+        for u in np.flatnonzero(graph.role == UPDATE):
+            preds = graph.predecessors(u)
+            owners = preds[is_param[preds]]
+            if not len(owners):
+                owners = preds[(graph.param_bytes[preds] > 0) & (graph.role[preds] == FORWARD)]
+            if not len(owners) and graph.mirror[u] >= 0:
+                owners = graph.mirror[u:u + 1]
+            for p in owners:
+                union(u, p)
+    if mirrors:
+        for b in np.flatnonzero((graph.role == BACKWARD) & (graph.mirror >= 0)):
+            union(b, graph.mirror[b])
+    if user:
+        for members in graph.colocation_groups():
+            for x in members[1:]:
+                union(members[0], x)
+    roots = np.fromiter((find(i) for i in range(n)), dtype=np.int64, count=n)
+    order = np.argsort(roots, kind="stable")
+    bounds = np.flatnonzero(np.diff(roots[order])) + 1
+    return [s for s in np.split(order, bounds) if len(s) > 1]
+
+
+def _result(q: Quotient, method: str, meta: dict[str, Any]) -> Grouping:
+    op_group, n_groups, coloc = q.result()
+    return Grouping(op_group, n_groups, coloc, method, dict(meta))
+
+
+def _start(source, base: Grouping | None, rules: dict[str, bool]) -> Quotient:
+    q = Quotient(source)
+    if base is not None:
+        if base.n_ops != q.n:
+            raise ValueError(f"base grouping has {base.n_ops} ops, the graph {q.n}")
+        order = np.argsort(base.op_group, kind="stable")
+        bounds = np.flatnonzero(np.diff(base.op_group[order])) + 1
+        for members in np.split(order, bounds):
+            for x in members[1:]:
+                if q.try_merge(q.grp[int(members[0])], q.grp[int(x)]) < 0:
+                    raise ValueError("base grouping is not acyclic or not runnable; build it with this module")
+        coloc = base.group_colocation[base.op_group]
+        sets = [np.flatnonzero(coloc == c) for c in np.unique(coloc[coloc >= 0])]
+        q.merge_sets(sets)
+    else:
+        q.merge_sets(colocation_sets(q.graph, **rules))
+    return q
+
+
+# ----------------------------------------------------------------------------- public groupings
+def colocate(source, *, parameters: bool = True, updates: bool = True, mirrors: bool = False,
+             user: bool = True) -> Grouping:
+    """Only what must share a device (see :func:`colocation_sets`); ``source`` a Problem or an OpGraph."""
+    rules = dict(parameters=parameters, updates=updates, mirrors=mirrors, user=user)
+    q = _start(source, None, rules)
+    return _result(q, "colocate", rules)
+
+
+def merge_and_colocate(source, n_groups: int | None = None, max_cost_bytes: float | None = None, *,
+                       base: Grouping | None = None, parameters: bool = True, updates: bool = True,
+                       mirrors: bool = False, user: bool = True) -> Grouping:
+    """Placeto appendix A.6 Merge-and-Colocate, cost = bytes of the tensors a node sends out. Stops
+    at ``n_groups`` nodes or when no node costs less than ``max_cost_bytes`` (give one or both)."""
+    if n_groups is None and max_cost_bytes is None:
+        raise ValueError("give n_groups (N) or max_cost_bytes (C)")
+    rules = dict(parameters=parameters, updates=updates, mirrors=mirrors, user=user)
+    q = _start(source, base, rules)
+    cost = {r: q.out[r] for r in q.live()}
+    q.greedy(cost, lambda c_node, c_neighbour: c_neighbour, n_groups, max_cost_bytes, "successor")
+    return _result(q, "merge-and-colocate", dict(rules, n_groups=n_groups, max_cost_bytes=max_cost_bytes))
+
+
+def from_labels(source, labels, *, base: Grouping | None = None, method: str = "labels",
+                parameters: bool = True, updates: bool = True, mirrors: bool = False, user: bool = True) -> Grouping:
+    """The acyclic grouping closest to an arbitrary op -> label map (e.g. a learned grouper's):
+    each label becomes as few groups as the acyclicity rule allows, colocation respected."""
+    rules = dict(parameters=parameters, updates=updates, mirrors=mirrors, user=user)
+    q = _start(source, base, rules)
+    labels = np.asarray(labels)
+    if labels.shape != (q.n,):
+        raise ValueError(f"labels have {labels.size} entries for {q.n} ops")
+    q.merge_labels(labels)
+    return _result(q, method, rules)
+
+
+def metis_groups(source, n_groups: int, *, seed: int = 0, base: Grouping | None = None, parameters: bool = True,
+                 updates: bool = True, mirrors: bool = False, user: bool = True) -> Grouping:
+    """METIS coarsening: pymetis k-way partition of the undirected graph of colocation families
+    (vertex weight = compute, edge weight = bytes, both scaled to 1..1000), each part cut into
+    acyclic pieces and re-merged (:meth:`Quotient.merge_labels`), then the lightest groups merged
+    into their heaviest-traffic neighbour until at most ``n_groups`` are left."""
+    import pymetis
+
+    rules = dict(parameters=parameters, updates=updates, mirrors=mirrors, user=user)
+    q = _start(source, base, rules)
+    live = q.live()
+    fam = np.array([q.family(r) for r in live], dtype=np.int64)
+    fams, fidx = np.unique(fam, return_inverse=True)
+    nv = len(fams)
+    k = int(max(1, min(n_groups, nv)))
+    if k > 1:
+        vidx = {r: int(i) for r, i in zip(live, fidx)}
+        wv = np.zeros(nv)
+        np.add.at(wv, fidx, [q.work[r] for r in live])
+        pairs: dict[tuple[int, int], float] = {}
+        for r in live:
+            a = vidx[r]
+            for y, w in q.succ[r].items():
+                b = vidx[y]
+                if a != b:
+                    key = (min(a, b), max(a, b))
+                    pairs[key] = pairs.get(key, 0.0) + w
+        if pairs:
+            ends = np.array(list(pairs.keys()), dtype=np.int64)
+            ew = np.array(list(pairs.values()))
+            u = np.concatenate([ends[:, 0], ends[:, 1]])
+            v = np.concatenate([ends[:, 1], ends[:, 0]])
+            w = np.concatenate([ew, ew])
+            order = np.lexsort((v, u))
+            u, v, w = u[order], v[order], w[order]
+        else:
+            u = v = np.zeros(0, dtype=np.int64)
+            w = np.zeros(0)
+        xadj = np.zeros(nv + 1, dtype=np.int64)
+        np.add.at(xadj, u + 1, 1)
+        xadj = np.cumsum(xadj)
+        scale = lambda a: (1 + np.round(999 * a / a.max())).astype(np.int64) if len(a) and a.max() > 0 else np.ones(len(a), np.int64)
+        opts = pymetis.Options(seed=int(seed))
+        adjacency = pymetis.CSRAdjacency(xadj.tolist(), v.tolist())
+        _, parts = pymetis.part_graph(k, adjacency, vweights=scale(wv).tolist(),
+                                      eweights=scale(w).tolist() if len(w) else None, options=opts)
+        part_of_rep = {r: parts[vidx[r]] for r in live}
+    else:
+        part_of_rep = {r: 0 for r in live}
+    labels = np.array([part_of_rep[q.grp[x]] for x in range(q.n)], dtype=np.int64)
+    q.merge_labels(labels)
+    after_repair = q.n_alive
+    q.greedy({r: q.work[r] for r in q.live()}, lambda a, b: a + b, n_groups, None, "any")
+    return _result(q, "metis", dict(rules, n_groups=n_groups, seed=seed, metis_parts=k, groups_after_repair=after_repair))
+
+
+# ----------------------------------------------------------------------------- the grouped graph
+def group_graph(graph: OpGraph, grouping: Grouping, problem: Problem | None = None) -> OpGraph:
+    """The graph whose ops are the groups: compute per cost key, FLOPs, bytes accessed, parameter
+    and temporary bytes summed over members; output bytes = the tensors leaving the group (a tensor
+    is one op's output, sized by the largest edge it feeds); one edge per pair of groups carrying
+    the tensors that cross it, each counted once. Given a Problem, devices costed by the roofline
+    get their summed per-op estimate under their model key, so the grouped Problem sees the same
+    per-group costs as the ops'. Role: the members' most common role; mirror: the group of the first
+    mirrored forward op of a backward group; op type of the costliest member; module: the members'
+    common module prefix."""
+    g, og, G = graph, np.asarray(grouping.op_group, dtype=np.int64), int(grouping.n_groups)
+    if og.shape != (g.n_ops,):
+        raise ValueError(f"grouping has {og.size} ops, graph '{g.name}' {g.n_ops}")
+    total = lambda v: np.bincount(og, weights=np.asarray(v, dtype=np.float64), minlength=G)
+    compute = {k: total(v) for k, v in g.compute_us.items()}
+    if problem is not None:
+        for d, (dev, srcname) in enumerate(zip(problem.cluster.devices, problem.cost_sources)):
+            if srcname == "roofline" and dev.model.lower() not in compute:
+                compute[dev.model.lower()] = total(problem.compute_us[:, d])
+    s, d, b = g.edge_src, g.edge_dst, g.edge_bytes
+    tb = np.zeros(g.n_ops)
+    np.maximum.at(tb, s, b)
+    cross = og[s] != og[d]
+    key = np.unique(s[cross] * G + og[d[cross]])  # (tensor, destination group), each once
+    t_op, t_dst = key // G, key % G
+    pair = np.unique(og[t_op] * G + t_dst, return_inverse=True)
+    gbytes = np.bincount(pair[1], weights=tb[t_op]) if len(key) else np.zeros(0)
+    edges = list(zip((pair[0] // G).tolist(), (pair[0] % G).tolist(), gbytes.tolist()))
+    leaving = np.unique(t_op)
+    out = np.bincount(og[leaving], weights=tb[leaving], minlength=G)
+    rc = np.zeros((G, 3), dtype=np.int64)
+    np.add.at(rc, (og, g.role.astype(np.int64)), 1)
+    role = rc.argmax(axis=1)
+    work = g.compute_us[g.cost_keys[0]] if g.cost_keys else g.flops
+    work = np.where(np.isfinite(work), work, 0.0)
+    top = np.lexsort((-work, og))
+    first_of = top[np.flatnonzero(np.r_[True, og[top][1:] != og[top][:-1]])]
+    op_types = [g.op_types[i] for i in first_of]
+    mirror = np.full(G, -1, dtype=np.int64)
+    for i in np.flatnonzero((g.mirror >= 0) & (g.role == BACKWARD))[::-1]:
+        if role[og[i]] == BACKWARD and og[g.mirror[i]] != og[i]:
+            mirror[og[i]] = og[g.mirror[i]]
+    members = np.split(np.argsort(og, kind="stable"), np.cumsum(np.bincount(og, minlength=G))[:-1])
+    modules = [_common_module([g.modules[i] for i in m]) for m in members]
+    names = [f"g{k}:{g.op_names[m[0]]}" for k, m in enumerate(members)]
+    return OpGraph.build(
+        names, edges, name=f"{g.name}/{grouping.method}-{G}", op_types=op_types, modules=modules,
+        compute_us=compute, flops=total(g.flops), bytes_accessed=total(g.bytes_accessed), output_bytes=out,
+        param_bytes=total(g.param_bytes), temp_bytes=total(g.temp_bytes), colocation=grouping.group_colocation,
+        role=role, mirror=mirror, source=f"{g.name} grouped by {grouping.method}",
+        meta={"source": "grouping", "grouped_from": g.name, "grouping": grouping.method, "source_ops": g.n_ops},
+    )
+
+
+def _common_module(paths: list[str]) -> str:
+    parts = [p.split(".") for p in paths if p]
+    if not parts:
+        return ""
+    common = parts[0]
+    for p in parts[1:]:
+        k = 0
+        while k < min(len(common), len(p)) and common[k] == p[k]:
+            k += 1
+        common = common[:k]
+    return ".".join(common)
+
+
+@dataclass(eq=False)
+class GroupedProblem:
+    """A Problem whose ops are groups, with the grouping and the original Problem. Unpacks as
+    ``(problem, grouping)``. A method places ``problem``; :meth:`expand` maps its placement back."""
+
+    problem: Problem
+    grouping: Grouping
+    original: Problem
+
+    def __iter__(self) -> Iterator:
+        return iter((self.problem, self.grouping))
+
+    def expand(self, group_placement) -> np.ndarray:
+        gp = self.problem.validate_placement(np.asarray(getattr(group_placement, "devices", group_placement)))
+        return self.original.validate_placement(self.grouping.expand(gp), "expanded placement")
+
+    def simulate(self, group_placement, params=None):
+        """Simulate the group graph (each group one op)."""
+        from placer.sim import simulate
+
+        return simulate(self.problem, group_placement, params)
+
+    def simulate_full(self, group_placement, params=None):
+        """Simulate the expanded placement on the full op graph."""
+        from placer.sim import simulate
+
+        return simulate(self.original, self.expand(group_placement), params)
+
+
+def group_problem(problem: Problem, grouping: Grouping) -> GroupedProblem:
+    """The grouped Problem on the same cluster (see :func:`group_graph`)."""
+    return GroupedProblem(Problem(group_graph(problem.graph, grouping, problem), problem.cluster), grouping, problem)
+
+
+def check_grouping(graph: OpGraph, grouping: Grouping) -> None:
+    """Raise ValueError unless every op is in exactly one group, every group is non-empty, the group
+    graph is acyclic and numbered topologically, and every colocation group shares a device."""
+    og = np.asarray(grouping.op_group)
+    if og.shape != (graph.n_ops,) or og.min(initial=0) < 0 or og.max(initial=-1) >= grouping.n_groups:
+        raise ValueError("op_group must map every op to a group 0..n_groups-1")
+    if (np.bincount(og, minlength=grouping.n_groups) == 0).any():
+        raise ValueError("a group has no ops")
+    gs, gd = og[graph.edge_src], og[graph.edge_dst]
+    if (gs > gd).any():
+        raise ValueError("group numbering is not topological (or the group graph has a cycle)")
+    gc = np.asarray(grouping.group_colocation)[og]
+    for members in graph.colocation_groups():
+        if len(np.unique(og[members])) > 1 and (len(np.unique(gc[members])) > 1 or gc[members[0]] < 0):
+            raise ValueError(f"colocation group of op '{graph.op_names[members[0]]}' is split over free groups")
