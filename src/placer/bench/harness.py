@@ -110,7 +110,9 @@ def render_markdown(plan: Plan, env: dict, table: str, footnotes: str, summary_m
         f"on {env['machine']['cpu']} ({env['machine']['cpus']} CPUs); full record in `env.json`.", "",
         "Our cells: simulated step time of the best placement found, in ms (mean ± sd over seeds when there are "
         "several)" + (", and its ratio to the step-time lower bound" if exp.lower_bound_column else "")
-        + "; **bold** = best in the row. Paper cells are copied from the paper (seconds on real GPUs). "
+        + "; **bold** = best in the row; OOM = the placement overflows a device's memory (left out of "
+        "\"best\"); [opt] = CP-SAT proved its model optimal (of the coarsened graph when it had to group ops, "
+        "so not necessarily of the full graph). Paper cells are copied from the paper (seconds on real GPUs). "
         "A method or graph that does not exist yet is marked, never filled in.", "",
         table, "",
     ]

@@ -90,6 +90,8 @@ def our_cell(exp: Experiment, cells: list[Cell], agg: Agg, lb_us: float | None, 
         text += f" ({agg.step_ms * 1e3 / lb_us:.2f}x)"
     if agg.oom:
         text += " OOM"
+    if any(c.doc["cost"].get("extra", {}).get("optimal") for c in cells if c.status == OK):
+        text += " [opt]"
     if best:
         text = f"**{text}**"
     if agg.runs < len(cells):  # some seeds failed: say so
@@ -151,7 +153,7 @@ def method_summary(plan: Plan) -> str:
     the gap to CP-SAT where CP-SAT produced a result, and its search cost."""
     ag = aggregates(plan)
     cp = next((m.label for m in plan.methods if m.method == "cp-sat"), None)
-    head = ["method", "rows with a result", "geo-mean x lower bound", "worst x lower bound", "best in row",
+    head = ["method", "rows with a result (no OOM)", "geo-mean x lower bound", "worst x lower bound", "best in row",
             "geo-mean x CP-SAT", "mean placements", "mean seconds"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for m in plan.methods:
