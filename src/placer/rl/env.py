@@ -55,15 +55,34 @@ class EnvConfig:
 
 
 def simulator_scorer(gp: GroupedProblem, params: SimParams | None = None) -> Scorer:
-    """Score op placements with the simulator: (memory-penalised objective, step time) in us."""
+    """Score op placements with the simulator: (memory-penalised objective, step time) in us.
+    Uses the simulator's incremental fast path (``placer.sim.fast.IncrementalSim``: a step moves one
+    group, so only the part of the timeline after the first affected op is replayed, with the full
+    simulation's result) when it is there, else :func:`placer.sim.simulate`."""
     params = params or SimParams()
     problem = gp.problem
+    try:
+        from placer.sim.fast import IncrementalSim
+    except ImportError:
+        IncrementalSim = None
+    if IncrementalSim is None:
+        def score(op_placement: np.ndarray) -> tuple[float, float]:
+            r = simulate(problem, op_placement, params)
+            return float(r.objective), float(r.makespan_us)
+        return score
 
-    def score(op_placement: np.ndarray) -> tuple[float, float]:
-        r = simulate(problem, op_placement, params)
-        return float(r.objective), float(r.makespan_us)
+    state = {}
 
-    return score
+    def score_incremental(op_placement: np.ndarray) -> tuple[float, float]:
+        sim = state.get("sim")
+        if sim is None:
+            sim = state["sim"] = IncrementalSim(problem, params, np.asarray(op_placement, dtype=np.int64))
+            obj = sim.objective
+        else:
+            obj = sim.update(op_placement)
+        return float(obj), float(sim.makespan_us)
+
+    return score_incremental
 
 
 class PlacementEnv(gym.Env):

@@ -47,6 +47,8 @@ class ReinforceConfig:
     entropy_end: float = 0.001  # ... decayed linearly to low (A.7 "Entropy")
     baseline_window: int = 10  # k: episodes in the per-timestep moving-average baseline (A.7)
     grad_clip: float = 5.0  # max global L2 norm of the summed gradient
+    gamma: float = 1.0  # discount of the return-to-go (1: undiscounted, as the paper)
+    normalize_advantages: bool = False  # divide G_t - b_t by its RMS over the baseline's episodes (not in the paper)
     stop_window: int = 0  # stopping rule window in episodes (A.7 uses 1000); 0 = run all episodes
     stop_tol: float = 0.02  # ... stop when the windowed objective changes less than this fraction
     seed: int = 0
@@ -136,6 +138,15 @@ class Trainer:
         hist = self.baselines[g]
         return np.mean(np.stack(hist), axis=0) if hist else None
 
+    def _adv_scale(self, g: int) -> float:
+        """RMS of G_t - b_t over the baseline's episodes (1 when off or with fewer than two)."""
+        hist = self.baselines[g]
+        if not self.cfg.normalize_advantages or len(hist) < 2:
+            return 1.0
+        H = np.stack(hist)
+        rms = float(np.sqrt(np.mean((H - H.mean(axis=0)) ** 2)))
+        return rms if rms > 1e-12 else 1.0
+
     def step(self) -> list[RolloutResult]:
         """One synchronous update: W episodes, summed gradients, one Adam step."""
         t0 = time.perf_counter()
@@ -144,7 +155,7 @@ class Trainer:
         beta = linear(cfg.entropy_start, cfg.entropy_end, self.update, U)
         lr = linear(cfg.lr_start, cfg.lr_end, min(self.update, U - 1), U)
         tasks = [RolloutTask(graph=g, seed=task_seed(cfg.seed, self.episode + i), entropy_coef=beta,
-                             baseline=self._baseline(g)) for i, g in enumerate(self._graphs_for_update(W))]
+                             baseline=self._baseline(g), gamma=cfg.gamma, adv_scale=self._adv_scale(g)) for i, g in enumerate(self._graphs_for_update(W))]
         results = self.backend.run(self.weights(), tasks)
         params = list(self.net.parameters())
         for p, *gs in zip(params, *[r.grads for r in results]):

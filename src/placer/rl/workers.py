@@ -21,6 +21,7 @@ import multiprocessing as mp
 import numpy as np
 import torch
 
+from placer.nn.fast import NumpyPolicy, softmax
 from placer.nn.features import GraphTensors
 from placer.nn.placeto import PlacetoNet, PolicyConfig, entropy_of
 from placer.rl.env import EnvConfig, PlacementEnv
@@ -36,6 +37,8 @@ class RolloutTask:
     baseline: np.ndarray | None = None  # (T,) per-timestep baseline of the return-to-go; None = 0
     greedy: bool = False  # take the most likely device instead of sampling
     compute_grad: bool = True
+    gamma: float = 1.0  # discount of the return-to-go (1: the paper's undiscounted REINFORCE)
+    adv_scale: float = 1.0  # advantages are divided by this (see ReinforceConfig.normalize_advantages)
 
 
 @dataclass
@@ -60,14 +63,16 @@ class RolloutResult:
     loss: float = 0.0
 
 
-def returns_to_go(rewards: np.ndarray) -> np.ndarray:
-    return np.cumsum(np.asarray(rewards, dtype=np.float64)[::-1])[::-1].copy()
-
-
-def task_generator(seed: int) -> torch.Generator:
-    g = torch.Generator()
-    g.manual_seed(int(seed) % (2**63))
-    return g
+def returns_to_go(rewards: np.ndarray, gamma: float = 1.0) -> np.ndarray:
+    """G_t = sum_{t' >= t} gamma^(t' - t) r_t'."""
+    r = np.asarray(rewards, dtype=np.float64)
+    if gamma == 1.0:
+        return np.cumsum(r[::-1])[::-1].copy()
+    G, acc = np.empty_like(r), 0.0
+    for t in range(len(r) - 1, -1, -1):
+        acc = r[t] + gamma * acc
+        G[t] = acc
+    return G
 
 
 class RolloutWorker:
@@ -80,14 +85,18 @@ class RolloutWorker:
         self.tensors = [GraphTensors.from_grouped(gp) for gp in graphs]
         initial = initial or [None] * len(graphs)
         self.envs = [PlacementEnv(gp, env, sim_params=sim_params, initial=init) for gp, init in zip(graphs, initial)]
+        self.caches = [NumpyPolicy.graph_cache(gt) for gt in self.tensors]
+        self.fast = NumpyPolicy(self.net)
 
     def load(self, weights: dict[str, np.ndarray]) -> None:
         self.net.load_state_dict({k: torch.as_tensor(v) for k, v in weights.items()})
+        self.fast = NumpyPolicy(self.net)  # rollouts run the numpy copy; the gradient runs torch
 
     def run(self, task: RolloutTask) -> RolloutResult:
         t0 = time.perf_counter()
         env, gt = self.envs[task.graph], self.tensors[task.graph]
-        gen = task_generator(task.seed)
+        rng = np.random.default_rng([int(task.seed), 1])  # action sampling; the env has its own stream
+        cache = self.caches[task.graph]
         calls0 = env.sim_calls
         obs, info = env.reset(seed=int(task.seed) % (2**32))
         T = env.episode_length
@@ -96,18 +105,17 @@ class RolloutWorker:
         nodes = np.empty(T, dtype=np.int64)
         actions = np.empty(T, dtype=np.int64)
         rewards = np.empty(T, dtype=np.float64)
-        with torch.no_grad():
-            for t in range(T):
-                placements[t], placed[t], nodes[t] = obs["placement"], obs["placed"], obs["node"]
-                logits = self.net(gt, torch.as_tensor(placements[t:t + 1]), torch.as_tensor(nodes[t:t + 1]),
-                                  torch.as_tensor(placed[t:t + 1]))
-                if task.greedy:
-                    a = int(torch.argmax(logits[0]))
-                else:
-                    a = int(torch.multinomial(torch.softmax(logits[0], dim=-1), 1, generator=gen))
-                actions[t] = a
-                obs, rewards[t], _, _, info = env.step(a)
-        G = returns_to_go(rewards)
+        for t in range(T):
+            placements[t], placed[t], nodes[t] = obs["placement"], obs["placed"], obs["node"]
+            logits = self.fast.logits(gt, cache, placements[t], int(nodes[t]), placed[t])
+            if task.greedy:
+                a = int(np.argmax(logits))
+            else:
+                cum = np.cumsum(softmax(logits))
+                a = int(np.searchsorted(cum, rng.random() * cum[-1], side="right"))
+            actions[t] = a
+            obs, rewards[t], _, _, info = env.step(a)
+        G = returns_to_go(rewards, task.gamma)
         grads, loss_value, ent_mean = None, 0.0, float("nan")
         if task.compute_grad:
             self.net.zero_grad(set_to_none=True)
@@ -115,7 +123,7 @@ class RolloutWorker:
             logp = torch.log_softmax(logits, dim=-1).gather(1, torch.as_tensor(actions)[:, None])[:, 0]
             ent = entropy_of(logits)
             b = np.zeros(T) if task.baseline is None else np.asarray(task.baseline, dtype=np.float64)
-            adv = torch.as_tensor(G - b, dtype=torch.float32)
+            adv = torch.as_tensor((G - b) / task.adv_scale, dtype=torch.float32)
             # REINFORCE (appendix A.1, eq. 1) with an entropy bonus: minimise -sum_t [log pi(a_t|s_t) (G_t - b_t) + beta H_t]
             loss = -(logp * adv).sum() - task.entropy_coef * ent.sum()
             loss.backward()

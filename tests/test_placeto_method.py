@@ -1,0 +1,95 @@
+"""Placeto as a method with the common contract, and the `placer train` / `placer place` commands."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+from placer.cli import _load_plugins, main  # noqa: E402
+from placer.cluster import preset  # noqa: E402
+from placer.frontends.native import save_graph  # noqa: E402
+from placer.methods import Budget, get_method, run_method  # noqa: E402
+from placer.problem import Problem  # noqa: E402
+from placer.sim import SimParams, simulate  # noqa: E402
+from placer.zoo.synthetic import layered_training_graph  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return Problem(layered_training_graph(80, seed=4), preset("k80x2"))
+
+
+def test_registered_as_learned_and_available():
+    info = get_method("placeto")
+    assert info.family == "learned"
+    assert info.available() is None
+
+
+def test_search_mode_respects_the_budget_and_reports_honest_cost(problem):
+    res = run_method("placeto", problem, Budget(placements=60), seed=0, sim_params=SimParams.placeto(),
+                     groups=8, workers=2, episodes=100, grouping="contiguous")
+    assert res.method == "placeto"
+    assert 60 <= res.cost.sim_calls < 60 + 2 * 9  # stops at the first update past the budget
+    assert res.cost.placements == res.cost.sim_calls
+    p = problem.validate_placement(res.placement.devices)
+    assert set(np.unique(p)) <= set(problem.cluster.gpus())
+    assert res.sim.objective == pytest.approx(simulate(problem, p, SimParams.placeto()).objective)
+    assert res.curve[-1][1] == pytest.approx(res.sim.objective)
+    # same seed, same placement
+    again = run_method("placeto", problem, Budget(placements=60), seed=0, sim_params=SimParams.placeto(),
+                       groups=8, workers=2, episodes=100, grouping="contiguous")
+    assert np.array_equal(again.placement.devices, res.placement.devices)
+
+
+def run_cli(capsys, monkeypatch, *args):
+    _load_plugins()
+    monkeypatch.setattr(sys, "argv", ["placer", *map(str, args)])
+    code = 0
+    try:
+        main()
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_train_then_place_with_and_without_finetuning(tmp_path, capsys, monkeypatch):
+    graphs = []
+    for s, n in [(0, 60), (1, 90)]:
+        path = tmp_path / f"g{s}.json"
+        save_graph(layered_training_graph(n, seed=s), path)
+        graphs += ["--graph", path]
+    ckpt, log = tmp_path / "policy.pt", tmp_path / "log.jsonl"
+    code, out, err = run_cli(capsys, monkeypatch, "train", *graphs, "--out", ckpt, "--episodes", 6, "--workers", 3,
+                             "--groups", 8, "--grouping", "contiguous", "--log", log, "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["episodes"] == 6 and len(d["graphs"]) == 2 and ckpt.exists()
+    assert len(log.read_text().splitlines()) == 6
+    target = tmp_path / "target.json"
+    save_graph(layered_training_graph(70, seed=7), target)
+    code, out, err = run_cli(capsys, monkeypatch, "place", target, "--policy", ckpt, "--groups", 8, "--grouping",
+                             "contiguous", "--json", "--out", tmp_path / "p.json")
+    assert code == 0, err
+    zero = json.loads(out)
+    assert zero["sim_calls"] <= 9 and zero["step_time_us"] > 0
+    assert (tmp_path / "p.json").exists()
+    code, out, err = run_cli(capsys, monkeypatch, "place", target, "--policy", ckpt, "--finetune", 4, "--workers", 2,
+                             "--groups", 8, "--grouping", "contiguous", "--json")
+    assert code == 0, err
+    tuned = json.loads(out)
+    assert tuned["sim_calls"] > zero["sim_calls"]
+    # bad input: one line, exit 2
+    code, _, err = run_cli(capsys, monkeypatch, "place", target, "--policy", tmp_path / "missing.pt")
+    assert code == 2 and "does not exist" in err
+    code, _, err = run_cli(capsys, monkeypatch, "train", "--out", ckpt)
+    assert code == 2 and "--graph" in err
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a checkpoint")
+    code, _, err = run_cli(capsys, monkeypatch, "place", target, "--policy", bad)
+    assert code == 2 and "checkpoint" in err
