@@ -227,3 +227,24 @@ def test_post_finds_brute_force_optimum():
         curve = r.cost.extra["iterations"]
         assert len(curve["mean_us"]) == 200
         assert np.mean(curve["mean_us"][-10:]) < 0.8 * np.mean(curve["mean_us"][:5])  # the distribution learned
+
+
+def test_grouping_object_and_spec():
+    from placer import grouping as grp
+
+    pr = offload_problem()
+    g = grp.metis_groups(pr, 4)
+    units = placement_units(pr, g)
+    for k in range(g.n_groups):
+        assert len(np.unique(units[g.op_group == k])) == 1
+    assert len(np.unique(units)) <= g.n_groups
+    assert np.array_equal(placement_units(pr, "metis:4"), units)
+    r = run_method("post", pr, Budget(placements=60), seed=0, grouping="merge:5")
+    assert r.params["units"] <= 5
+    p = r.placement.devices
+    og = grp.merge_and_colocate(pr, 5).op_group
+    assert all(len(np.unique(p[og == k])) == 1 for k in np.unique(og))
+    from placer.errors import InputError
+
+    with pytest.raises(InputError):
+        placement_units(pr, "metis")

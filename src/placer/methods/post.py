@@ -57,15 +57,18 @@ class PostConfig:
     baseline_decay: float = 0.9  # b <- decay * b + (1 - decay) * mean T per iteration (rate unstated in the paper)
     eps_start: float = 0.1  # uniform-mixing weight after each CE update at the start of the run ...
     eps_end: float = 0.0  # ... decayed linearly to this at the end (of placements or seconds)
+    advantage: str = "relative"  # "relative": (b - T) / b; "seconds": b - T in seconds, the paper's units
     oom_penalty_us: float = 1e8  # step time added to an out-of-memory placement's T (paper: 100 s)
 
 
 # ---------------------------------------------------------------------- placement units (Eq. 3)
 def placement_units(problem, grouping=None) -> np.ndarray:
     """(n_ops,) index of the softmax each op samples from: its colocation group's, or its group's in
-    ``grouping`` (an (n_ops,) array of group ids, or a :class:`placer.grouping.Grouping`, whose
-    ``group_colocation`` ties are honoured) merged with the colocation groups so that neither is split."""
+    ``grouping`` (an (n_ops,) array of group ids, a :class:`placer.grouping.Grouping`, whose
+    ``group_colocation`` ties are honoured, or a :func:`grouping_from_spec` string) merged with the colocation groups so that neither is split."""
     n = problem.n_ops
+    if isinstance(grouping, str):
+        grouping = grouping_from_spec(problem, grouping)
     group_colocation = getattr(grouping, "group_colocation", None)  # placer.grouping.Grouping
     if grouping is None:
         labels = np.arange(n)
@@ -104,6 +107,19 @@ def placement_units(problem, grouping=None) -> np.ndarray:
     roots = np.array([find(i) for i in range(n)])
     _, units = np.unique(roots, return_inverse=True)
     return units.astype(np.int64)
+
+
+def grouping_from_spec(problem, spec: str, seed: int = 0):
+    """A :mod:`placer.grouping` grouping named by a string: ``colocate``, ``merge:N`` (Merge-and-Colocate
+    down to N groups, Placeto A.6) or ``metis:K`` (METIS coarsening into K groups)."""
+    from placer import grouping as grp
+
+    kind, _, arg = spec.partition(":")
+    if kind == "colocate" and not arg:
+        return grp.colocate(problem)
+    if kind in ("merge", "metis") and arg.isdigit() and int(arg) > 0:
+        return grp.merge_and_colocate(problem, int(arg)) if kind == "merge" else grp.metis_groups(problem, int(arg), seed=seed)
+    raise InputError("grouping", f"'{spec}'", "is not a grouping spec", "use colocate, merge:N or metis:K")
 
 
 def unit_feasible(problem, units: np.ndarray) -> np.ndarray:
@@ -231,7 +247,8 @@ def run_post(problem, budget: Budget, seed: int, ev: Evaluator, variant: str = "
     b = None
     window_units, window_t = [], []  # the samples since the last CE update
     it = 0
-    curves = {"placements": [], "mean_us": [], "best_us": [], "best_so_far_us": [], "oom": [], "update": [], "eps": []}
+    curves = {"placements": [], "mean_us": [], "median_us": [], "best_us": [], "best_so_far_us": [], "oom": [],
+              "update": [], "eps": []}
     while not ev.out_of_budget(budget, default_placements=total):
         k = min(K, total - ev.placements)
         samples = sample_units(softmax(u), k, rng)
@@ -240,7 +257,7 @@ def run_post(problem, budget: Budget, seed: int, ev: Evaluator, variant: str = "
         it += 1
         if b is None:
             b = float(times.mean())
-        adv = (b - times) / b  # the paper's b - T, in units of b
+        adv = (b - times) / (b if cfg.advantage == "relative" else 1e6)  # the paper's b - T, in units of b or s
         progress = max(ev.placements / total, ev.clock() / budget.seconds if budget.seconds else 0.0)
         eps = cfg.eps_start + (cfg.eps_end - cfg.eps_start) * min(1.0, progress)
         window_units.append(samples)
@@ -264,6 +281,7 @@ def run_post(problem, budget: Budget, seed: int, ev: Evaluator, variant: str = "
         b = cfg.baseline_decay * b + (1.0 - cfg.baseline_decay) * float(times.mean())
         curves["placements"].append(ev.placements)
         curves["mean_us"].append(float(times.mean()))
+        curves["median_us"].append(float(np.median(times)))
         curves["best_us"].append(float(times.min()))
         curves["best_so_far_us"].append(float(ev.best_objective))
         curves["oom"].append(int(batch.oom.sum()))
