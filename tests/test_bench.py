@@ -230,7 +230,7 @@ def test_transfer_column_trains_its_policy_once_and_reuses_it(tmp_path, monkeypa
     pols = list((tmp_path / "r" / "transfer" / "policies").glob("p__*.pt"))
     assert len(pols) == 1
     record = json.loads(pols[0].with_suffix(".json").read_text())
-    assert record["sim_calls"] >= 20 and record["graphs"] == ["g"]
+    assert record["sim_calls"] > 0 and record["episodes"] >= 8 and record["graphs"] == ["g"]
     doc = out.plan.cells[0].doc
     assert doc["spec"]["policies"] == {"p": record["hash"]} and "placed with" in " ".join(doc["result"]["notes"])
     _poison_simulator(monkeypatch)
