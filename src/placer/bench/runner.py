@@ -1,7 +1,8 @@
 """Plan and run an experiment: one run per (row, method, seed), cached by a hash of its spec.
 
 A run's hash covers everything that decides its result: the graph's and cluster's content
-fingerprints, the method and its parameters, the seed, the budget and the simulator settings. A
+fingerprints, the method and its parameters, the seed, the budget, the simulator settings and the
+source of the method's module, the simulator and the Problem. A
 finished run is written at once as ``results/<exp>/runs/<row>__<method>__s<seed>__<hash>.json``, so
 an interrupted experiment resumes where it stopped and a repeated one simulates nothing. Independent
 runs go to ``--jobs N`` worker processes (``concurrent.futures.ProcessPoolExecutor``, spawned so a
@@ -98,6 +99,22 @@ def _method_check(m: Method) -> tuple[str, str] | None:
     return None
 
 
+def code_fingerprint(method: str) -> str:
+    """A hash of the source the result of ``method`` depends on: its module, the simulator package
+    and the Problem (cost matrices), so a cached run is redone when any of them changes."""
+    import hashlib
+
+    from placer import problem, sim
+    from placer.methods import METHODS
+
+    files = [inspect.getsourcefile(METHODS[method].run), problem.__file__]
+    files += sorted(str(p) for p in Path(sim.__file__).parent.glob("*.py"))
+    h = hashlib.sha256()
+    for f in files:
+        h.update(Path(f).read_bytes())
+    return h.hexdigest()[:16]
+
+
 def load_row(row: Row) -> RowContext:
     from placer.problem import Problem
 
@@ -136,6 +153,7 @@ def make_plan(exp: Experiment, level: str, results_dir: Path, seeds: tuple[int, 
     index = _index_runs(runs_dir)
     sim_doc = dataclasses.asdict(sim_params(exp.sim))
     policies: dict[str, pol.PolicyContext] = {}
+    code: dict[str, str] = {}
     rows, cells = [], []
     for row in exp.rows:
         if level not in row.levels:
@@ -175,6 +193,7 @@ def make_plan(exp: Experiment, level: str, results_dir: Path, seeds: tuple[int, 
                     "method": m.method, "params": params, "seed": seed,
                     "placements": m.budget_for(level, lv), "seconds": m.seconds_for(level, lv), "sim": sim_doc,
                     "policies": {p.name: p.hash for p in pols},
+                    "code": code[m.method] if m.method in code else code.setdefault(m.method, code_fingerprint(m.method)),
                 }
                 cell.hash = stable_hash(spec)
                 name = f"{slug(row.label)}__{slug(ctx.cluster.name)}__{slug(m.label)}__s{seed}__{cell.hash}.json"
