@@ -193,7 +193,7 @@ def make_plan(exp: Experiment, level: str, results_dir: Path, seeds: tuple[int, 
                     "method": m.method, "params": params, "seed": seed,
                     "placements": m.budget_for(level, lv), "seconds": m.seconds_for(level, lv), "sim": sim_doc,
                     "policies": {p.name: p.hash for p in pols},
-                    "code": code[m.method] if m.method in code else code.setdefault(m.method, code_fingerprint(m.method)),
+                    "code": code.get(m.method) or code.setdefault(m.method, code_fingerprint(m.method)),
                 }
                 cell.hash = stable_hash(spec)
                 name = f"{slug(row.label)}__{slug(ctx.cluster.name)}__{slug(m.label)}__s{seed}__{cell.hash}.json"
