@@ -55,27 +55,36 @@ def efficiency_for(spec: DeviceSpec) -> tuple[dict, float]:
     return dict(CPU_EFFICIENCY_DEFAULT if spec.kind == "cpu" else GPU_EFFICIENCY), spec.launch_us
 
 
+def roofline_parts(graph, spec: DeviceSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per op: (op class, efficiency key ``class/compute`` or ``class/memory`` by which roof binds
+    at peak speed, raw roofline time in us at peak)."""
+    from placer.cost.opclass import op_class
+
+    dtypes = graph.meta.get("op_dtype") or ["float32"] * graph.n_ops
+    peak = np.array([spec.peak_for(d) for d in dtypes], dtype=np.float64)
+    t_c = graph.flops / peak
+    t_m = graph.bytes_accessed / spec.mem_bw_bytes_per_us
+    classes = np.array([op_class(t) for t in graph.op_types], dtype=object)
+    keys = np.array([f"{c}/{'compute' if a >= b and a > 0 else 'memory'}" for c, a, b in zip(classes, t_c, t_m)],
+                    dtype=object)
+    return classes, keys, np.maximum(t_c, t_m)
+
+
 def roofline_costs(graph, key: str, efficiency: Mapping[str, float] | None = None,
                    launch_us: float | None = None) -> np.ndarray:
     """Per-op roofline time (us) of ``graph`` on the device a cost key stands for. Each op's dtype
-    (``graph.meta['op_dtype']``, default float32) picks the peak."""
+    (``graph.meta['op_dtype']``, default float32) picks the peak; its efficiency is looked up as
+    ``class/compute`` or ``class/memory`` (calibrations fit the two separately: a depthwise
+    convolution is memory-bound and far less efficient than a dense one), then ``class``."""
     spec = spec_for_key(key)
     eff0, launch0 = efficiency_for(spec)
     eff = {**eff0, **(efficiency or {})}
     launch = launch0 if launch_us is None else launch_us
-    classes = _classes_of(graph)
-    dtypes = graph.meta.get("op_dtype") or ["float32"] * graph.n_ops
-    peak = np.array([spec.peak_for(d) for d in dtypes], dtype=np.float64)
-    e = np.array([eff.get(c, 1.0) for c in classes], dtype=np.float64)
-    t = np.maximum(graph.flops / (peak * e), graph.bytes_accessed / (spec.mem_bw_bytes_per_us * e)) + launch
+    classes, keys, raw = roofline_parts(graph, spec)
+    e = np.array([eff.get(k, eff.get(c, 1.0)) for k, c in zip(keys, classes)], dtype=np.float64)
+    t = raw / e + launch
     t[classes == "source"] = 0.0
     return np.round(t, 3)
-
-
-def _classes_of(graph) -> np.ndarray:
-    from placer.cost.opclass import op_class
-
-    return np.array([op_class(t) for t in graph.op_types], dtype=object)
 
 
 def with_roofline_costs(graph, keys: Sequence[str] = DEFAULT_COST_KEYS, overwrite: bool = False):

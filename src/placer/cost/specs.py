@@ -58,8 +58,9 @@ DEVICE_SPECS: dict[str, DeviceSpec] = {
         # The machine this project was developed on, measured (best of 10 after warm-up, torch 2.13 MKL/oneDNN) by
         # `python -m placer.cost.host`: AMD EPYC (Zen 4, AVX-512 + AVX512_BF16), 2 vCPUs shared with other jobs.
         # fp16 has no fast CPU path (0.6 GFLOP/s in torch.mm), so it is listed at that measured rate.
-        # Single torch thread (the thread count placer's CPU profiles use); best of several runs on 2026-11-22.
-        DeviceSpec("host", "cpu", 23.5 * GiB, 58.0e3, 18.5e3, 1.1,
+        # Single torch thread (the thread count placer's CPU profiles use); best of several runs on 2026-11-22
+        # (the machine was shared: load 2-7 on 2 cores, so single runs vary by 2x).
+        DeviceSpec("host", "cpu", 23.5 * GiB, 95.5e3, 18.5e3, 1.1,
                    "measured on the dev machine: AMD EPYC Zen 4, 1 torch thread, placer.cost.host.measure_host_cpu",
                    {"bfloat16": 118e3, "float16": 0.64e3}),
     ]

@@ -354,7 +354,7 @@ def _to_opgraph(gm, pnames, bnames, slots, n_inputs, train, optimizer, name):
     for (s, d) in edges:
         pred_of.setdefault(d, []).append(s)
     for i in range(len(names)):
-        if roles[i] == BACKWARD and not modules[i]:
+        if roles[i] == BACKWARD and mirror[i] < 0 and not modules[i]:
             for s in sorted(pred_of.get(i, [])):
                 if modules[s]:
                     modules[i] = modules[s]

@@ -160,13 +160,14 @@ class AuxHead(nn.Module):
         super().__init__()
         self.conv1 = nn.Conv2d(cin, 128, 1, bias=False)
         self.bn1 = _bn(128)
-        k = (hw - 5) // 3 + 1
+        self.pool = min(5, hw)  # 5 x 5 / 3 as in the reference; smaller for tiny test images
+        k = (hw - self.pool) // 3 + 1
         self.conv2 = nn.Conv2d(128, 768, k, bias=False)
         self.bn2 = _bn(768)
         self.fc = nn.Linear(768, classes)
 
     def forward(self, x):
-        x = F.avg_pool2d(F.relu(x), 5, stride=3)
+        x = F.avg_pool2d(F.relu(x), self.pool, stride=3)
         x = F.relu(self.bn1(self.conv1(x)))
         x = F.relu(self.bn2(self.conv2(x)))
         return self.fc(torch.flatten(x, 1))

@@ -124,10 +124,10 @@ class InceptionE(nn.Module):
 
 
 class InceptionAux(nn.Module):
-    def __init__(self, cin: int, classes: int):
+    def __init__(self, cin: int, classes: int, kernel: int = 5):
         super().__init__()
         self.conv0 = ConvBN(cin, 128, 1)
-        self.conv1 = ConvBN(128, 768, 5)
+        self.conv1 = ConvBN(128, 768, kernel)
         self.fc = nn.Linear(768, classes)
 
     def forward(self, x):
@@ -140,8 +140,13 @@ class InceptionV3(nn.Module):
     """Inception-V3 (Szegedy et al. 2016, "Rethinking the Inception architecture", Figure 5-7,
     Table 1) with the auxiliary classifier used in training (loss + 0.4 x auxiliary loss)."""
 
-    def __init__(self, classes: int = 1000):
+    def __init__(self, classes: int = 1000, image: int = 299):
         super().__init__()
+        s = ((image - 3) // 2 + 1) - 2  # the 17 x 17 grid of Mixed_6e at 299 x 299
+        for _ in range(2):
+            s = (s - 3) // 2 + 1 - (2 if _ == 0 else 0)
+        s = (s - 3) // 2 + 1
+        aux_kernel = min(5, (s - 5) // 3 + 1)  # TF-slim shrinks the 5x5 for small inputs
         self.Conv2d_1a_3x3 = ConvBN(3, 32, 3, stride=2)
         self.Conv2d_2a_3x3 = ConvBN(32, 32, 3)
         self.Conv2d_2b_3x3 = ConvBN(32, 64, 3, padding=1)
@@ -155,7 +160,7 @@ class InceptionV3(nn.Module):
         self.Mixed_6c = InceptionC(768, 160)
         self.Mixed_6d = InceptionC(768, 160)
         self.Mixed_6e = InceptionC(768, 192)
-        self.AuxLogits = InceptionAux(768, classes)
+        self.AuxLogits = InceptionAux(768, classes, aux_kernel)
         self.Mixed_7a = InceptionD(768)
         self.Mixed_7b = InceptionE(1280)
         self.Mixed_7c = InceptionE(2048)

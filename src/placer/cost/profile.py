@@ -1,0 +1,213 @@
+"""Measured per-op profiles: run every op of a captured step on a real device and time it.
+
+As Placeto's simulator does (section 4, "Simulator": profile each op on the available devices),
+each aten op of a :class:`~placer.frontends.torch.Capture` is executed alone on freshly allocated
+inputs of its recorded shapes, dtypes and strides: ``warmup`` untimed calls, then ``repeats``
+timed calls; the median is the op's cost and the standard deviation is kept beside it. Ops with
+identical signatures (same aten op, shapes, strides, dtypes and constant arguments; e.g. every time
+step of an unrolled LSTM) are measured once. Integer inputs are zeros (valid indices for
+embeddings, losses and gathers); floating inputs are standard normal.
+
+On CPU a call is timed with ``perf_counter``; on CUDA with events around the call after a
+synchronize. :func:`with_measured_costs` stores the medians as ``compute_us[key]`` and the spread
+in ``graph.meta['profiles'][key]``, so a graph saved after profiling is never profiled again.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class OpProfile:
+    """Per-op measured times (us) of one graph on one device; NaN where an op could not be run."""
+
+    device: str
+    median_us: np.ndarray
+    std_us: np.ndarray
+    warmup: int
+    repeats: int
+    threads: int
+    unique_ops: int
+    failed: int
+    wall_s: float
+
+    def summary(self) -> dict:
+        ok = np.isfinite(self.median_us)
+        return {"device": self.device, "warmup": self.warmup, "repeats": self.repeats, "threads": self.threads,
+                "unique_ops": self.unique_ops, "failed": self.failed, "wall_s": round(self.wall_s, 2),
+                "sum_median_us": float(self.median_us[ok].sum())}
+
+
+def _real_value(v, device, gen):
+    import torch
+
+    if not isinstance(v, torch.Tensor):
+        return v
+    storage = 1 + sum((s - 1) * st for s, st in zip(v.shape, v.stride())) if v.numel() else 0
+    base = torch.empty(max(storage, 1), dtype=v.dtype, device="cpu")
+    if v.dtype.is_floating_point:
+        base.normal_(generator=gen)
+    elif v.dtype == torch.bool:
+        base.zero_()
+    else:
+        base.zero_()
+    t = base.as_strided(tuple(v.shape), tuple(v.stride()))
+    return t.to(device) if str(device) != "cpu" else t
+
+
+def _signature(node) -> tuple:
+    import torch
+    import torch.fx as fx
+
+    def sig(a):
+        if isinstance(a, fx.Node):
+            v = a.meta.get("val")
+            if isinstance(v, torch.Tensor):
+                return ("T", tuple(v.shape), tuple(v.stride()), str(v.dtype))
+            return ("V", repr(v))
+        if isinstance(a, (list, tuple)):
+            return tuple(sig(x) for x in a)
+        return repr(a)
+
+    return (str(node.target), sig(node.args), tuple(sorted((k, sig(v)) for k, v in node.kwargs.items())))
+
+
+def _args_for(node, device, gen):
+    import torch
+    import torch.fx as fx
+    from torch.utils._pytree import tree_map
+
+    def conv(a):
+        if isinstance(a, fx.Node):
+            return _real_value(a.meta.get("val"), device, gen)
+        if isinstance(a, torch.device):
+            return torch.device(device)
+        return a
+
+    return tree_map(conv, node.args), tree_map(conv, node.kwargs)
+
+
+def _time_call(fn, args, kwargs, warmup, repeats, cuda):
+    import torch
+
+    for _ in range(warmup):
+        fn(*args, **kwargs)
+    times = []
+    if cuda:
+        torch.cuda.synchronize()
+        for _ in range(repeats):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn(*args, **kwargs)
+            b.record()
+            torch.cuda.synchronize()
+            times.append(a.elapsed_time(b) * 1e3)
+    else:
+        for _ in range(repeats):
+            t0 = time.perf_counter_ns()
+            fn(*args, **kwargs)
+            times.append((time.perf_counter_ns() - t0) / 1e3)
+    return statistics.median(times), (statistics.pstdev(times) if len(times) > 1 else 0.0)
+
+
+def profile_capture(capture, device: str = "cpu", warmup: int = 2, repeats: int = 5, threads: int | None = 1,
+                    seed: int = 0) -> OpProfile:
+    """Measure every op of ``capture`` on ``device`` (``cpu`` or ``cuda[:i]``). ``threads`` fixes
+    torch's intra-op threads for the run (restored afterwards); ``None`` keeps the current setting."""
+    import torch
+
+    cuda = str(device).startswith("cuda")
+    if cuda and not torch.cuda.is_available():
+        from placer.errors import InputError
+
+        raise InputError("profile", f"device '{device}'", "is not available on this machine", "profile on cpu")
+    old_threads = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    gen = torch.Generator().manual_seed(seed)
+    n = len(capture.op_nodes)
+    med = np.zeros(n)
+    std = np.zeros(n)
+    seen: dict[tuple, tuple[float, float]] = {}
+    failed = 0
+    t0 = time.perf_counter()
+    try:
+        with torch.no_grad():
+            for i, node in enumerate(capture.op_nodes):
+                if node is None:
+                    continue
+                key = _signature(node)
+                if key not in seen:
+                    try:
+                        args, kwargs = _args_for(node, device, gen)
+                        seen[key] = _time_call(node.target, args, kwargs, warmup, repeats, cuda)
+                    except Exception:  # an op that cannot run alone on synthetic inputs
+                        seen[key] = (float("nan"), float("nan"))
+                        failed += 1
+                med[i], std[i] = seen[key]
+    finally:
+        torch.set_num_threads(old_threads)
+    return OpProfile(str(device), med, std, warmup, repeats, threads or old_threads,
+                     len(seen), failed, time.perf_counter() - t0)
+
+
+def with_measured_costs(graph, profile: OpProfile, key: str = "cpu"):
+    """A copy of ``graph`` whose ``compute_us[key]`` is the measured median per op (ops that could
+    not be measured keep the graph's roofline estimate for that key), with the profile's spread
+    and settings in ``meta['profiles'][key]``."""
+    from placer.cost.roofline import roofline_costs
+
+    med = profile.median_us.copy()
+    bad = ~np.isfinite(med)
+    if bad.any():
+        est = graph.compute_us[key] if key in graph.compute_us else roofline_costs(graph, key)
+        med[bad] = est[bad]
+    costs = dict(graph.compute_us)
+    costs[key] = np.round(med, 3)
+    meta = dict(graph.meta)
+    profiles = dict(meta.get("profiles") or {})
+    profiles[key] = {**profile.summary(), "std_us": [round(float(x), 3) if np.isfinite(x) else None
+                                                     for x in profile.std_us],
+                     "estimated_ops": int(bad.sum())}
+    meta["profiles"] = profiles
+    return graph.replace(compute_us=costs, meta=meta)
+
+
+def measure_training_step_us(module, inputs, optimizer: str = "sgd-momentum", warmup: int = 2, repeats: int = 5,
+                             threads: int | None = 1, lr: float = 0.1) -> tuple[float, float]:
+    """The real wall time (median, std in us) of one eager training step of ``module`` on CPU:
+    forward, ``backward()``, ``optimizer.step()`` (``torch.optim.SGD`` with momentum 0.9 or
+    ``Adam``), ``zero_grad``. The module computes its own loss (zoo models do)."""
+    import torch
+
+    old = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    if optimizer == "adam":
+        opt = torch.optim.Adam(module.parameters(), lr=lr, foreach=False)
+    else:
+        opt = torch.optim.SGD(module.parameters(), lr=lr, momentum=0.9 if optimizer == "sgd-momentum" else 0.0,
+                              foreach=False)
+
+    def step():
+        loss = module(*inputs)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    try:
+        times = []
+        for _ in range(warmup):
+            step()
+        for _ in range(repeats):
+            t0 = time.perf_counter_ns()
+            step()
+            times.append((time.perf_counter_ns() - t0) / 1e3)
+    finally:
+        torch.set_num_threads(old)
+    return statistics.median(times), statistics.pstdev(times)
