@@ -211,6 +211,8 @@ def test_unknown_parameter_is_refused():
 
     with pytest.raises(InputError):
         run_method("post", masked_problem(), Budget(placements=12), seed=0, learning_rate=3)
+    with pytest.raises(InputError):
+        run_method("ce", masked_problem(), Budget(placements=12), seed=0, rho=0.0)
 
 
 # ---------------------------------------------------------------------- Algorithm 1 end to end

@@ -65,7 +65,8 @@ class PostConfig:
 def placement_units(problem, grouping=None) -> np.ndarray:
     """(n_ops,) index of the softmax each op samples from: its colocation group's, or its group's in
     ``grouping`` (an (n_ops,) array of group ids, a :class:`placer.grouping.Grouping`, whose
-    ``group_colocation`` ties are honoured, or a :func:`grouping_from_spec` string) merged with the colocation groups so that neither is split."""
+    ``group_colocation`` ties are honoured, or a :func:`grouping_from_spec` string), merged with the
+    colocation groups so that neither is split."""
     n = problem.n_ops
     if isinstance(grouping, str):
         grouping = grouping_from_spec(problem, grouping)
@@ -237,6 +238,7 @@ def run_post(problem, budget: Budget, seed: int, ev: Evaluator, variant: str = "
     if unknown:
         raise InputError(variant, f"parameter(s) {unknown}", "are not Post parameters", f"use some of {sorted(fields)}")
     cfg = PostConfig(**params)
+    _check(cfg)
     rng = np.random.default_rng(seed)
     units = placement_units(problem, grouping)
     feasible = unit_feasible(problem, units)
@@ -257,7 +259,7 @@ def run_post(problem, budget: Budget, seed: int, ev: Evaluator, variant: str = "
         it += 1
         if b is None:
             b = float(times.mean())
-        adv = (b - times) / (b if cfg.advantage == "relative" else 1e6)  # the paper's b - T, in units of b or s
+        adv = (b - times) / (max(b, 1e-9) if cfg.advantage == "relative" else 1e6)  # b - T in units of b or s
         progress = max(ev.placements / total, ev.clock() / budget.seconds if budget.seconds else 0.0)
         eps = cfg.eps_start + (cfg.eps_end - cfg.eps_start) * min(1.0, progress)
         window_units.append(samples)
@@ -287,11 +289,24 @@ def run_post(problem, budget: Budget, seed: int, ev: Evaluator, variant: str = "
         curves["oom"].append(int(batch.oom.sum()))
         curves["update"].append(update)
         curves["eps"].append(float(eps))
-    res = ev.result(variant, params={"variant": variant, **dataclasses.asdict(cfg), "units": int(units.max()) + 1},
-                    seed=seed)
+    how = grouping if isinstance(grouping, str) or grouping is None else getattr(grouping, "method", "labels")
+    res = ev.result(variant, params={"variant": variant, **dataclasses.asdict(cfg), "grouping": how,
+                                     "units": int(units.max()) + 1}, seed=seed)
     res.cost.extra["iterations"] = curves
     res.cost.extra["final_probs_max_mean"] = float(softmax(u).max(axis=1).mean())
     return res
+
+
+def _check(cfg: PostConfig) -> None:
+    bad = [(cfg.placements >= 1, "placements", ">= 1"), (cfg.placements_per_iter >= 1, "placements_per_iter", ">= 1"),
+           (cfg.ce_every >= 1, "ce_every", ">= 1"), (0 < cfg.rho <= 1, "rho", "in (0, 1]"),
+           (cfg.ppo_steps >= 0, "ppo_steps", ">= 0"), (0 <= cfg.baseline_decay < 1, "baseline_decay", "in [0, 1)"),
+           (0 <= cfg.eps_start <= 1 and 0 <= cfg.eps_end <= 1, "eps_start / eps_end", "in [0, 1]"),
+           (cfg.advantage in ("relative", "seconds"), "advantage", "'relative' or 'seconds'"),
+           (cfg.oom_penalty_us >= 0, "oom_penalty_us", ">= 0")]
+    for ok, name, want in bad:
+        if not ok:
+            raise InputError("post", f"parameter {name}", f"must be {want}", f"set {name} {want}")
 
 
 def _method(variant: str):
