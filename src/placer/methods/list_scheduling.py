@@ -1,12 +1,15 @@
 """List-scheduling placers: HEFT (Topcuoglu, Hariri and Wu, IEEE TPDS 2002) and Baechi's
 memory-constrained m-TOPO, m-ETF and m-SCT (Jeon et al., SoCC 2020, section 4).
 
-Each builds a schedule with its own communication model, the one the papers assume: a tensor
-from op a on device x to op b on device y arrives ``latency[x, y] + bytes / bandwidth[x, y]``
-after a finishes (no link contention), with the links the evaluator's simulator uses. The
+Each builds a schedule with its own communication model, by default the one the papers assume
+(``comm="free"``): a tensor from op a on device x to op b on device y arrives
+``latency[x, y] + bytes / bandwidth[x, y]`` after a finishes (no link contention), with the links
+the evaluator's simulator uses; ``comm="bus"`` books every tensor on its device's single outgoing
+bus, one at a time, as the simulator's placeto model does (an extension, not in the papers). The
 placement is then judged by the simulator like every other method's. All four are memory-aware:
 a device is a candidate for an op only while the op's colocation group still fits there
-(``memory='conservative'``: parameters + outputs + workspace are never freed, as Baechi assumes;
+(``memory='conservative'``: parameters + outputs + workspace, and the tensors received from other
+devices, are never freed, as Baechi assumes;
 falling back to parameters alone for an op nothing else would take), and the final placement's
 simulated peak is relieved by moving units off an overflowing device when that helps.
 """
@@ -45,7 +48,10 @@ class Schedule:
 class _Scheduler:
     """State shared by the list schedulers: costs, links, colocation pins, memory in use."""
 
-    def __init__(self, problem, sim_params=None, devices: list[int] | None = None, memory: str = "conservative"):
+    def __init__(self, problem, sim_params=None, devices: list[int] | None = None, memory: str = "conservative",
+                 comm: str = "free"):
+        if comm not in ("free", "bus"):
+            raise ValueError(f"comm must be 'free' or 'bus', not {comm!r}")
         self.problem = problem
         g = problem.graph
         self.n, self.D = g.n_ops, problem.n_devices
@@ -55,8 +61,18 @@ class _Scheduler:
         gap = op_gap_us(sim_params)
         self.occupy = self.cost + np.where(self.cost > 0, gap, 0.0)  # device busy time incl. the op gap
         self.bw, self.lat = link_arrays(problem, sim_params)
+        # comm="bus": each device sends one tensor at a time, as the simulator's placeto bus does
+        self.bus = comm == "bus"
+        self.bus_free = np.zeros(self.D)
+        self.bus_gap = float(getattr(sim_params, "bus_gap_us", 0.0) or 0.0)
+        self.sent_at = np.full(self.n, np.nan)  # arrival time of an op's tensor once it was sent
+        self.max_out = np.zeros(self.n)
+        if g.n_edges:
+            np.maximum.at(self.max_out, g.edge_src, g.edge_bytes)
         self.unit_of = self.units.unit_of
         self.umem = np.bincount(self.unit_of, weights=op_memory_bytes(problem, memory), minlength=self.units.n_units)
+        self.count_received = memory == "conservative"  # received copies are never freed either
+        self._recv: dict[int, np.ndarray] = {}
         self.upar = self.units.param_bytes
         self.udev = np.full(self.units.n_units, -1, dtype=np.int64)
         self.cap = problem.memory_bytes.astype(np.float64)
@@ -84,10 +100,25 @@ class _Scheduler:
         t = np.zeros(self.D)
         for p, e in zip(g.pred_idx[a:b], g.pred_edge[a:b]):
             x = self.placement[p]
-            arr = self.finish[p] + self.lat[x] + g.edge_bytes[e] / self.bw[x]
+            if not self.bus:
+                arr = self.finish[p] + self.lat[x] + g.edge_bytes[e] / self.bw[x]
+            elif np.isnan(self.sent_at[p]):  # would be sent when both the op and the bus are done
+                arr = max(self.finish[p], self.bus_free[x]) + self.lat[x] + self.max_out[p] / self.bw[x]
+            else:  # already on its way to every remote consumer
+                arr = np.full(self.D, self.sent_at[p])
             arr[x] = self.finish[p]
             np.maximum(t, arr, out=t)
         return t
+
+    def send_inputs(self, i: int, d: int) -> None:
+        """comm="bus": book the transfers op i on device d needs on its parents' buses."""
+        g = self.problem.graph
+        for p in g.pred_idx[g.pred_ptr[i]:g.pred_ptr[i + 1]]:
+            x = self.placement[p]
+            if x != d and np.isnan(self.sent_at[p]):
+                t0 = max(self.finish[p], self.bus_free[x])
+                self.sent_at[p] = t0 + self.lat[x, d] + self.max_out[p] / self.bw[x, d]
+                self.bus_free[x] = self.sent_at[p] + self.bus_gap
 
     # -------------------------------------------------------------- memory and pins
     def eligible(self, ops: np.ndarray) -> np.ndarray:
@@ -97,8 +128,10 @@ class _Scheduler:
         pinned = self.udev[u]
         dev = np.arange(self.D)[None, :]
         fresh = pinned[:, None] < 0
-        fits = (self.used[None, :] + self.umem[u][:, None]) <= self.cap[None, :]
-        el = self.ok[ops] & np.where(fresh, fits, dev == pinned[:, None])
+        recv = np.stack([self.received(int(i)) for i in ops]) if self.count_received else 0.0
+        need = np.where(fresh, self.umem[u][:, None], 0.0) + recv
+        fits = (self.used[None, :] + need) <= self.cap[None, :]
+        el = self.ok[ops] & fits & np.where(fresh, True, dev == pinned[:, None])
         starved = ~el.any(axis=1)
         if starved.any():
             loose = (self.used[None, :] + self.upar[u][:, None]) <= self.cap[None, :]
@@ -111,11 +144,30 @@ class _Scheduler:
                     self.notes.append("memory: some op fit on no device; placed regardless")
         return el
 
+    def received(self, i: int) -> np.ndarray:
+        """(D,) bytes op i would receive from parents on other devices (its parents are placed)."""
+        r = self._recv.get(i)
+        if r is None:
+            g = self.problem.graph
+            a, b = g.pred_ptr[i], g.pred_ptr[i + 1]
+            r = np.zeros(self.D)
+            for p, e in zip(g.pred_idx[a:b], g.pred_edge[a:b]):
+                x = self.placement[p]
+                if x >= 0:
+                    r += g.edge_bytes[e]
+                    r[x] -= g.edge_bytes[e]
+            self._recv[i] = r
+        return r
+
     def assign(self, i: int, d: int, start: float) -> None:
         u = self.unit_of[i]
+        if self.count_received:
+            self.used[d] += self.received(i)[d]
         if self.udev[u] < 0:
             self.udev[u] = d
             self.used[d] += self.umem[u]
+        if self.bus:
+            self.send_inputs(i, d)
         self.placement[i] = d
         self.start[i] = start
         self.finish[i] = start + self.cost[i, d]
@@ -127,12 +179,15 @@ class _Scheduler:
 
 
 # ---------------------------------------------------------------------- HEFT
-def heft_schedule(problem, sim_params=None, devices: list[int] | None = None, memory: str = "conservative") -> Schedule:
+def heft_schedule(problem, sim_params=None, devices: list[int] | None = None, memory: str = "conservative",
+                  comm: str = "free") -> Schedule:
     """HEFT (Topcuoglu et al. 2002, section 4.2): ops by decreasing upward rank (eq. 7, mean
     compute and mean communication costs), each on the device giving its earliest finish time with
     the insertion-based policy (an op may fill an idle gap between two already scheduled ops).
-    Ties: lower op index first, then lower device index."""
-    s = _Scheduler(problem, sim_params, devices, memory)
+    Ties (after rounding to 1e-6): lower op index first, then lower device index. ``comm="free"``
+    is the paper's contention-free communication; ``"bus"`` books each tensor on its device's
+    outgoing bus, one at a time, as the simulator does."""
+    s = _Scheduler(problem, sim_params, devices, memory, comm)
     rank = bottom_level(problem, s.mean_cost(), s.mean_edge_comm())
     order = np.lexsort((np.arange(s.n), -_fuzz(rank)))
     busy: list[list[tuple[float, float]]] = [[] for _ in range(s.D)]  # per device, sorted (start, end)
@@ -170,7 +225,7 @@ def _earliest_slot(slots: list[tuple[float, float]], ready: float, dur: float) -
 
 # ---------------------------------------------------------------------- ETF / SCT
 def etf_schedule(problem, sim_params=None, devices: list[int] | None = None, memory: str = "conservative",
-                 favourite_child: np.ndarray | None = None) -> Schedule:
+                 favourite_child: np.ndarray | None = None, comm: str = "free") -> Schedule:
     """m-ETF (Baechi section 4.2; ETF of Hwang, Chow, Anger, Lee 1989): repeatedly take, over all
     ready ops and all eligible devices, the pair with the earliest start time
     ``max(device free, inputs arrived)``; ties go to the larger static level (longest path of mean
@@ -178,8 +233,9 @@ def etf_schedule(problem, sim_params=None, devices: list[int] | None = None, mem
 
     With ``favourite_child`` (m-SCT, Baechi section 4.3, after Hanen and Munier 1995): an op whose
     favourite parent was the last op run on device d, and whose inputs are all on d by the time d
-    is free, is *urgent*: it may only go to d, and wins ties on start time."""
-    s = _Scheduler(problem, sim_params, devices, memory)
+    is free, is *urgent*: it may only go to d, and wins ties on start time. ``comm``: as in HEFT
+    (with ``"bus"`` the ready ops' data-ready times are recomputed every step, the buses having moved)."""
+    s = _Scheduler(problem, sim_params, devices, memory, comm)
     g = problem.graph
     zero = np.zeros(g.n_edges)
     level = bottom_level(problem, s.mean_cost(), zero)
@@ -195,6 +251,9 @@ def etf_schedule(problem, sim_params=None, devices: list[int] | None = None, mem
     while ready:
         R = np.array(ready, dtype=np.int64)
         el = s.eligible(R)
+        if s.bus:
+            for i in ready:
+                drt[i] = s.data_ready(i)
         D_rt = np.stack([drt[i] for i in ready])
         est = np.maximum(D_rt, free[None, :])
         urgent = np.zeros_like(el)
@@ -225,12 +284,13 @@ def etf_schedule(problem, sim_params=None, devices: list[int] | None = None, mem
     return s.schedule()
 
 
-def sct_schedule(problem, sim_params=None, devices: list[int] | None = None, memory: str = "conservative") -> Schedule:
+def sct_schedule(problem, sim_params=None, devices: list[int] | None = None, memory: str = "conservative",
+                 comm: str = "free") -> Schedule:
     """m-SCT: favourite children from the relaxed SCT linear program (solved by HiGHS), then the
     ETF list scheduler that keeps a favourite child on its parent's device (Baechi section 4.3)."""
     s = _Scheduler(problem, sim_params, devices, memory)
     fav = favourite_children(problem, s.mean_cost(), s.mean_edge_comm())
-    sched = etf_schedule(problem, sim_params, devices, memory, favourite_child=fav)
+    sched = etf_schedule(problem, sim_params, devices, memory, favourite_child=fav, comm=comm)
     kept = int(np.sum((fav >= 0) & (sched.placement == np.where(fav >= 0, sched.placement[np.maximum(fav, 0)], -2))))
     sched.notes.append(f"favourite children: {int((fav >= 0).sum())}, kept on their parent's device: {kept}")
     return sched
@@ -288,25 +348,28 @@ def _finish(name, problem, ev: Evaluator, placement, params, notes):
 
 @register("heft", "HEFT: upward-rank order, earliest-finish device with insertion (memory-aware)",
           "list-scheduling", HEFT_PAPER)
-def heft(problem, budget: Budget, seed: int, ev: Evaluator, devices: str = "all", memory: str = "conservative", **_):
-    s = heft_schedule(problem, ev.sim_params, _device_list(problem, devices), memory)
-    return _finish("heft", problem, ev, s.placement, {"devices": devices, "memory": memory},
+def heft(problem, budget: Budget, seed: int, ev: Evaluator, devices: str = "all", memory: str = "conservative",
+         comm: str = "free", **_):
+    s = heft_schedule(problem, ev.sim_params, _device_list(problem, devices), memory, comm)
+    return _finish("heft", problem, ev, s.placement, {"devices": devices, "memory": memory, "comm": comm},
                    s.notes + [f"HEFT model makespan {s.makespan_us:.1f} us"])
 
 
 @register("m-etf", "Baechi m-ETF: earliest-start (op, device) pair first, memory-constrained",
           "list-scheduling", BAECHI)
-def m_etf(problem, budget: Budget, seed: int, ev: Evaluator, devices: str = "gpus", memory: str = "conservative", **_):
-    s = etf_schedule(problem, ev.sim_params, _device_list(problem, devices), memory)
-    return _finish("m-etf", problem, ev, s.placement, {"devices": devices, "memory": memory},
+def m_etf(problem, budget: Budget, seed: int, ev: Evaluator, devices: str = "gpus", memory: str = "conservative",
+          comm: str = "free", **_):
+    s = etf_schedule(problem, ev.sim_params, _device_list(problem, devices), memory, comm=comm)
+    return _finish("m-etf", problem, ev, s.placement, {"devices": devices, "memory": memory, "comm": comm},
                    s.notes + [f"ETF model makespan {s.makespan_us:.1f} us"])
 
 
 @register("m-sct", "Baechi m-SCT: ETF keeping LP favourite children with their parents, memory-constrained",
           "list-scheduling", BAECHI)
-def m_sct(problem, budget: Budget, seed: int, ev: Evaluator, devices: str = "gpus", memory: str = "conservative", **_):
-    s = sct_schedule(problem, ev.sim_params, _device_list(problem, devices), memory)
-    return _finish("m-sct", problem, ev, s.placement, {"devices": devices, "memory": memory},
+def m_sct(problem, budget: Budget, seed: int, ev: Evaluator, devices: str = "gpus", memory: str = "conservative",
+          comm: str = "free", **_):
+    s = sct_schedule(problem, ev.sim_params, _device_list(problem, devices), memory, comm)
+    return _finish("m-sct", problem, ev, s.placement, {"devices": devices, "memory": memory, "comm": comm},
                    s.notes + [f"SCT model makespan {s.makespan_us:.1f} us"])
 
 

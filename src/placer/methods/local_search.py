@@ -2,13 +2,15 @@
 annealing (Kirkpatrick et al. 1983), each moving one op or one colocation group to another device.
 
 Both start from the best of the classical heuristics (single GPU, m-ETF, m-SCT, HEFT, m-TOPO,
-METIS; their simulations are counted like every other), then repeat: propose ``batch`` moves from
+METIS, and m-ETF / HEFT with the bus-aware communication model; their simulations are counted like
+every other), then repeat: propose ``batch`` moves from
 the current placement, simulate them in one batch call through the evaluator (the simulator's
 compiled batch path), and take the best; an accepted placement is simulated once more in full, for
 the critical path the next moves draw from. A move takes a unit
 (op or colocation group) either from the critical path of the current simulated step (half of the
 time) or uniformly, and sends it either to a device one of its neighbours is on or to a random
-device that can run all its ops. Local search accepts only improvements and, after ``patience``
+device that can run all its ops; three moves in ten carry a whole run of consecutive ops (in
+topological order, mean length 6) together with the ops mirroring them. Local search accepts only improvements and, after ``patience``
 batches without one, restarts from its best placement with ``kick`` random unit moves (iterated
 local search); annealing accepts a worse placement with probability exp(-delta / T), T cooling
 geometrically from ``t0`` x the start objective to ``t1`` x it over the budget.
@@ -30,7 +32,7 @@ DEFAULT_PLACEMENTS = 20000
 DEFAULT_SECONDS = 60.0
 
 
-def seed_placements(problem, ev: Evaluator, names=("single-gpu", "m-etf", "m-sct", "heft", "m-topo", "metis")):
+def seed_placements(problem, ev: Evaluator, names=("single-gpu", "m-etf", "m-etf:bus", "m-sct", "heft", "m-topo", "metis")):
     """Candidate starting points from the classical heuristics (computed without the simulator)."""
     from placer.methods import list_scheduling as ls
     from placer.methods.partitioning import metis_placement
@@ -48,6 +50,9 @@ def seed_placements(problem, ev: Evaluator, names=("single-gpu", "m-etf", "m-sct
                 out[name] = ls.sct_schedule(problem, ev.sim_params, gpu_devices(problem)).placement
             elif name == "heft":
                 out[name] = ls.heft_schedule(problem, ev.sim_params).placement
+                out["heft:bus"] = ls.heft_schedule(problem, ev.sim_params, comm="bus").placement
+            elif name == "m-etf:bus":
+                out[name] = ls.etf_schedule(problem, ev.sim_params, gpu_devices(problem), comm="bus").placement
             elif name == "m-topo":
                 out[name] = ls.topo_placement(problem)
             elif name == "metis":
@@ -69,6 +74,7 @@ class _Search:
         self.xadj, self.adj = xadj, adj
         self.first = np.array([m[0] for m in self.units.members], dtype=np.int64)
         self.cur = self.best = None  # (key, placement, SimResult)
+        self.seg_prob, self.seg_mean = 0.3, 6.0
 
     @staticmethod
     def key(r) -> tuple[bool, float]:
@@ -104,20 +110,35 @@ class _Search:
             path.append(i)
         return np.unique(self.units.unit_of[path])
 
+    def segment(self, u: int) -> np.ndarray:
+        """Units of a run of consecutive ops (in topological order) starting at unit u's first op,
+        with the ops mirroring them (a forward run and its backward run move together)."""
+        g = self.problem.graph
+        L = int(self.rng.geometric(1.0 / self.seg_mean))
+        a = int(self.first[u])
+        ops = np.arange(a, min(g.n_ops, a + L))
+        mir = g.mirror[ops]
+        back = np.flatnonzero(np.isin(g.mirror, ops))
+        ops = np.unique(np.concatenate([ops, mir[mir >= 0], back]))
+        return np.unique(self.units.unit_of[ops])
+
     def propose(self, p: np.ndarray, critical: np.ndarray) -> np.ndarray | None:
         rng = self.rng
         u = int(rng.choice(critical)) if len(critical) and rng.random() < 0.5 else int(rng.integers(self.U))
+        us = self.segment(u) if rng.random() < self.seg_prob else np.array([u])
         here = p[self.first[u]]
-        devs = np.flatnonzero(self.ok[u])
+        ok = self.ok[us].all(axis=0)
+        devs = np.flatnonzero(ok)
         devs = devs[devs != here]
         if len(devs) == 0:
             return None
         nb = self.adj[self.xadj[u]:self.xadj[u + 1]]
         nbd = np.unique(p[self.first[nb]]) if len(nb) else np.empty(0, dtype=np.int64)
-        nbd = nbd[(nbd != here) & self.ok[u][nbd]]
+        nbd = nbd[(nbd != here) & ok[nbd]]
         d = int(rng.choice(nbd)) if len(nbd) and rng.random() < 0.5 else int(rng.choice(devs))
         q = p.copy()
-        q[self.units.members[u]] = d
+        for v in us:
+            q[self.units.members[v]] = d
         return q
 
     def kick(self, p: np.ndarray, moves: int) -> np.ndarray:

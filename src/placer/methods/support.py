@@ -207,11 +207,12 @@ def repair_memory(problem, placement: np.ndarray, units: Units | None = None,
     return units.expand(udev)
 
 
-def relieve_oom(problem, placement: np.ndarray, ev, units: Units | None = None, max_moves: int = 64,
-                allowed: np.ndarray | None = None) -> tuple[np.ndarray, object]:
-    """If the simulated peak memory overflows a device, move the units holding most memory there
-    (parameters + outputs) to the device with the most headroom, re-simulating through the
-    evaluator, until it fits or ``max_moves`` moves. Returns (placement, its SimResult)."""
+def relieve_oom(problem, placement: np.ndarray, ev, units: Units | None = None, max_rounds: int = 48,
+                allowed: np.ndarray | None = None, top_units: int = 6) -> tuple[np.ndarray, object]:
+    """If the simulated peak memory overflows a device, move units off it until it fits: each round
+    tries the ``top_units`` units holding most memory there (parameters + outputs + workspace) on
+    every other device that can run them, simulates all those candidates in one batch through the
+    evaluator, and keeps the best by (OOM, objective). Returns (placement, its SimResult)."""
     units = units or make_units(problem)
     p = repair_memory(problem, placement, units, allowed)
     r = ev.simulate(p)
@@ -225,34 +226,36 @@ def relieve_oom(problem, placement: np.ndarray, ev, units: Units | None = None, 
         ua = np.ones_like(uok)
         np.logical_and.at(ua, units.unit_of, allowed)
         uok &= ua
-    best_p, best_r = p, r
-    for _ in range(max_moves):
+    first = np.array([m[0] for m in units.members], dtype=np.int64)
+    key = (bool(r.oom), float(r.objective))
+    for _ in range(max_rounds):
         over = r.peak_memory_bytes - problem.memory_bytes
         d = int(np.argmax(over))
         if over[d] <= 0:
             break
-        udev = p[[m[0] for m in units.members]]
+        udev = p[first]
         on_d = np.flatnonzero(udev == d)
         if len(on_d) <= 1:
             break
-        head = problem.memory_bytes - r.peak_memory_bytes
-        moved = False
-        for u in on_d[np.argsort(-umem[on_d], kind="stable")]:
-            cand = np.flatnonzero(uok[u])
-            cand = cand[(cand != d) & (head[cand] >= umem[u])]
-            if len(cand):
-                p = p.copy()
-                p[units.members[u]] = cand[np.argmax(head[cand])]
-                moved = True
-                break
-        if not moved:
+        cands = []
+        for u in on_d[np.argsort(-umem[on_d], kind="stable")][:top_units]:
+            for x in np.flatnonzero(uok[u]):
+                if x != d:
+                    q = p.copy()
+                    q[units.members[u]] = x
+                    cands.append(q)
+        if not cands:
             break
+        br = ev.evaluate_batch(np.stack(cands))
+        k = min(range(len(cands)), key=lambda j: (bool(br.oom[j]), float(br.objective[j])))
+        if (bool(br.oom[k]), float(br.objective[k])) >= key and bool(br.oom[k]):
+            break  # no single move reduces the overflow any more
+        p = cands[k]
         r = ev.simulate(p)
-        if (r.oom, r.objective) < (best_r.oom, best_r.objective):
-            best_p, best_r = p, r
+        key = (bool(r.oom), float(r.objective))
         if not r.oom:
             break
-    return best_p, best_r
+    return p, r
 
 
 # ---------------------------------------------------------------------- graph levels
