@@ -157,6 +157,11 @@ def test_helpers():
     p = np.array([0, 1, 2, 11, 35, 0])
     assert np.array_equal(decode_placement(encode_placement(p, 36)), p)
     assert np.array_equal(decode_placement(encode_placement(np.array([40, 2]), 41)), [40, 2])
+    blocks = np.repeat([0, 1, 0, 2], [50, 30, 15, 5])
+    enc = encode_placement(blocks, 3)
+    assert enc == {"encoding": "runs", "devices": [[0, 50], [1, 30], [0, 15], [2, 5]]}
+    assert np.array_equal(decode_placement(enc), blocks)
+    assert decode_placement(encode_placement(np.zeros(0, dtype=np.int64), 2)).shape == (0,)
     assert stable_hash({"a": 1, "b": [1, 2]}) == stable_hash({"b": [1, 2], "a": 1})
     a = {"x": Agg(2.0, False, 5, 10, 1, 1), "y": Agg(1.0, False, 2, 10, 1, 1), "z": Agg(0.5, True, 1, 1, 1, 1)}
     assert E.reduction_vs(("x", "z"), "y")(a) == pytest.approx(50.0)  # z is OOM: left out of the base

@@ -17,6 +17,7 @@ import numpy as np
 from placer.errors import InputError
 
 ENV_VAR = "PLACER_SHARED_GRAPHS"
+_NOT_IN_ZOO = " is not in placer.zoo yet"
 
 
 class GraphMissing(Exception):
@@ -81,7 +82,7 @@ def resolve_one(spec: str):
     if Path(spec).exists():
         return resolve_graph(spec), spec
     if spec not in BUILTIN:
-        raise GraphMissing(f"zoo model '{spec}' is not in placer.zoo yet")
+        raise GraphMissing(f"zoo model '{spec}'{_NOT_IN_ZOO}")
     try:
         return BUILTIN[spec](), None
     except ModuleNotFoundError as e:  # the zoo's models need the torch extra
@@ -90,15 +91,18 @@ def resolve_one(spec: str):
 
 def resolve_row_graph(candidates: tuple[str, ...]):
     """(OpGraph, spec used, path or None) for the first candidate that resolves."""
-    reasons = []
+    reasons, unbuilt = [], []
     for spec in candidates:
         try:
             g, path = resolve_one(spec)
             return g, spec, path
         except GraphMissing as e:
-            reasons.append(str(e))
+            (unbuilt if str(e).endswith(_NOT_IN_ZOO) else reasons).append(str(e).removesuffix(_NOT_IN_ZOO))
         except InputError as e:
             reasons.append(f"{spec}: {e}")
+    if unbuilt:  # one line for all the spellings tried
+        names = [u.removeprefix("zoo model ").strip("'") for u in unbuilt]
+        reasons.append(f"zoo model {' / '.join(names)}{_NOT_IN_ZOO}")
     raise GraphMissing("; ".join(dict.fromkeys(reasons)))
 
 

@@ -225,16 +225,24 @@ def make_plan(exp: Experiment, level: str, results_dir: Path, seeds: tuple[int, 
 
 # ---------------------------------------------------------------------- one run
 def encode_placement(devices: np.ndarray, n_devices: int) -> dict:
-    """One base-36 character per op (compact and still readable) when there are at most 36 devices."""
-    if n_devices <= 36:
+    """The device of every op (topological order), as the shorter of: one base-36 character per op
+    (at most 36 devices), or runs ``[[device, count], ...]`` (placements made of long blocks)."""
+    devices = np.asarray(devices, dtype=np.int64)
+    cut = np.flatnonzero(np.diff(devices)) + 1
+    starts = np.concatenate([[0], cut]) if len(devices) else np.zeros(0, dtype=np.int64)
+    counts = np.diff(np.concatenate([starts, [len(devices)]]))
+    runs = [[int(devices[a]), int(k)] for a, k in zip(starts, counts)]
+    if n_devices <= 36 and 8 * len(runs) > len(devices):
         digits = "0123456789abcdefghijklmnopqrstuvwxyz"
         return {"encoding": "base36-per-op", "devices": "".join(digits[int(d)] for d in devices)}
-    return {"encoding": "list", "devices": [int(d) for d in devices]}
+    return {"encoding": "runs", "devices": runs}
 
 
 def decode_placement(doc: dict) -> np.ndarray:
     if doc["encoding"] == "base36-per-op":
         return np.array([int(ch, 36) for ch in doc["devices"]], dtype=np.int64)
+    if doc["encoding"] == "runs":
+        return np.repeat([d for d, _ in doc["devices"]], [k for _, k in doc["devices"]]).astype(np.int64)
     return np.asarray(doc["devices"], dtype=np.int64)
 
 
