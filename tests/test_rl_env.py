@@ -75,7 +75,7 @@ def test_episode_length_and_every_group_visited_once_per_sweep(gp, sweeps, order
 @pytest.mark.parametrize("sweeps", [1, 2])
 def test_intermediate_rewards_telescope_to_the_improvement(gp, sweeps):
     params = SimParams.placeto()
-    env = PlacementEnv(gp, EnvConfig(sweeps=sweeps, reward="intermediate"), sim_params=params)
+    env = PlacementEnv(gp, EnvConfig(sweeps=sweeps, reward="intermediate", init="random"), sim_params=params)
     _, info = env.reset(seed=11)
     p0 = env.placement.copy()
     r0 = simulate(gp.problem, gp.expand(p0), params).objective

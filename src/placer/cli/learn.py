@@ -72,10 +72,11 @@ def train(graph: Optional[List[str]] = typer.Option(None, "--graph", "-g", help=
           devices: str = typer.Option("gpus", help="candidate devices: gpus or all"),
           sweeps: int = typer.Option(1, help="times each group is revisited per episode (n)"),
           order: str = typer.Option("topological", help="topological or random visiting order"),
-          init: str = typer.Option("random", help="initial placement: random or single"),
+          init: str = typer.Option("single", help="initial placement: single (all on one device) or random"),
           reward: str = typer.Option("intermediate", help="intermediate or terminal"),
-          lr: float = typer.Option(1e-3, help="initial learning rate (decays linearly to lr/10)"),
-          entropy: float = typer.Option(0.05, help="initial entropy bonus (decays linearly to entropy/50)"),
+          lr: float = typer.Option(1e-2, help="initial learning rate, decays linearly to lr/10 (paper: 1e-3)"),
+          gamma: float = typer.Option(0.9, help="discount of the return-to-go (paper: 1)"),
+          entropy: float = typer.Option(0.01, help="initial entropy bonus (decays linearly to entropy/50)"),
           stop_window: int = typer.Option(0, help="stop when the objective changes < 2%% over this many episodes (0: off)"),
           resume: Optional[Path] = typer.Option(None, help="resume from this checkpoint (same graphs and settings)"),
           log: Optional[Path] = typer.Option(None, help="JSON lines log, one line per episode"),
@@ -97,7 +98,7 @@ def train(graph: Optional[List[str]] = typer.Option(None, "--graph", "-g", help=
         env = EnvConfig(sweeps=sweeps, order=order, init=init, reward=reward)
     except ValueError as e:
         raise InputError("placer train", "environment", str(e), "see --help") from None
-    rl = ReinforceConfig(episodes=episodes, workers=workers, lr_start=lr, lr_end=lr / 10, entropy_start=entropy,
+    rl = ReinforceConfig(episodes=episodes, workers=workers, lr_start=lr, lr_end=lr / 10, gamma=gamma, entropy_start=entropy,
                          entropy_end=entropy / 50, stop_window=stop_window, seed=seed)
     tr = Trainer(gps, PolicyConfig(n_actions=gps[0].n_actions), env, rl, sim_params=sim_params(sim), backend=backend,
                  processes=processes, log_path=log)

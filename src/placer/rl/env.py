@@ -37,7 +37,7 @@ Scorer = Callable[[np.ndarray], tuple[float, float]]  # op placement -> (objecti
 class EnvConfig:
     sweeps: int = 1  # n: times each group is revisited per episode (A.7: n = 1 or 2)
     order: str = "topological"  # "topological" or "random" (a fresh permutation per sweep, from the seed)
-    init: str = "random"  # "random" (per episode), "single" (all on the first candidate device), "given"
+    init: str = "single"  # "single" (all on the first candidate device), "random" (per episode), "given"
     reward: str = "intermediate"  # "intermediate" (r_t = R(p_t) - R(p_{t+1})) or "terminal" (-R(p_T))
 
     def __post_init__(self):

@@ -79,10 +79,21 @@ def _external_groups(problem: Problem, n_groups: int):
         from placer.grouping import merge_and_colocate
     except ImportError:
         return None
-    gr = merge_and_colocate(problem, n_groups, mirrors=True)
-    coloc = np.asarray(gr.group_colocation, dtype=np.int64)
-    family = np.where(coloc >= 0, gr.n_groups + coloc, np.arange(gr.n_groups))
-    return family[np.asarray(gr.op_group, dtype=np.int64)]
+    # A forward group and its backward groups stay separate groups tied by a colocation id (the group
+    # graph must stay acyclic), so N groups make fewer placement units; ask for more until the number
+    # of units is about n_groups.
+    ask, best = int(n_groups), None
+    for _ in range(6):
+        gr = merge_and_colocate(problem, ask, mirrors=True)
+        coloc = np.asarray(gr.group_colocation, dtype=np.int64)
+        family = np.where(coloc >= 0, gr.n_groups + coloc, np.arange(gr.n_groups))
+        units = len(np.unique(family))
+        if best is None or abs(units - n_groups) < abs(best[0] - n_groups):
+            best = (units, family[np.asarray(gr.op_group, dtype=np.int64)])
+        if units >= 0.9 * n_groups or gr.n_groups < ask:  # close enough, or the graph cannot be split further
+            break
+        ask = int(np.ceil(ask * n_groups / max(units, 1)))
+    return best[1]
 
 
 @dataclass(eq=False)
