@@ -244,3 +244,19 @@ def test_transfer_column_trains_its_policy_once_and_reuses_it(tmp_path, monkeypa
     monkeypatch.setattr(pol, "train", lambda *a, **k: (_ for _ in ()).throw(AssertionError("retrained")))
     again = run_experiment(exp, "quick", tmp_path / "r", plots=False)
     assert again.stats["ran"] == 0 and again.stats["cached"] == 1
+
+
+def test_findings_name_the_winner_and_the_closest_to_the_bound():
+    from placer.bench.report import findings
+
+    st = [{"method": "a", "rows": 4, "geo_lb": 1.5, "worst_lb": 2.0, "wins": 3, "geo_cp_sat": 0.9, "placements": 200,
+           "seconds": 3.0},
+          {"method": "b", "rows": 4, "geo_lb": 1.2, "worst_lb": 1.3, "wins": 1, "geo_cp_sat": None, "placements": 3,
+           "seconds": 0.1},
+          {"method": "cp-sat", "rows": 4, "geo_lb": 1.4, "worst_lb": 1.6, "wins": 0, "geo_cp_sat": 1.0,
+           "placements": 4, "seconds": 9.0}]
+    text = "\n".join(findings({"method_stats": st}))
+    assert "Best most often: a (3 rows" in text
+    assert "Closest to the lower bound on average: b (geometric mean 1.20x" in text
+    assert "at most 20 simulated placements: b" in text
+    assert "Beat CP-SAT's time-limited, coarsened result on average: a " in text

@@ -77,7 +77,8 @@ def write_outputs(out: Outcome, plots: bool = True) -> None:
         except InputError as e:  # matplotlib (the plot extra) not installed
             out.plot_note = f"plots skipped: {e}"
     table, notes = tables.render_table(plan)
-    summary_md = tables.method_summary(plan) if exp.method_summary else ""
+    stats = tables.method_stats(plan) if exp.method_summary else []
+    summary_md = tables.method_summary(stats) if stats else ""
     md = render_markdown(plan, env, table, notes.markdown(), summary_md, plot_files)
     files = {
         "table.md": md, "results.csv": tables.csv_text(plan), "env.json": json.dumps(env, indent=1) + "\n",
@@ -88,7 +89,7 @@ def write_outputs(out: Outcome, plots: bool = True) -> None:
             "counts": tables.status_counts(plan), "comparisons": tables.comparisons(plan),
             "unavailable": tables.unavailable(plan), "differences": list(exp.differences),
             "paper_notes": list(exp.paper_notes), "table": table, "footnotes": notes.markdown(),
-            "method_summary": summary_md, "filtered": plan.filtered,
+            "method_summary": summary_md, "method_stats": stats, "filtered": plan.filtered,
         }, indent=1, default=str) + "\n",
     }
     for name, text in files.items():

@@ -148,14 +148,13 @@ def _geomean(xs: list[float]) -> float | None:
     return float(np.exp(np.mean(np.log(xs)))) if xs else None
 
 
-def method_summary(plan: Plan) -> str:
-    """Per method over all rows: geometric-mean ratio to the lower bound, how often it was best,
-    the gap to CP-SAT where CP-SAT produced a result, and its search cost."""
+def method_stats(plan: Plan) -> list[dict]:
+    """Per method over all rows: rows with a memory-feasible result, geometric-mean and worst ratio
+    to the lower bound, rows where it was best, geometric-mean ratio to CP-SAT's result (rows where
+    CP-SAT produced one), mean placements and seconds."""
     ag = aggregates(plan)
     cp = next((m.label for m in plan.methods if m.method == "cp-sat"), None)
-    head = ["method", "rows with a result (no OOM)", "geo-mean x lower bound", "worst x lower bound", "best in row",
-            "geo-mean x CP-SAT", "mean placements", "mean seconds"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out = []
     for m in plan.methods:
         lb, vs_cp, wins, pl, sec = [], [], 0, [], []
         for k, ctx in enumerate(plan.rows):
@@ -171,12 +170,23 @@ def method_summary(plan: Plan) -> str:
                 vs_cp.append(x.step_ms / a[cp].step_ms)
             pl.append(x.placements or 0)
             sec.append(x.seconds or 0)
-        if not lb:
-            lines.append(f"| {m.label} | 0 | — | — | — | — | — | — |")
+        out.append({"method": m.label, "rows": len(lb), "geo_lb": _geomean(lb), "worst_lb": max(lb) if lb else None,
+                    "wins": wins, "geo_cp_sat": _geomean(vs_cp), "placements": float(np.mean(pl)) if pl else None,
+                    "seconds": float(np.mean(sec)) if sec else None})
+    return out
+
+
+def method_summary(stats: list[dict]) -> str:
+    head = ["method", "rows with a result (no OOM)", "geo-mean x lower bound", "worst x lower bound", "best in row",
+            "geo-mean x CP-SAT", "mean placements", "mean seconds"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in stats:
+        if not r["rows"]:
+            lines.append(f"| {r['method']} | 0 | — | — | — | — | — | — |")
             continue
-        g_cp = _geomean(vs_cp)
-        lines.append(f"| {m.label} | {len(lb)} | {_geomean(lb):.3f} | {max(lb):.3f} | {wins} | "
-                     f"{'—' if g_cp is None else f'{g_cp:.3f}'} | {np.mean(pl):,.0f} | {np.mean(sec):.2f} |")
+        cp = "—" if r["geo_cp_sat"] is None else f"{r['geo_cp_sat']:.3f}"
+        lines.append(f"| {r['method']} | {r['rows']} | {r['geo_lb']:.3f} | {r['worst_lb']:.3f} | {r['wins']} | {cp} | "
+                     f"{r['placements']:,.0f} | {r['seconds']:.2f} |")
     return "\n".join(lines)
 
 
