@@ -208,6 +208,8 @@ experiment(Experiment(
         Method("Metis", "metis"),
         Method("Policy Gradient", "pg"),
         Method("Post", "post"),
+        Method("CE only (ablation)", "ce"),  # Post's Figure 2 ablations, not columns of its Table 1
+        Method("PPO only (ablation)", "ppo"),
     ),
     budgets={"quick": Level(120), "default": Level(600),
              "paper": Level(2_400, seeds=(0, 1, 2), note="the paper's 2,400 sampled placements (section 4)")},

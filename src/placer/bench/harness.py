@@ -18,6 +18,8 @@ from placer.bench.runner import OK, Cell, Plan, decode_placement, make_plan, pru
 from placer.bench.spec import Experiment, slug, stable_hash
 from placer.errors import InputError
 
+PLOT_VERSION = 2  # bump when the plots change, so committed PNGs are redrawn
+
 
 @dataclass
 class Outcome:
@@ -174,13 +176,14 @@ def write_plots(plan: Plan, plot_dir: Path) -> dict[int, list[str]]:
             if mc:
                 series.append((m.label, mc[0].doc["curve"]))
                 hashes.append(mc[0].hash)
-        curve_name, curve_key = f"{base}__curve.png", stable_hash({"runs": hashes, "lb": ctx.lower_bound_us})
+        curve_name, curve_key = f"{base}__curve.png", stable_hash({"runs": hashes, "lb": ctx.lower_bound_us,
+                                                                   "v": PLOT_VERSION})
         if manifest.get(curve_name) != curve_key or not (plot_dir / curve_name).exists():
             plot_learning_curves(series, plot_dir / curve_name, title=title, lower_bound_us=ctx.lower_bound_us)
         new_manifest[curve_name] = curve_key
         # timeline of the best placement in the row
         best = _best_doc([c.doc for c in cells])
-        tl_name, tl_key = f"{base}__timeline.png", best["hash"]
+        tl_name, tl_key = f"{base}__timeline.png", f"{best['hash']}-v{PLOT_VERSION}"
         if manifest.get(tl_name) != tl_key or not (plot_dir / tl_name).exists():
             P = Problem(ctx.graph, ctx.cluster)
             sim = simulate(P, decode_placement(best["placement"]), sim_params(plan.experiment.sim))

@@ -57,10 +57,10 @@ def plot_timeline(sim, device_names, path, roles=None, title: str = "", lower_bo
         ax.axvline(lower_bound_us / 1e3, color="k", lw=0.8, ls="--", label="lower bound")
     ax.set_xlim(0, max(sim.makespan_us / 1e3, 1e-9) * 1.01)
     ax.set_title(title or f"step time {sim.makespan_us / 1e3:,.2f} ms", fontsize=9)
-    ax.legend(loc="upper right", fontsize=7, ncol=5, frameon=False, bbox_to_anchor=(1.0, 1.18))
+    ax.legend(loc="center left", fontsize=7, frameon=False, bbox_to_anchor=(1.0, 0.5))
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    fig.savefig(path, bbox_inches="tight")
     plt.close(fig)
     return path
