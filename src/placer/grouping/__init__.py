@@ -209,9 +209,12 @@ def from_labels(source, labels, *, base: Grouping | None = None, method: str = "
 def metis_groups(source, n_groups: int, *, seed: int = 0, base: Grouping | None = None, parameters: bool = True,
                  updates: bool = True, mirrors: bool = False, user: bool = True) -> Grouping:
     """METIS coarsening: pymetis k-way partition of the undirected graph of colocation families
-    (vertex weight = compute, edge weight = bytes, both scaled to 1..1000), each part cut into
-    acyclic pieces and re-merged (:meth:`Quotient.merge_labels`), then the lightest groups merged
-    into their heaviest-traffic neighbour until at most ``n_groups`` are left."""
+    (vertex weight = compute capped at 1/k of the total, edge weight = bytes, both scaled to
+    1..1000), each part cut into acyclic pieces and re-merged (:meth:`Quotient.merge_labels`), then
+    the lightest groups merged into their heaviest-traffic neighbour until at most ``n_groups`` are
+    left (when there are fewer than 2k families METIS is skipped: ``metis_parts`` = 0 in the
+    meta). In a training graph a part holding forward ops and the backward ops they feed cannot be
+    one group (see the module docstring), so the repair leaves more pieces than parts."""
     import pymetis
 
     rules = dict(parameters=parameters, updates=updates, mirrors=mirrors, user=user)
@@ -221,10 +224,12 @@ def metis_groups(source, n_groups: int, *, seed: int = 0, base: Grouping | None 
     fams, fidx = np.unique(fam, return_inverse=True)
     nv = len(fams)
     k = int(max(1, min(n_groups, nv)))
-    if k > 1:
+    if k > 1 and 2 * k <= nv:
         vidx = {r: int(i) for r, i in zip(live, fidx)}
         wv = np.zeros(nv)
         np.add.at(wv, fidx, [q.work[r] for r in live])
+        # no vertex heavier than one part's share: METIS's initial bisection fails on such outliers
+        wv = np.minimum(wv, wv.sum() / k)
         pairs: dict[tuple[int, int], float] = {}
         for r in live:
             a = vidx[r]
@@ -253,6 +258,9 @@ def metis_groups(source, n_groups: int, *, seed: int = 0, base: Grouping | None 
         _, parts = pymetis.part_graph(k, adjacency, vweights=scale(wv).tolist(),
                                       eweights=scale(w).tolist() if len(w) else None, options=opts)
         part_of_rep = {r: parts[vidx[r]] for r in live}
+    elif k > 1:  # hardly more families than parts: each family its own part, the greedy step merges
+        part_of_rep = {r: int(i) for r, i in zip(live, fidx)}
+        k = 0
     else:
         part_of_rep = {r: 0 for r in live}
     labels = np.array([part_of_rep[q.grp[x]] for x in range(q.n)], dtype=np.int64)
