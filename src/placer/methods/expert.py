@@ -101,8 +101,17 @@ def layer_of_ops(graph) -> tuple[np.ndarray, list[tuple[str, int]]]:
 
 
 def _is_recurrent(graph, mask: np.ndarray) -> bool:
-    texts = [graph.op_types[i] + " " + graph.modules[i] + " " + graph.op_names[i] for i in np.flatnonzero(mask)]
-    return any(_RECURRENT.search(t) for t in texts)
+    """The layers are recurrent: their ops, the graph's name or its zoo model name an LSTM / GRU /
+    RNN / NMT, or the layers compute both sigmoid and tanh (an LSTM cell traced op by op)."""
+    idx = np.flatnonzero(mask)
+    texts = [graph.op_types[i] + " " + graph.modules[i] + " " + graph.op_names[i] for i in idx]
+    if any(_RECURRENT.search(t) for t in texts):
+        return True
+    zoo = graph.meta.get("zoo") if isinstance(graph.meta.get("zoo"), dict) else {}
+    if re.search(r"lstm|rnn|gru|nmt|seq2seq", f"{graph.name} {zoo.get('model', '')}", re.I):
+        return True
+    types = " ".join(graph.op_types[i].lower() for i in idx)
+    return "sigmoid" in types and "tanh" in types
 
 
 def _has_conv(graph) -> bool:

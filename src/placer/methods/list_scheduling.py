@@ -348,7 +348,7 @@ def _finish(name, problem, ev: Evaluator, placement, params, notes):
 
 @register("heft", "HEFT: upward-rank order, earliest-finish device with insertion (memory-aware)",
           "list-scheduling", HEFT_PAPER)
-def heft(problem, budget: Budget, seed: int, ev: Evaluator, devices: str = "all", memory: str = "conservative",
+def heft(problem, budget: Budget, seed: int, ev: Evaluator, devices: str = "gpus", memory: str = "conservative",
          comm: str = "free", **_):
     s = heft_schedule(problem, ev.sim_params, _device_list(problem, devices), memory, comm)
     return _finish("heft", problem, ev, s.placement, {"devices": devices, "memory": memory, "comm": comm},

@@ -1,9 +1,9 @@
 """Search over the simulator: local search (iterated, best-of-sample hill climbing) and simulated
 annealing (Kirkpatrick et al. 1983), each moving one op or one colocation group to another device.
 
-Both start from the best of the classical heuristics (single GPU, m-ETF, m-SCT, HEFT, m-TOPO,
-METIS, and m-ETF / HEFT with the bus-aware communication model; their simulations are counted like
-every other), then repeat: propose ``batch`` moves from
+Both start from the best of the classical heuristics (single GPU, the expert rule, METIS, m-TOPO,
+m-ETF, HEFT, m-ETF / HEFT with the bus-aware communication model, m-SCT, cheapest first, for at most
+a quarter of the time limit; their simulations are counted like every other), then repeat: propose ``batch`` moves from
 the current placement, simulate them in one batch call through the evaluator (the simulator's
 compiled batch path), and take the best; an accepted placement is simulated once more in full, for
 the critical path the next moves draw from. A move takes a unit
@@ -32,31 +32,38 @@ DEFAULT_PLACEMENTS = 20000
 DEFAULT_SECONDS = 60.0
 
 
-def seed_placements(problem, ev: Evaluator, names=("single-gpu", "m-etf", "m-etf:bus", "m-sct", "heft", "m-topo", "metis")):
-    """Candidate starting points from the classical heuristics (computed without the simulator)."""
+SEEDS = ("single-gpu", "expert", "metis", "m-topo", "m-etf", "heft", "heft:bus", "m-etf:bus", "m-sct")
+
+
+def seed_placements(problem, ev: Evaluator, names=SEEDS, seconds: float | None = None):
+    """Candidate starting points from the classical heuristics (computed without the simulator,
+    cheapest first; with ``seconds``, no new heuristic starts once that much wall-clock is spent)."""
     from placer.methods import list_scheduling as ls
+    from placer.methods.expert import expert_placement
     from placer.methods.partitioning import metis_placement
 
+    gpus = gpu_devices(problem)
     out = {}
     for name in names:
+        if seconds is not None and out and ev.clock() >= seconds:
+            break
         try:
             if name == "single-gpu":
-                for d in gpu_devices(problem):
+                for d in gpus:
                     if np.isfinite(problem.compute_us[:, d]).all():
                         out[f"single-gpu:{d}"] = np.full(problem.n_ops, d, dtype=np.int64)
-            elif name == "m-etf":
-                out[name] = ls.etf_schedule(problem, ev.sim_params, gpu_devices(problem)).placement
-            elif name == "m-sct":
-                out[name] = ls.sct_schedule(problem, ev.sim_params, gpu_devices(problem)).placement
-            elif name == "heft":
-                out[name] = ls.heft_schedule(problem, ev.sim_params).placement
-                out["heft:bus"] = ls.heft_schedule(problem, ev.sim_params, comm="bus").placement
-            elif name == "m-etf:bus":
-                out[name] = ls.etf_schedule(problem, ev.sim_params, gpu_devices(problem), comm="bus").placement
+            elif name == "expert":
+                out[name] = expert_placement(problem, ev)[0]
+            elif name == "metis":
+                out[name] = metis_placement(problem, gpus)
             elif name == "m-topo":
                 out[name] = ls.topo_placement(problem)
-            elif name == "metis":
-                out[name] = metis_placement(problem, gpu_devices(problem))
+            elif name in ("m-etf", "m-etf:bus"):
+                out[name] = ls.etf_schedule(problem, ev.sim_params, gpus, comm=name[6:] or "free").placement
+            elif name in ("heft", "heft:bus"):
+                out[name] = ls.heft_schedule(problem, ev.sim_params, gpus, comm=name[5:] or "free").placement
+            elif name == "m-sct":
+                out[name] = ls.sct_schedule(problem, ev.sim_params, gpus).placement
         except (ValueError, RuntimeError):  # a heuristic that does not apply here is skipped
             continue
     return out
@@ -158,8 +165,9 @@ def search(problem, budget: Budget, seed: int, ev: Evaluator, anneal: bool, batc
     limit = budget.placements if budget.placements is not None else DEFAULT_PLACEMENTS
     seconds = budget.seconds if budget.seconds is not None else (DEFAULT_SECONDS if budget.placements is None else None)
     b = Budget(limit, seconds)
+    seed_s = None if seconds is None else 0.25 * seconds  # at most a quarter of the time on seeding
     starts = {"given": np.asarray(start, dtype=np.int64)} if start is not None else seed_placements(
-        problem, ev, **({"names": seeds} if seeds else {}))
+        problem, ev, seeds or SEEDS, seed_s)
     origin = None
     for name, p in starts.items():
         if ev.out_of_budget(b):
