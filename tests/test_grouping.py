@@ -257,6 +257,19 @@ def test_targets_reached_and_deterministic():
     assert (merge_and_colocate(P, n_groups=40).op_group == mac.op_group).all()
 
 
+def test_coarsening_a_base_grouping_keeps_its_groups():
+    g = layered_training_graph(500, seed=4)
+    P = Problem(g, preset("k80x2"))
+    base = colocate(P, mirrors=True)
+    for gr in (merge_and_colocate(P, n_groups=30, base=base), metis_groups(P, 20, base=base)):
+        check_invariants(g, gr, P, rules=dict(mirrors=True))
+        # every base group lies inside one group
+        assert all(len(set(gr.op_group[base.op_group == k].tolist())) == 1 for k in range(base.n_groups))
+    with pytest.raises(ValueError):  # a grouping whose group graph has a cycle is refused
+        merge_and_colocate(chain([1.0, 1.0, 1.0]), n_groups=1,
+                           base=Grouping(np.array([0, 1, 0]), 2, np.array([-1, -1]), "bad"))
+
+
 def test_single_device_step_time_is_the_same_grouped_or_not():
     g = layered_training_graph(300, seed=2)
     P = Problem(g, preset("k80x2"))

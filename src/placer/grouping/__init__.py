@@ -182,8 +182,10 @@ def colocate(source, *, parameters: bool = True, updates: bool = True, mirrors: 
 def merge_and_colocate(source, n_groups: int | None = None, max_cost_bytes: float | None = None, *,
                        base: Grouping | None = None, parameters: bool = True, updates: bool = True,
                        mirrors: bool = False, user: bool = True) -> Grouping:
-    """Placeto appendix A.6 Merge-and-Colocate, cost = bytes of the tensors a node sends out. Stops
-    at ``n_groups`` nodes or when no node costs less than ``max_cost_bytes`` (give one or both)."""
+    """Placeto appendix A.6 Merge-and-Colocate: a node costs the bytes of its output tensor and keeps
+    that cost when it absorbs a cheaper neighbour. Stops at ``n_groups`` nodes or when no node costs
+    less than ``max_cost_bytes`` (give one or both). ``base``: start from this grouping and its
+    ties instead of the colocation rules (as every grouping here)."""
     if n_groups is None and max_cost_bytes is None:
         raise ValueError("give n_groups (N) or max_cost_bytes (C)")
     rules = dict(parameters=parameters, updates=updates, mirrors=mirrors, user=user)
