@@ -147,6 +147,26 @@ def test_runnable_devices_and_memory_respected():
         assert (gp.problem.graph.param_bytes[on_gpu] <= 3e9).all()
 
 
+def test_rule_ties_no_device_can_host_are_dropped():
+    # a parameter read by a gpu-only op and a cpu-only op: it can follow only one of them
+    g = OpGraph.build(["w", "a", "b"], [("w", "a", 4), ("w", "b", 4)], op_types=["parameter", "mm", "mm"],
+                      compute_us={"gpu": [0, 1, np.inf], "cpu": [0, np.inf, 1]}, param_bytes=[4, 0, 0])
+    gr = colocate(g)
+    check_grouping(g, gr)
+    assert gr.meta["untied"] == 1 and gr.n_groups == 2 and (gr.group_colocation == -1).all()
+    assert gr.op_group[0] == gr.op_group[1] != gr.op_group[2]
+
+
+def test_bitmasks_beyond_62_columns():
+    from placer.grouping.quotient import _bitmasks
+
+    ok = np.zeros((2, 70), dtype=bool)
+    ok[0, [0, 65]] = True
+    ok[1, 69] = True
+    assert _bitmasks(ok) == [1 + (1 << 65), 1 << 69]
+    assert _bitmasks(ok[:, :3]) == [1, 0]
+
+
 def test_grouped_costs_match_problem_including_roofline():
     # a graph with FLOPs and bytes only: every device is costed by the roofline
     g = layered_training_graph(120, seed=3)

@@ -148,7 +148,8 @@ def colocation_sets(graph: OpGraph, *, parameters: bool = True, updates: bool = 
 
 def _result(q: Quotient, method: str, meta: dict[str, Any]) -> Grouping:
     op_group, n_groups, coloc = q.result()
-    return Grouping(op_group, n_groups, coloc, method, dict(meta))
+    meta = dict(meta, untied=q.untied) if q.untied else dict(meta)
+    return Grouping(op_group, n_groups, coloc, method, meta)
 
 
 def _start(source, base: Grouping | None, rules: dict[str, bool]) -> Quotient:

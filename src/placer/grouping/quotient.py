@@ -34,7 +34,7 @@ def _op_masks_and_work(source) -> tuple[OpGraph, list[int], np.ndarray, Any]:
     compute, else FLOPs) and, for a Problem, a function mask -> largest device memory there."""
     if isinstance(source, Problem):
         g, t = source.graph, source.compute_us
-        bits = np.isfinite(t).astype(np.int64) @ (np.int64(1) << np.arange(t.shape[1], dtype=np.int64))
+        bits = _bitmasks(np.isfinite(t))
         mem = source.memory_bytes
         cache: dict[int, float] = {}
 
@@ -43,17 +43,24 @@ def _op_masks_and_work(source) -> tuple[OpGraph, list[int], np.ndarray, Any]:
                 cache[mask] = max(float(mem[d]) for d in range(len(mem)) if mask >> d & 1)
             return cache[mask]
 
-        return g, bits.tolist(), source.fastest_us.copy(), cap
+        return g, bits, source.fastest_us.copy(), cap
     g = source
     if g.compute_us:
         t = np.stack([g.compute_us[k] for k in g.cost_keys], axis=1)
         fin = np.isfinite(t)
-        bits = fin.astype(np.int64) @ (np.int64(1) << np.arange(t.shape[1], dtype=np.int64))
+        bits = _bitmasks(fin)
         work = np.where(fin, t, np.inf).min(axis=1)
         work[~np.isfinite(work)] = 0.0
     else:
-        bits, work = np.ones(g.n_ops, dtype=np.int64), g.flops.astype(np.float64)
-    return g, bits.tolist(), work, None
+        bits, work = [1] * g.n_ops, g.flops.astype(np.float64)
+    return g, bits, work, None
+
+
+def _bitmasks(ok: np.ndarray) -> list[int]:
+    """Row i of a boolean (n, k) matrix as the integer with bit j set where ok[i, j]."""
+    if ok.shape[1] <= 62:
+        return (ok.astype(np.int64) @ (np.int64(1) << np.arange(ok.shape[1], dtype=np.int64))).tolist()
+    return [sum(1 << int(j) for j in np.flatnonzero(row)) for row in ok]
 
 
 class Quotient:
@@ -90,6 +97,7 @@ class Quotient:
         self.fam = list(range(n))  # colocation family (union-find), its mask = where all can run
         self.fmask = list(masks)
         self.pos = [float(i) for i in range(n)]
+        self.untied = 0
 
     # --------------------------------------------------------------- families (colocation)
     def family(self, r: int) -> int:
@@ -266,13 +274,13 @@ class Quotient:
     # --------------------------------------------------------------- building blocks
     def merge_sets(self, sets) -> None:
         """Colocation: tie each set into one family, then merge its groups as far as acyclicity
-        allows (in topological order, so a convex set always becomes one group)."""
+        allows (in topological order, so a convex set always becomes one group). A member that
+        shares no device with the rest is left out and counted in ``untied`` (a Problem has already
+        refused such user colocation groups, so only the rules' sets can get here)."""
         for s in sets:
             reps = sorted({self.grp[int(x)] for x in s}, key=self.pos.__getitem__)
-            for x in reps[1:]:
-                if not self.tie(reps[0], x):
-                    raise ValueError(f"colocation set of op '{self.graph.op_names[int(s[0])]}' shares no device")
-            pending = reps
+            pending = reps[:1] + [x for x in reps[1:] if self.tie(reps[0], x)]
+            self.untied += len(reps) - len(pending)  # a rule asked for a tie no device can host
             while len(pending) > 1:
                 cur, rest = pending[0], []
                 for x in pending[1:]:
