@@ -28,6 +28,7 @@ optimizer state are put in one colocation group (as TensorFlow colocates a varia
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -228,6 +229,9 @@ def _trace(module, example_inputs, *, train, loss_fn, optimizer, lr, name, cost_
         with torch.no_grad(), fx_traceback.annotate({"phase": "forward"}):
             return call_model(p_list, b_list, xs)
 
+    quiet = logging.getLogger("torch._subclasses.fake_tensor")  # it logs every failing op before raising
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)
     try:
         with fx_traceback.preserve_node_meta(), mode:
             gm = make_fx(torch.func.functionalize(train_step if train else forward))(fp, fb, fs, fx_in)
@@ -238,6 +242,7 @@ def _trace(module, example_inputs, *, train, loss_fn, optimizer, lr, name, cost_
                          "check that the inputs match the model and forward is traceable (no data-dependent control flow)") from e
     finally:
         ann.close()
+        quiet.setLevel(level)
     gm.graph.eliminate_dead_code()
     graph, op_nodes, info = _to_opgraph(gm, pnames, bnames, slots, len(fx_in), train, optimizer,
                                         name or type(module).__name__)

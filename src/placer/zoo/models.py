@@ -153,7 +153,7 @@ def build_model(name: str, device: str = "meta", **overrides):
     cfg = {**z.config, **overrides}
     try:
         m, inputs = z.make(device, **cfg)
-    except TypeError as e:
+    except (TypeError, ValueError, KeyError) as e:
         raise InputError("zoo", f"model '{name}' configuration {overrides}", str(e), "use the builder's options") from None
     m.train()
     return m, inputs

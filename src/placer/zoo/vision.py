@@ -124,14 +124,15 @@ class InceptionE(nn.Module):
 
 
 class InceptionAux(nn.Module):
-    def __init__(self, cin: int, classes: int, kernel: int = 5):
+    def __init__(self, cin: int, classes: int, kernel: int = 5, pool: int = 5):
         super().__init__()
+        self.pool = pool
         self.conv0 = ConvBN(cin, 128, 1)
         self.conv1 = ConvBN(128, 768, kernel)
         self.fc = nn.Linear(768, classes)
 
     def forward(self, x):
-        x = F.avg_pool2d(x, 5, stride=3)
+        x = F.avg_pool2d(x, self.pool, stride=3)
         x = self.conv1(self.conv0(x))
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
@@ -146,7 +147,8 @@ class InceptionV3(nn.Module):
         for _ in range(2):
             s = (s - 3) // 2 + 1 - (2 if _ == 0 else 0)
         s = (s - 3) // 2 + 1
-        aux_kernel = min(5, (s - 5) // 3 + 1)  # TF-slim shrinks the 5x5 for small inputs
+        aux_pool = min(5, s)  # TF-slim shrinks the 5 x 5 pooling and kernel for small inputs
+        aux_kernel = min(5, (s - aux_pool) // 3 + 1)
         self.Conv2d_1a_3x3 = ConvBN(3, 32, 3, stride=2)
         self.Conv2d_2a_3x3 = ConvBN(32, 32, 3)
         self.Conv2d_2b_3x3 = ConvBN(32, 64, 3, padding=1)
@@ -160,7 +162,7 @@ class InceptionV3(nn.Module):
         self.Mixed_6c = InceptionC(768, 160)
         self.Mixed_6d = InceptionC(768, 160)
         self.Mixed_6e = InceptionC(768, 192)
-        self.AuxLogits = InceptionAux(768, classes, aux_kernel)
+        self.AuxLogits = InceptionAux(768, classes, aux_kernel, aux_pool)
         self.Mixed_7a = InceptionD(768)
         self.Mixed_7b = InceptionE(1280)
         self.Mixed_7c = InceptionE(2048)
