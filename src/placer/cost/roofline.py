@@ -24,8 +24,8 @@ DEFAULT_COST_KEYS = ("k80", "p100", "v100", "a100", "h100", "h200", "xeon-e5-268
 KEY_SPEC = {"cpu": "host", "gpu": "v100"}  # cost keys that are kinds: which spec they stand for
 
 OP_CLASSES = ("matmul", "conv", "attention", "reduction", "movement", "elementwise", "source")
-GPU_EFFICIENCY = {"matmul": 0.75, "conv": 0.6, "attention": 0.5, "reduction": 0.6, "movement": 0.6,
-                  "elementwise": 0.75}
+GPU_EFFICIENCY = {"matmul": 0.75, "conv": 0.6, "conv/memory": 0.35, "attention": 0.5, "reduction": 0.6,
+                  "movement": 0.6, "elementwise": 0.75}  # conv/memory: depthwise convolutions
 CPU_EFFICIENCY_DEFAULT = {"matmul": 0.8, "conv": 0.5, "attention": 0.4, "reduction": 0.5, "movement": 0.5,
                           "elementwise": 0.6}
 
