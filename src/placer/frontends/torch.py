@@ -14,8 +14,11 @@ How (needs the ``torch`` extra):
   computes the gradient of (hooks on the autograd graph), every update op its parameter.
   A backward op *mirrors* the forward op that created that autograd node (same ``seq_nr``).
 
-Ops kept, one per aten call: ``aten.<name>.<overload>`` with FLOPs (``torch.utils.flop_counter``),
-bytes read + written, output bytes, dtype and shapes. Sources are ops too: one ``parameter`` op per
+Ops kept, one per aten call: ``aten.<name>.<overload>`` with FLOPs (``torch.utils.flop_counter``;
+convolution gradients counted here, see :func:`~placer.frontends.torch_ops.node_flops`),
+``bytes_accessed`` = bytes read + written (read = ``bytes_accessed - output_bytes``), output
+bytes, and in ``meta['op_dtype']`` / ``meta['op_shapes']`` the dtype and the input -> output
+shapes (``f32[64,3,299,299];f32[32,3,3,3] -> f32[64,32,149,149]``). Sources are ops too: one ``parameter`` op per
 parameter (owning the parameter's and its optimizer state's bytes), one ``buffer`` op per buffer,
 one ``input`` op per input, ``constant`` for traced constants. **Views are folded into their
 producer** (``view``, ``t``, ``permute``, ``expand``, ``split``/``chunk`` outputs, ``select``,
@@ -247,12 +250,10 @@ def _trace(module, example_inputs, *, train, loss_fn, optimizer, lr, name, cost_
     graph, op_nodes, info = _to_opgraph(gm, pnames, bnames, slots, len(fx_in), train, optimizer,
                                         name or type(module).__name__)
     capture_s = time.perf_counter() - t0
-    from placer.cost.roofline import DEFAULT_COST_KEYS, with_roofline_costs
+    from placer.cost.roofline import DEFAULT_COST_KEYS, roofline_costs
 
-    graph = with_roofline_costs(graph, DEFAULT_COST_KEYS if cost_keys is None else cost_keys)
-    meta = dict(graph.meta)
-    meta["capture_s"] = round(capture_s, 3)
-    graph = graph.replace(meta=meta)
+    costs = {k.lower(): roofline_costs(graph, k) for k in (DEFAULT_COST_KEYS if cost_keys is None else cost_keys)}
+    graph = graph.replace(compute_us=costs, meta={**graph.meta, "capture_s": round(capture_s, 3)})
     return Capture(graph, gm, op_nodes, capture_s, info)
 
 
@@ -280,7 +281,9 @@ def _to_opgraph(gm, pnames, bnames, slots, n_inputs, train, optimizer, name):
         root[node] = len(names)
         names.append(nm); types.append(typ); modules.append(mod); roles.append(role)
         params.append(float(pbytes)); outb.append(float(value_bytes(val))); flops.append(float(fl))
-        accessed.append(float(acc)); dtypes.append(value_dtype(val)); shapes.append(describe(val))
+        accessed.append(float(acc)); dtypes.append(value_dtype(val))
+        ins = ";".join(describe(x.meta.get("val")) for x in node.all_input_nodes) if node.op == "call_function" else ""
+        shapes.append(f"{ins} -> {describe(val)}" if ins else describe(val))
         coloc.append(group); grad_of.append(gseq); op_nodes.append(node if node.op == "call_function" else None)
         return root[node]
 

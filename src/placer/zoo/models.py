@@ -25,7 +25,7 @@ from typing import Any, Callable
 from placer.errors import InputError
 
 
-ZOO_VERSION = 1  # bump when a model or the capture changes what a zoo graph contains (cache key)
+ZOO_VERSION = 2  # bump when a model or the capture changes what a zoo graph contains (cache key)
 
 
 @dataclass(frozen=True)
