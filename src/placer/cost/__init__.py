@@ -1,6 +1,9 @@
-"""Device specifications and cost models (roofline estimates, measured profiles)."""
+"""Device specifications and cost models: datasheet specs per dtype and links (:mod:`.specs`), this
+machine's measured CPU (:mod:`.host`), the per-class roofline estimate (:mod:`.roofline`), measured
+per-op profiles (:mod:`.profile`) and the fit of roofline efficiencies to them (:mod:`.calibrate`)."""
 
+from placer.cost.roofline import DEFAULT_COST_KEYS, roofline_costs, roofline_us, with_roofline_costs
 from placer.cost.specs import DEVICE_SPECS, LINK_SPECS, DeviceSpec, LinkSpec, device_spec, link_spec
-from placer.cost.roofline import roofline_us
 
-__all__ = ["DEVICE_SPECS", "LINK_SPECS", "DeviceSpec", "LinkSpec", "device_spec", "link_spec", "roofline_us"]
+__all__ = ["DEFAULT_COST_KEYS", "DEVICE_SPECS", "LINK_SPECS", "DeviceSpec", "LinkSpec", "device_spec", "link_spec",
+           "roofline_costs", "roofline_us", "with_roofline_costs"]
