@@ -16,7 +16,7 @@ from placer.zoo.synthetic import layered_training_graph
 
 GiB = 2**30
 CLASSICAL = ["metis", "scotch", "mincut", "heft", "m-topo", "m-etf", "m-sct", "local-search", "anneal", "cp-sat"]
-BUDGET = {"local-search": Budget(placements=60), "anneal": Budget(placements=60), "cp-sat": Budget(seconds=5)}
+BUDGET = {"local-search": Budget(placements=60), "anneal": Budget(placements=60), "cp-sat": Budget(seconds=1)}
 
 
 def available(name):

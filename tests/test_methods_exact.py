@@ -107,9 +107,11 @@ def test_grouping_and_grouped_problem():
     res = run_method("cp-sat", gp, Budget(seconds=20), 0)
     assert res.cost.extra["grouped"] is False
     assert res.cost.extra["lower_bound_us"] <= res.step_time_us + 1e-6
-    big = run_method("cp-sat", pr, Budget(seconds=10), 0, max_groups=16)
+    big = run_method("cp-sat", pr, Budget(seconds=0.2), 0, max_groups=16, deterministic=True)
     assert big.cost.extra["grouped"] and big.cost.extra["tasks"] <= 16
     pr.validate_placement(big.placement.devices)
+    again = run_method("cp-sat", pr, Budget(seconds=0.2), 0, max_groups=16, deterministic=True)
+    assert again.placement == big.placement
 
 
 def test_solve_respects_colocation():

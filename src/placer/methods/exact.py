@@ -21,6 +21,10 @@ never overestimates a time the simulator computes):
   activations and received copies: when every solution found overflows there, the classes live at
   the overflowing device's peak are forbidden from sharing it (one cut per device and round) and the
   model is solved again, up to ``memory_rounds`` times; the first solve's bound is the one reported.
+* limits: ``time_limit_s`` of wall-clock for the first solve and ``time_limit_s / memory_rounds`` for
+  each memory-cut round. A run stopped by the wall clock may differ from one run to the next; with
+  ``deterministic=True`` the limit is CP-SAT's deterministic time instead (same seed, same answer,
+  but many times the wall-clock seconds on a loaded machine). A proven optimum does not vary.
 * objective: the makespan as the simulator defines it, the time of the last event: an op's end plus
   its gap, or a tensor's arrival plus the bus gap.
 
@@ -29,7 +33,7 @@ any order, so its optimum is a lower bound on the simulated step time of every p
 it whenever FIFO order is optimal (as in the brute-force tests). Each improving solution found is
 simulated, and the best simulated one is returned. Graphs with more ops than ``max_groups`` are
 first cut into ``max_groups`` contiguous slices of the topological order with equal compute (each
-slice one task); then the optimum is that of the grouped problem, not of the original, and a
+slice one task; ``grouping="metis"`` uses :func:`placer.grouping.metis_groups` instead); then the optimum is that of the grouped problem, not of the original, and a
 task's bus time is the sum of its remote transfers (a group sends each of its ops' tensors).
 """
 
@@ -142,7 +146,8 @@ def _interchangeable(problem, T: _Tasks, sim_params) -> list[list[int]]:
 
 
 def solve(problem, sim_params, group_of: np.ndarray, time_limit_s: float, seed: int = 0, hint=None,
-          workers: int = 1, resolution_us: float | None = None, memory: str = "params", cuts=()):
+          workers: int = 1, resolution_us: float | None = None, memory: str = "params", cuts=(),
+          deterministic: bool = False):
     """Build and solve the model; returns dict(status, placement (per op) or None, model_makespan_us,
     lower_bound_us, solutions: list of per-op placements in the order found)."""
     from ortools.sat.python import cp_model
@@ -273,7 +278,10 @@ def solve(problem, sim_params, group_of: np.ndarray, time_limit_s: float, seed: 
                     m.AddHint(x[c][d], int(d == hd))
 
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = float(time_limit_s)
+    if deterministic:  # CP-SAT's deterministic time: reproducible, but far slower than wall-clock here
+        solver.parameters.max_deterministic_time = float(time_limit_s)
+    else:
+        solver.parameters.max_time_in_seconds = float(time_limit_s)
     solver.parameters.random_seed = int(seed) % (2**31)
     solver.parameters.num_workers = int(workers)
     found, values = [], []
@@ -308,11 +316,18 @@ def class_hint(problem, group_of: np.ndarray, placement: np.ndarray, sim_params)
           "(<= max_groups tasks; larger graphs coarsened first)", "exact",
           "OR-Tools CP-SAT (Perron and Didier); the joint model of Tarnawski et al. 2020", available=ortools_available)
 def cp_sat(problem, budget: Budget, seed: int, ev: Evaluator, max_groups: int = 40, time_limit_s: float | None = None,
-           workers: int = 1, hint: bool = True, solutions: int = 8, memory_rounds: int = 6, **_):
+           workers: int = 1, hint: bool = True, solutions: int = 8, memory_rounds: int = 6,
+           grouping: str = "contiguous", deterministic: bool = False, **_):
     from placer.methods import list_scheduling as ls
 
     limit = time_limit_s if time_limit_s is not None else (budget.seconds or DEFAULT_SECONDS)
-    group_of = contiguous_groups(problem, max_groups)
+    if grouping == "contiguous" or problem.n_ops <= max_groups:
+        group_of = contiguous_groups(problem, max_groups)
+    elif grouping == "metis":  # placer.grouping's METIS coarsening (acyclic group graph)
+        from placer.grouping import metis_groups
+        group_of = np.asarray(metis_groups(problem, max_groups, seed=seed).op_group, dtype=np.int64)
+    else:
+        raise ValueError(f"grouping must be 'contiguous' or 'metis', not {grouping!r}")
     grouped = int(group_of.max()) + 1 < problem.n_ops
     h = None
     if hint:
@@ -321,7 +336,7 @@ def cp_sat(problem, budget: Budget, seed: int, ev: Evaluator, max_groups: int = 
         sims = [ev.simulate(p) for p in starts]
         best = starts[min(range(len(starts)), key=lambda k: (sims[k].oom, sims[k].objective))]
         h = class_hint(problem, group_of, best, ev.sim_params)
-    out = solve(problem, ev.sim_params, group_of, limit, seed, h, workers)
+    out = solve(problem, ev.sim_params, group_of, limit, seed, h, workers, deterministic=deterministic)
     if out["placement"] is None:
         raise RuntimeError(f"CP-SAT found no solution in {limit:.0f} s (status {out['status']})")
     notes = []
@@ -339,7 +354,7 @@ def cp_sat(problem, budget: Budget, seed: int, ev: Evaluator, max_groups: int = 
     best = judge(out["solutions"], None, overflowed)
     simulate_oom = bool(overflowed) and overflowed[-1][0] is out["solutions"][-1]
     cuts, rounds, T = [], 0, _Tasks(problem, group_of, ev.sim_params)
-    while simulate_oom and rounds < memory_rounds and ev.clock() < limit * 2:
+    while simulate_oom and rounds < memory_rounds:
         # the model's best overflows in the simulator (activations, received copies): forbid the
         # classes live at each overflowing device's peak from sharing it again, and solve again
         # (logic-based Benders cuts; the first solve's bound stays the valid one)
@@ -351,8 +366,9 @@ def cp_sat(problem, budget: Budget, seed: int, ev: Evaluator, max_groups: int = 
                 cuts.append((classes, same))
         rounds += 1
         overflowed = []
-        again = solve(problem, ev.sim_params, group_of, max(1.0, limit / 2), seed,
-                      class_hint(problem, group_of, best[1], ev.sim_params), workers, cuts=cuts)
+        again = solve(problem, ev.sim_params, group_of, max(1.0, limit / memory_rounds), seed,
+                      class_hint(problem, group_of, best[1], ev.sim_params), workers, cuts=cuts,
+                      deterministic=deterministic)
         if not again["solutions"]:
             break
         best = judge(again["solutions"], best, overflowed)
@@ -370,10 +386,11 @@ def cp_sat(problem, budget: Budget, seed: int, ev: Evaluator, max_groups: int = 
     notes += [f"status {out['status']}: model makespan {out['model_makespan_us']:.1f} us, "
               f"proven lower bound {out['lower_bound_us']:.1f} us" + (" (of the grouped problem)" if grouped else "")]
     if grouped:
-        notes.append(f"coarsened {problem.n_ops} ops into {out['tasks']} contiguous topological groups")
+        notes.append(f"coarsened {problem.n_ops} ops into {out['tasks']} groups ({grouping})")
     if not out["uniform_links"]:
         notes.append("links differ: the model uses the fastest link (a relaxation)")
-    res = ev.result("cp-sat", best[1], params={"max_groups": max_groups, "time_limit_s": limit, "workers": workers},
+    res = ev.result("cp-sat", best[1], params={"max_groups": max_groups, "time_limit_s": limit, "workers": workers,
+                                               "grouping": grouping},
                     notes=notes)
     res.cost.extra.update({k: out[k] for k in ("status", "model_makespan_us", "lower_bound_us", "tasks", "classes")})
     res.cost.extra["grouped"] = grouped
