@@ -124,6 +124,11 @@ def test_profile_measures_every_op_and_dedups_unrolled_steps():
     assert h.compute_us["v100"] is not None and np.array_equal(h.compute_us["v100"], g.compute_us["v100"])
     p = h.meta["profiles"]["cpu"]
     assert p["repeats"] == 3 and len(p["std_us"]) == g.n_ops and p["threads"] == 1
+    from placer.frontends.native import graph_from_doc, graph_to_doc
+
+    back = graph_from_doc(graph_to_doc(h))  # a profiled graph file keeps its measurements
+    assert np.array_equal(back.compute_us["cpu"], h.compute_us["cpu"])
+    assert back.meta["profiles"]["cpu"]["std_us"] == p["std_us"]
     m, inputs = build_model("nmt2", device="cpu", **cfg)
     med, std = measure_training_step_us(m, inputs, warmup=1, repeats=2)
     assert med > 0 and std >= 0
