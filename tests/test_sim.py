@@ -207,7 +207,7 @@ def test_an_op_that_never_runs_is_named():
     P = problem(["a", "b"], [("a", "b")], [1.0, 1.0])
     good = prepared(P)
     # a corrupted graph where a and b wait for each other (OpGraph itself refuses cycles)
-    GI = np.array([0, 1, 2, 1, 0, 0, 1, 2, 1, 0, 0, 1, 0, 1], dtype=np.int64)
+    GI = np.array([0, 1, 2, 1, 0, 0, 1, 2, 1, 0, 0, 1, 0, 1, 1, 0], dtype=np.int64)
     P.__dict__["_sim_prepared"] = Prepared(2, 2, 2, GI, np.concatenate([good.GF[:1], good.GF]), good.leader, False,
                                            good.out_bytes)
     P.__dict__.pop("_sim_engines", None)

@@ -28,9 +28,10 @@ class Budget:
 class Evaluator:
     """Simulates placements of one Problem, counting every call and keeping the best and the curve."""
 
-    def __init__(self, problem, sim_params: SimParams | None = None):
+    def __init__(self, problem, sim_params: SimParams | None = None, n_jobs: int | None = 1):
         self.problem = problem
         self.sim_params = sim_params or SimParams()
+        self.n_jobs = n_jobs  # threads for evaluate_many / evaluate_batch (-1: every core)
         self.clock = Stopwatch()
         self.placements = 0
         self.sim_calls = 0
@@ -47,22 +48,32 @@ class Evaluator:
         return r
 
     def evaluate(self, placement) -> float:
-        """The memory-penalised objective of one placement (microseconds)."""
-        return self.simulate(placement).objective
+        """The memory-penalised objective of one placement (microseconds), from the simulator's
+        objective-only fast path (no SimResult built). Counts 1 placement and 1 simulator call."""
+        from placer.sim import evaluate
+
+        p = np.asarray(getattr(placement, "devices", placement))
+        obj = evaluate(self.problem, p, self.sim_params)  # validates (InputError on a bad placement)
+        self.sim_calls += 1
+        self.placements += 1
+        self._record(p, obj)
+        return obj
 
     def evaluate_many(self, placements) -> np.ndarray:
         return self.evaluate_batch(placements).objective
 
-    def evaluate_batch(self, placements):
+    def evaluate_batch(self, placements, n_jobs: int | None = None):
         """Objectives, makespans, peaks and OOM flags of a (k, n) batch in one simulator call
-        (:func:`placer.sim.evaluate_many`); counts k placements and k simulator calls."""
+        (:func:`placer.sim.evaluate_many`, ``n_jobs`` threads, default ``self.n_jobs``); counts k
+        placements and k simulator calls. The kernel checks every row (device range, cost, colocation)
+        and raises the InputError of the first bad one."""
         from placer.sim import evaluate_many
 
-        P = np.asarray(placements, dtype=np.int64)
+        P = np.asarray(placements)
         P = P[None, :] if P.ndim == 1 else P
-        for p in P:
-            self.problem.validate_placement(p)
-        br = evaluate_many(self.problem, P, self.sim_params)
+        if len(P) == 0:
+            return evaluate_many(self.problem, np.zeros((0, self.problem.n_ops), dtype=np.int64), self.sim_params)
+        br = evaluate_many(self.problem, P, self.sim_params, n_jobs=self.n_jobs if n_jobs is None else n_jobs)
         for p, obj in zip(P, br.objective):
             self.sim_calls += 1
             self.placements += 1

@@ -60,18 +60,28 @@ def ws_sizes(n, m, D):
 
 @njit(cache=True, nogil=True)
 def views(WI, WF, n, m, D):
+    """(WI views, WF views): two homogeneous tuples of array views, in the I_* / F_* order."""
     H = heap_cap(D)
     L = n + m + 1
-    o = NS
-    vi = []
-    for k in (n, n, n, n, n, n, m, m, m, m, m, m, m, D, D, D, D, D, D, D, D, D, D, D, D, D, H, H, L, L):
-        vi.append(WI[o:o + k])
-        o += k
-    o = NSF
-    vf = []
-    for k in (n, n, n, n, m, m, m, m, m, m, D, D, D, D, H, L, L):
-        vf.append(WF[o:o + k])
-        o += k
+    oi = np.empty(31, dtype=np.int64)
+    oi[0] = NS
+    sz = (n, n, n, n, n, n, m, m, m, m, m, m, m, D, D, D, D, D, D, D, D, D, D, D, D, D, H, H, L, L)
+    for k in range(30):
+        oi[k + 1] = oi[k] + sz[k]
+    vi = (WI[oi[0]:oi[1]], WI[oi[1]:oi[2]], WI[oi[2]:oi[3]], WI[oi[3]:oi[4]], WI[oi[4]:oi[5]], WI[oi[5]:oi[6]],
+          WI[oi[6]:oi[7]], WI[oi[7]:oi[8]], WI[oi[8]:oi[9]], WI[oi[9]:oi[10]], WI[oi[10]:oi[11]], WI[oi[11]:oi[12]],
+          WI[oi[12]:oi[13]], WI[oi[13]:oi[14]], WI[oi[14]:oi[15]], WI[oi[15]:oi[16]], WI[oi[16]:oi[17]],
+          WI[oi[17]:oi[18]], WI[oi[18]:oi[19]], WI[oi[19]:oi[20]], WI[oi[20]:oi[21]], WI[oi[21]:oi[22]],
+          WI[oi[22]:oi[23]], WI[oi[23]:oi[24]], WI[oi[24]:oi[25]], WI[oi[25]:oi[26]], WI[oi[26]:oi[27]],
+          WI[oi[27]:oi[28]], WI[oi[28]:oi[29]], WI[oi[29]:oi[30]])
+    of = np.empty(18, dtype=np.int64)
+    of[0] = NSF
+    szf = (n, n, n, n, m, m, m, m, m, m, D, D, D, D, H, L, L)
+    for k in range(17):
+        of[k + 1] = of[k] + szf[k]
+    vf = (WF[of[0]:of[1]], WF[of[1]:of[2]], WF[of[2]:of[3]], WF[of[3]:of[4]], WF[of[4]:of[5]], WF[of[5]:of[6]],
+          WF[of[6]:of[7]], WF[of[7]:of[8]], WF[of[8]:of[9]], WF[of[9]:of[10]], WF[of[10]:of[11]], WF[of[11]:of[12]],
+          WF[of[12]:of[13]], WF[of[13]:of[14]], WF[of[14]:of[15]], WF[of[15]:of[16]], WF[of[16]:of[17]])
     return vi, vf
 
 
@@ -146,12 +156,13 @@ def gviews(GI, GF, n, m, D):
     pred_edge = GI[o:o + m]
     edge_src = GI[o + m:o + 2 * m]
     leader = GI[o + 2 * m:o + 2 * m + n]
+    pred_idx = GI[o + 2 * m + n:o + 3 * m + n]
     ebytes = GF[0:m]
     obytes = GF[m:m + n]
     tbytes = GF[m + n:m + 2 * n]
     pbytes = GF[m + 2 * n:m + 3 * n]
     comp = GF[m + 3 * n:m + 3 * n + n * D]
-    return succ_ptr, succ_idx, pred_ptr, pred_edge, edge_src, leader, ebytes, obytes, tbytes, pbytes, comp
+    return succ_ptr, succ_idx, pred_ptr, pred_edge, edge_src, leader, pred_idx, ebytes, obytes, tbytes, pbytes, comp
 
 
 @njit(cache=True, nogil=True)
@@ -186,29 +197,13 @@ def enqueue_op(c, x, t, seq, hsize, enq_t, enq_seq, fifo, dev_head, dev_tail, de
     return hsize
 
 
-@njit(cache=True, nogil=True, inline="always")
-def enqueue_xfer(r, s, t, seq, n_xe, hsize, xf_seq, xe_list, xq_next, bus_head, bus_tail, bus_act, ht, hk, hp):
-    xf_seq[r] = seq
-    xe_list[n_xe] = r
-    xq_next[r] = -1
-    if bus_tail[s] < 0:
-        bus_head[s] = r
-    else:
-        xq_next[bus_tail[s]] = r
-    bus_tail[s] = r
-    if bus_act[s] == 0:
-        bus_act[s] = 1
-        hsize = push(ht, hk, hp, hsize, t, key(1, s, 0), -1)
-    return hsize
-
-
 # ---------------------------------------------------------------------------- init
 @njit(cache=True, nogil=True)
-def init_state(GI, GF, CI, place, WI, WF):
+def init_state(GI, GF, CI, place, WI, WF, vi, vf):
     """Fresh state at t = 0: every op without parents queued on its device (in index order)."""
     n, m, D = CI[0], CI[1], CI[2]
-    vi, vf = views(WI, WF, n, m, D)
-    succ_ptr, succ_idx, pred_ptr, pred_edge, edge_src, leader, ebytes, obytes, tbytes, pbytes, comp = gviews(GI, GF, n, m, D)
+    succ_ptr, succ_idx, pred_ptr, pred_edge, edge_src, leader, pred_idx, ebytes, obytes, tbytes, pbytes, comp = (
+        gviews(GI, GF, n, m, D))
     missing = vi[I_MISSING]
     for i in range(n):
         missing[i] = pred_ptr[i + 1] - pred_ptr[i]
@@ -245,11 +240,11 @@ def init_state(GI, GF, CI, place, WI, WF):
 
 # ---------------------------------------------------------------------------- event loop
 @njit(cache=True, nogil=True)
-def run_loop(GI, GF, CF, CI, place, WI, WF):
+def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf):
     """Process events until none is left; the state in WI/WF may be fresh or restored."""
     n, m, D, model = CI[0], CI[1], CI[2], CI[3]
-    vi, vf = views(WI, WF, n, m, D)
-    succ_ptr, succ_idx, pred_ptr, pred_edge, edge_src, leader, ebytes, obytes, tbytes, pbytes, comp = gviews(GI, GF, n, m, D)
+    succ_ptr, succ_idx, pred_ptr, pred_edge, edge_src, leader, pred_idx, ebytes, obytes, tbytes, pbytes, comp = (
+        gviews(GI, GF, n, m, D))
     op_gap = CF[0]
     bus_gap = CF[1]
     bw = CF[5:5 + D * D]
@@ -318,15 +313,14 @@ def run_loop(GI, GF, CF, CI, place, WI, WF):
             d = place[u]
             level[d] -= tbytes[u]
             for j in range(pred_ptr[u], pred_ptr[u + 1]):
-                e = pred_edge[j]
-                w = edge_src[e]
+                w = pred_idx[j]
                 if place[w] == d:
                     use_cnt[w] -= 1
                     if use_cnt[w] == 0:
                         level[d] -= obytes[w]
                         out_free[w] = t
                 else:
-                    r = copy_rep[e]
+                    r = copy_rep[pred_edge[j]]
                     copy_cnt[r] -= 1
                     if copy_cnt[r] == 0:
                         level[d] -= cbytes[r]
@@ -336,9 +330,24 @@ def run_loop(GI, GF, CF, CI, place, WI, WF):
             first_rem = -1
             maxb = 0.0
             for e in range(succ_ptr[u], succ_ptr[u + 1]):
-                x = place[succ_idx[e]]
+                c = succ_idx[e]
+                x = place[c]
                 if x == d:
                     nloc += 1
+                    missing[c] -= 1
+                    if missing[c] == 0:
+                        enq_t[c] = t
+                        enq_seq[c] = seq
+                        seq += 1
+                        fifo[c] = -1
+                        if dev_tail[d] < 0:
+                            dev_head[d] = c
+                        else:
+                            fifo[dev_tail[d]] = c
+                        dev_tail[d] = c
+                        if dev_act[d] == 0:
+                            dev_act[d] = 1
+                            hsize = push(ht, hk, hp, hsize, t, key(2, d, 0), -1)
                 else:
                     f = first[x]
                     if f < 0:
@@ -361,14 +370,6 @@ def run_loop(GI, GF, CF, CI, place, WI, WF):
             if nloc + ntx == 0:
                 level[d] -= obytes[u]
                 out_free[u] = t
-            if nloc > 0:
-                for e in range(succ_ptr[u], succ_ptr[u + 1]):
-                    c = succ_idx[e]
-                    if place[c] == d:
-                        missing[c] -= 1
-                        if missing[c] == 0:
-                            hsize = enqueue_op(c, d, t, seq, hsize, enq_t, enq_seq, fifo, dev_head, dev_tail, dev_act, ht, hk, hp)
-                            seq += 1
             if ndev > 0:
                 if model == PLACETO:
                     dur = 0.0
@@ -381,19 +382,37 @@ def run_loop(GI, GF, CF, CI, place, WI, WF):
                                 dur = v
                             first[x] = -1
                     xdur[first_rem] = dur
-                    hsize = enqueue_xfer(first_rem, d, t, seq, n_xe, hsize, xf_seq, xe_list, xq_next, bus_head, bus_tail,
-                                         bus_act, ht, hk, hp)
+                    xf_seq[first_rem] = seq
                     seq += 1
+                    xe_list[n_xe] = first_rem
                     n_xe += 1
+                    xq_next[first_rem] = -1
+                    if bus_tail[d] < 0:
+                        bus_head[d] = first_rem
+                    else:
+                        xq_next[bus_tail[d]] = first_rem
+                    bus_tail[d] = first_rem
+                    if bus_act[d] == 0:
+                        bus_act[d] = 1
+                        hsize = push(ht, hk, hp, hsize, t, key(1, d, 0), -1)
                 else:
                     for x in range(D):
                         f = first[x]
                         if f >= 0:
                             xdur[f] = lat[d * D + x] + cbytes[f] / bw[d * D + x]
-                            hsize = enqueue_xfer(f, d, t, seq, n_xe, hsize, xf_seq, xe_list, xq_next, bus_head,
-                                                 bus_tail, bus_act, ht, hk, hp)
+                            xf_seq[f] = seq
                             seq += 1
+                            xe_list[n_xe] = f
                             n_xe += 1
+                            xq_next[f] = -1
+                            if bus_tail[d] < 0:
+                                bus_head[d] = f
+                            else:
+                                xq_next[bus_tail[d]] = f
+                            bus_tail[d] = f
+                            if bus_act[d] == 0:
+                                bus_act[d] = 1
+                                hsize = push(ht, hk, hp, hsize, t, key(1, d, 0), -1)
                             first[x] = -1
         elif kind == 0:  # ------------------------------------------ transfer pay of op a arrived
             u = a
@@ -420,8 +439,18 @@ def run_loop(GI, GF, CF, CI, place, WI, WF):
                                 n_dirty += 1
                         missing[c] -= 1
                         if missing[c] == 0:
-                            hsize = enqueue_op(c, x, t, seq, hsize, enq_t, enq_seq, fifo, dev_head, dev_tail, dev_act, ht, hk, hp)
+                            enq_t[c] = t
+                            enq_seq[c] = seq
                             seq += 1
+                            fifo[c] = -1
+                            if dev_tail[x] < 0:
+                                dev_head[x] = c
+                            else:
+                                fifo[dev_tail[x]] = c
+                            dev_tail[x] = c
+                            if dev_act[x] == 0:
+                                dev_act[x] = 1
+                                hsize = push(ht, hk, hp, hsize, t, key(2, x, 0), -1)
             else:
                 x = (k & 255) - 1
                 recv[x] = 0
@@ -436,8 +465,18 @@ def run_loop(GI, GF, CF, CI, place, WI, WF):
                     if place[c] == x:
                         missing[c] -= 1
                         if missing[c] == 0:
-                            hsize = enqueue_op(c, x, t, seq, hsize, enq_t, enq_seq, fifo, dev_head, dev_tail, dev_act, ht, hk, hp)
+                            enq_t[c] = t
+                            enq_seq[c] = seq
                             seq += 1
+                            fifo[c] = -1
+                            if dev_tail[x] < 0:
+                                dev_head[x] = c
+                            else:
+                                fifo[dev_tail[x]] = c
+                            dev_tail[x] = c
+                            if dev_act[x] == 0:
+                                dev_act[x] = 1
+                                hsize = push(ht, hk, hp, hsize, t, key(2, x, 0), -1)
                 for s2 in range(D):  # the freed receiver may unblock an idle sender
                     if bus_act[s2] == 0 and bus_head[s2] >= 0:
                         bus_act[s2] = 1
@@ -502,13 +541,12 @@ def run_loop(GI, GF, CF, CI, place, WI, WF):
 
 
 @njit(cache=True, nogil=True)
-def finish(GF, CF, CI, place, WI, WF):
+def finish(GF, CF, CI, place, WI, WF, vf):
     """Status, and the objective R = r + c * ReLU(max_d(peak_d - M_d)) (+ OOM penalty) in WF."""
     n, m, D = CI[0], CI[1], CI[2]
     if WI[S_NRUN] != n:
         WI[S_BAD] = WI[S_NRUN]
         return NOT_ALL_RAN
-    vi, vf = views(WI, WF, n, m, D)
     resident = vf[F_RESIDENT]
     peak = vf[F_PEAK]
     pbytes = GF[m + 2 * n:m + 3 * n]
@@ -540,9 +578,10 @@ def sim_full(GI, GF, CF, CI, place, WI, WF):
     if bad >= 0:
         WI[S_BAD] = bad
         return BAD_PLACEMENT
-    init_state(GI, GF, CI, place, WI, WF)
-    run_loop(GI, GF, CF, CI, place, WI, WF)
-    return finish(GF, CF, CI, place, WI, WF)
+    vi, vf = views(WI, WF, n, m, D)
+    init_state(GI, GF, CI, place, WI, WF, vi, vf)
+    run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf)
+    return finish(GF, CF, CI, place, WI, WF, vf)
 
 
 @njit(cache=True, nogil=True)

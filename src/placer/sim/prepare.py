@@ -6,7 +6,7 @@ latency, gaps, penalties) depends on the SimParams and costs O(D^2) to build.
 
 Packed layouts (all C-contiguous, so one call passes a handful of arrays, not forty):
 
-``GI`` int64   succ_ptr (n+1) | succ_idx (m) | pred_ptr (n+1) | pred_edge (m) | edge_src (m) | leader (n)
+``GI`` int64   succ_ptr (n+1) | succ_idx (m) | pred_ptr (n+1) | pred_edge (m) | edge_src (m) | leader (n) | pred_idx (m)
 ``GF`` float64 edge_bytes (m) | out_bytes (n) | temp_bytes (n) | param_bytes (n) | compute_us (n*D, row-major)
 ``CF`` float64 op_gap, bus_gap, penalty_us_per_gb, oom_penalty_us, GB | bandwidth (D*D) | latency (D*D) | capacity (D)
 ``CI`` int64   n, m, D, comm model (0 placeto, 1 p2p)
@@ -66,7 +66,7 @@ def _prepare(problem) -> Prepared:
         _, first = np.unique(coloc[idx], return_index=True)
         lead_of = dict(zip(coloc[idx][first].tolist(), idx[first].tolist()))
         leader[idx] = np.array([lead_of[c] for c in coloc[idx].tolist()], dtype=np.int64)
-    GI = np.concatenate([g.succ_ptr, g.succ_idx, g.pred_ptr, g.pred_edge, src, leader]).astype(np.int64)
+    GI = np.concatenate([g.succ_ptr, g.succ_idx, g.pred_ptr, g.pred_edge, src, leader, g.pred_idx]).astype(np.int64)
     GF = np.concatenate([g.edge_bytes, out_bytes, g.temp_bytes, g.param_bytes,
                          np.ascontiguousarray(problem.compute_us, dtype=np.float64).ravel()]).astype(np.float64)
     for a in (GI, GF, leader, out_bytes):

@@ -46,10 +46,10 @@ def _first_at_or_after(times_of, idx, count, T0):
 
 
 @njit(cache=True, nogil=True)
-def restore(GI, GF, CF, CI, place, WI, WF, T0):
+def restore(GI, GF, CF, CI, place, WI, WF, T0, vi, vf):
     n, m, D, model = CI[0], CI[1], CI[2], CI[3]
-    vi, vf = views(WI, WF, n, m, D)
-    succ_ptr, succ_idx, pred_ptr, pred_edge, edge_src, leader, ebytes, obytes, tbytes, pbytes, comp = gviews(GI, GF, n, m, D)
+    succ_ptr, succ_idx, pred_ptr, pred_edge, edge_src, leader, pred_idx, ebytes, obytes, tbytes, pbytes, comp = (
+        gviews(GI, GF, n, m, D))
     op_gap, bus_gap = CF[0], CF[1]
     missing, use_cnt, fifo, enq_seq, disp, disp_prev = vi[0], vi[1], vi[2], vi[3], vi[4], vi[5]
     copy_rep, copy_cnt, xq_next, xe_list, xs_list, xs_prev = vi[6], vi[7], vi[8], vi[10], vi[11], vi[12]
@@ -86,7 +86,7 @@ def restore(GI, GF, CF, CI, place, WI, WF, T0):
                 hsize = push(ht, hk, hp, hsize, e_t, key(0, u, 0), -1)
                 level[d] += tbytes[u]
             w = e_t + (op_gap if comp[u * D + d] > 0 else 0.0)
-            if w >= T0:
+            if w >= T0:  # running, or idling in its op gap
                 hsize = push(ht, hk, hp, hsize, w, key(2, d, 0), -1)
                 dev_act[d] = 1
 
@@ -169,14 +169,14 @@ def restore(GI, GF, CF, CI, place, WI, WF, T0):
         if pos >= 0:
             r = xs_list[pos]
             arr = xf_arr[r]
-            if arr >= T0:
+            if arr >= T0:  # in flight
                 b = 1
                 if model == P2P:
                     x = place[succ_idx[r]]
                     recv[x] = 1
                     b = 1 + x
                 hsize = push(ht, hk, hp, hsize, arr, key(0, edge_src[r], b), r)
-            if arr + bus_gap >= T0:
+            if arr + bus_gap >= T0:  # in flight, or in its bus gap
                 hsize = push(ht, hk, hp, hsize, arr + bus_gap, key(1, s, 0), -1)
                 bus_act[s] = 1
     n_xe = WI[S_NXE]
@@ -248,6 +248,8 @@ def restore(GI, GF, CF, CI, place, WI, WF, T0):
 @njit(cache=True, nogil=True)
 def sim_from(GI, GF, CF, CI, place, WI, WF, T0):
     """Restore the state at T0 from the previous run in WI/WF, replay, and finish."""
-    restore(GI, GF, CF, CI, place, WI, WF, T0)
-    run_loop(GI, GF, CF, CI, place, WI, WF)
-    return finish(GF, CF, CI, place, WI, WF)
+    n, m, D = CI[0], CI[1], CI[2]
+    vi, vf = views(WI, WF, n, m, D)
+    restore(GI, GF, CF, CI, place, WI, WF, T0, vi, vf)
+    run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf)
+    return finish(GF, CF, CI, place, WI, WF, vf)
