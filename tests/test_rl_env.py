@@ -141,3 +141,15 @@ def test_gymnasium_env_checker_accepts_the_env(gp):
     from gymnasium.utils.env_checker import check_env
 
     check_env(PlacementEnv(gp, EnvConfig(order="random")), skip_render_check=True)
+
+
+def test_merge_and_colocate_grouping_keeps_tied_groups_together():
+    pytest.importorskip("placer.grouping")
+    P = Problem(layered_training_graph(120, seed=5), preset("k80x2"))
+    gp = group_problem(P, 16, grouping="merge-and-colocate")
+    g = P.graph
+    bw = np.flatnonzero(g.mirror >= 0)
+    assert (gp.group_of[bw] == gp.group_of[g.mirror[bw]]).all()  # mirrors=True: one placement unit
+    assert 1 <= gp.n_groups <= 60  # fewer units than the 60 mirror pairs
+    with pytest.raises(Exception):
+        group_problem(P, 16, grouping="nonsense")

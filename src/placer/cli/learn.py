@@ -68,7 +68,7 @@ def train(graph: Optional[List[str]] = typer.Option(None, "--graph", "-g", help=
           backend: str = typer.Option("serial", help="serial, process (local worker processes) or ray"),
           processes: Optional[int] = typer.Option(None, help="worker processes for the process/ray backends"),
           groups: int = typer.Option(64, help="op groups per graph"),
-          grouping: str = typer.Option("auto", help="auto (Merge-and-Colocate if available), contiguous, external"),
+          grouping: str = typer.Option("contiguous", help="contiguous (chunks of equal work) or merge-and-colocate"),
           devices: str = typer.Option("gpus", help="candidate devices: gpus or all"),
           sweeps: int = typer.Option(1, help="times each group is revisited per episode (n)"),
           order: str = typer.Option("topological", help="topological or random visiting order"),
