@@ -331,11 +331,18 @@ def cp_sat(problem, budget: Budget, seed: int, ev: Evaluator, max_groups: int = 
     grouped = int(group_of.max()) + 1 < problem.n_ops
     h = None
     if hint:
-        starts = [ls.heft_schedule(problem, ev.sim_params).placement,
-                  ls.etf_schedule(problem, ev.sim_params).placement]
+        from placer.methods.partitioning import metis_placement
+        from placer.methods.support import gpu_devices
+        gpus = gpu_devices(problem)
+        starts = [ls.heft_schedule(problem, ev.sim_params, gpus).placement,
+                  ls.etf_schedule(problem, ev.sim_params, gpus).placement, metis_placement(problem, gpus, seed)]
+        starts += [np.full(problem.n_ops, d, dtype=np.int64) for d in gpus[:1]
+                   if np.isfinite(problem.compute_us[:, d]).all()]
         sims = [ev.simulate(p) for p in starts]
         best = starts[min(range(len(starts)), key=lambda k: (sims[k].oom, sims[k].objective))]
         h = class_hint(problem, group_of, best, ev.sim_params)
+        k0 = min(range(len(starts)), key=lambda k: (sims[k].oom, sims[k].objective))
+        start_key, start_p = (bool(sims[k0].oom), float(sims[k0].objective)), starts[k0]
     out = solve(problem, ev.sim_params, group_of, limit, seed, h, workers, deterministic=deterministic)
     if out["placement"] is None:
         raise RuntimeError(f"CP-SAT found no solution in {limit:.0f} s (status {out['status']})")
@@ -352,6 +359,7 @@ def cp_sat(problem, budget: Budget, seed: int, ev: Evaluator, max_groups: int = 
 
     overflowed: list = []
     best = judge(out["solutions"], None, overflowed)
+
     simulate_oom = bool(overflowed) and overflowed[-1][0] is out["solutions"][-1]
     cuts, rounds, T = [], 0, _Tasks(problem, group_of, ev.sim_params)
     while simulate_oom and rounds < memory_rounds:
@@ -373,6 +381,9 @@ def cp_sat(problem, budget: Budget, seed: int, ev: Evaluator, max_groups: int = 
             break
         best = judge(again["solutions"], best, overflowed)
         simulate_oom = bool(overflowed) and overflowed[-1][0] is again["solutions"][-1]
+    if hint and grouped and start_key < best[0]:  # a coarsened model can miss what the full graph does
+        best = (start_key, start_p)
+        notes.append("returned the warm start: it simulated better than every solution of the grouped model")
     if rounds:
         notes.append(f"{rounds} memory-cut rounds ({len(cuts)} cuts) after simulated overflow")
     if best[0][0]:
