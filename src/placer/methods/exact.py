@@ -393,7 +393,9 @@ def cp_sat(problem, budget: Budget, seed: int, ev: Evaluator, max_groups: int = 
             notes.append("moved ops off a device whose simulated peak memory overflowed")
         else:
             notes.append("OOM: no memory-feasible placement found")
-    proven = (out["status"] == "OPTIMAL" and not grouped and best[0][1] <= out["lower_bound_us"] * (1 + 1e-9) + 1e-6)
+    slack_us = out["resolution_us"] * (out["tasks"] + 1)  # durations were rounded down to whole ticks
+    proven = (out["status"] == "OPTIMAL" and not grouped and not best[0][0]
+              and best[0][1] <= out["lower_bound_us"] + slack_us)
     notes += [f"status {out['status']}: model makespan {out['model_makespan_us']:.1f} us, "
               f"proven lower bound {out['lower_bound_us']:.1f} us" + (" (of the grouped problem)" if grouped else "")]
     if grouped:
