@@ -8,7 +8,15 @@ from placer.cluster import DEFAULT_PRESET, PRESETS, Cluster, preset
 from placer.errors import InputError
 from placer.graph import OpGraph
 
-DEFAULT_GRAPH = "synthetic"  # the demo graph the README's main job places (built here, no download)
+
+
+def default_graph_name() -> str:
+    """The graph the README's main job places: the zoo's Inception-V3 training step (captured here
+    from the project's own model, no download) when the torch extra is installed, else the
+    synthetic demo graph."""
+    import importlib.util
+
+    return "inception_v3" if importlib.util.find_spec("torch") is not None else "synthetic"
 
 
 def resolve_graph(spec: str) -> OpGraph:

@@ -206,7 +206,7 @@ def methods(as_json: bool = JsonOpt):
 
 
 @app.command()
-def compare(graph: str = typer.Argument("default", help="graph file or built-in name ('default': the demo model)"),
+def compare(graph: str = typer.Argument("default", help="graph file or built-in name ('default': inception_v3 with the torch extra, else synthetic)"),
             cluster: str = ClusterOpt,
             methods: str = typer.Option("default", help="comma-separated method names, or 'default' / 'all'"),
             budget: Optional[int] = typer.Option(None, help="placements per search method"),
@@ -215,9 +215,9 @@ def compare(graph: str = typer.Argument("default", help="graph file or built-in 
     from rich.progress import Progress
 
     from placer.bench.compare import compare_methods, default_methods
-    from placer.resolve import DEFAULT_GRAPH
+    from placer.resolve import default_graph_name
 
-    P = load_problem(DEFAULT_GRAPH if graph == "default" else graph, cluster)
+    P = load_problem(default_graph_name() if graph == "default" else graph, cluster)
     names = default_methods() if methods == "default" else None if methods == "all" else methods.split(",")
     with Progress(console=err_console, transient=True) as prog:
         task = prog.add_task("placing", total=None)
