@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -265,8 +266,8 @@ def _finite(x):
 def execute(task: dict) -> dict:
     """Run one cell and write its JSON; returns the run document (status ok or error). Runs in a
     worker process, so everything it needs travels in ``task``."""
-    from placer.frontends.native import dumps, write_text_atomic
-    from placer.methods import Budget, Evaluator, run_method
+    from placer.frontends.native import write_text_atomic
+    from placer.methods import Budget, run_method
     from placer.problem import Problem
 
     t0 = time.perf_counter()
@@ -301,7 +302,7 @@ def execute(task: dict) -> dict:
            "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": time.perf_counter() - t0}
     doc["result"]["objective"] = _finite(doc["result"]["objective"])
     Path(task["out"]).parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(task["out"], dumps(doc))
+    write_text_atomic(task["out"], json.dumps(doc, separators=(",", ":")) + "\n")  # compact: many are committed
     return doc
 
 
