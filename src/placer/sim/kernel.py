@@ -55,7 +55,7 @@ def ws_sizes(n, m, D):
     """(len(WI), len(WF)) for a graph of n ops, m edges on D devices."""
     H = heap_cap(D)
     L = n + m + 1
-    return NS + 6 * n + 7 * m + 13 * D + 2 * H + 2 * L, NSF + 4 * n + 6 * m + 4 * D + H + 2 * L
+    return NS + 6 * n + 7 * m + 13 * D + 2 * H + 2 * L, NSF + 5 * n + 6 * m + 4 * D + H + 2 * L
 
 
 @njit(cache=True, nogil=True)
@@ -74,14 +74,15 @@ def views(WI, WF, n, m, D):
           WI[oi[17]:oi[18]], WI[oi[18]:oi[19]], WI[oi[19]:oi[20]], WI[oi[20]:oi[21]], WI[oi[21]:oi[22]],
           WI[oi[22]:oi[23]], WI[oi[23]:oi[24]], WI[oi[24]:oi[25]], WI[oi[25]:oi[26]], WI[oi[26]:oi[27]],
           WI[oi[27]:oi[28]], WI[oi[28]:oi[29]], WI[oi[29]:oi[30]])
-    of = np.empty(18, dtype=np.int64)
+    of = np.empty(19, dtype=np.int64)
     of[0] = NSF
-    szf = (n, n, n, n, m, m, m, m, m, m, D, D, D, D, H, L, L)
-    for k in range(17):
+    szf = (n, n, n, n, m, m, m, m, m, m, D, D, D, D, H, L, L, n)
+    for k in range(18):
         of[k + 1] = of[k] + szf[k]
     vf = (WF[of[0]:of[1]], WF[of[1]:of[2]], WF[of[2]:of[3]], WF[of[3]:of[4]], WF[of[4]:of[5]], WF[of[5]:of[6]],
           WF[of[6]:of[7]], WF[of[7]:of[8]], WF[of[8]:of[9]], WF[of[9]:of[10]], WF[of[10]:of[11]], WF[of[11]:of[12]],
-          WF[of[12]:of[13]], WF[of[13]:of[14]], WF[of[14]:of[15]], WF[of[15]:of[16]], WF[of[16]:of[17]])
+          WF[of[12]:of[13]], WF[of[13]:of[14]], WF[of[14]:of[15]], WF[of[15]:of[16]], WF[of[16]:of[17]],
+          WF[of[17]:of[18]])
     return vi, vf
 
 
@@ -91,7 +92,7 @@ def views(WI, WF, n, m, D):
  I_RECV, I_DIRTY, I_ISDIRTY, I_FIRST, I_LOGLAST, I_HK, I_HP, I_LOGPREV, I_LOGDEV) = range(30)
 # WF views, in order
 (F_START, F_END, F_ENQT, F_OUTFREE, F_XFSTART, F_XFARR, F_XDUR, F_CBYTES, F_CARR, F_CFREE, F_LEVEL, F_PEAK,
- F_PEAKT, F_RESIDENT, F_HT, F_LOGT, F_LOGLEVEL) = range(17)
+ F_PEAKT, F_RESIDENT, F_HT, F_LOGT, F_LOGLEVEL, F_LFREE) = range(18)
 
 
 # ---------------------------------------------------------------------------- heap
@@ -256,6 +257,7 @@ def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf):
     dirty, is_dirty, first, log_last, hk, hp, log_prev, log_dev = vi[22], vi[23], vi[24], vi[25], vi[26], vi[27], vi[28], vi[29]
     start, end, enq_t, out_free, xf_start, xf_arr, xdur, cbytes = vf[0], vf[1], vf[2], vf[3], vf[4], vf[5], vf[6], vf[7]
     carr, cfree, level, peak, peak_t, ht, log_t, log_level = vf[8], vf[9], vf[10], vf[11], vf[12], vf[14], vf[15], vf[16]
+    lfree = vf[F_LFREE]  # when the last buffer of an op (output or a received copy) was freed
 
     hsize, seq, n_run, n_xe, n_xs = WI[S_HSIZE], WI[S_SEQ], WI[S_NRUN], WI[S_NXE], WI[S_NXS]
     n_log, n_dirty = WI[S_NLOG], WI[S_NDIRTY]
@@ -319,12 +321,14 @@ def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf):
                     if use_cnt[w] == 0:
                         level[d] -= obytes[w]
                         out_free[w] = t
+                        lfree[w] = t
                 else:
                     r = copy_rep[pred_edge[j]]
                     copy_cnt[r] -= 1
                     if copy_cnt[r] == 0:
                         level[d] -= cbytes[r]
                         cfree[r] = t
+                        lfree[edge_src[r]] = t
             nloc = 0
             ndev = 0
             first_rem = -1
@@ -370,6 +374,7 @@ def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf):
             if nloc + ntx == 0:
                 level[d] -= obytes[u]
                 out_free[u] = t
+                lfree[u] = t
             if ndev > 0:
                 if model == PLACETO:
                     dur = 0.0
@@ -422,6 +427,7 @@ def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf):
             if use_cnt[u] == 0:
                 level[s] -= obytes[u]
                 out_free[u] = t
+                lfree[u] = t
             if model == PLACETO:
                 st = xf_start[r]
                 for e in range(succ_ptr[u], succ_ptr[u + 1]):

@@ -27,7 +27,7 @@ import numpy as np
 from numba import njit
 
 from placer.sim.kernel import (
-    F_TCUR, F_TMAX, P2P, S_HSIZE, S_NDIRTY, S_NLOG, S_NRUN, S_NXE, S_NXS, finish, gviews, key, push,
+    F_LFREE, F_TCUR, F_TMAX, P2P, S_HSIZE, S_NDIRTY, S_NLOG, S_NRUN, S_NXE, S_NXS, finish, gviews, key, push,
     run_loop, views,
 )
 
@@ -58,6 +58,7 @@ def restore(GI, GF, CF, CI, place, WI, WF, T0, vi, vf):
     is_dirty, first, log_last, hk, hp, log_prev = vi[23], vi[24], vi[25], vi[26], vi[27], vi[28]
     start, end, enq_t, out_free, xf_start, xf_arr, cbytes = vf[0], vf[1], vf[2], vf[3], vf[4], vf[5], vf[7]
     carr, cfree, level, peak, peak_t, ht, log_t, log_level = vf[8], vf[9], vf[10], vf[11], vf[12], vf[14], vf[15], vf[16]
+    lfree = vf[F_LFREE]
 
     for d in range(D):
         dev_head[d] = -1
@@ -96,6 +97,8 @@ def restore(GI, GF, CF, CI, place, WI, WF, T0, vi, vf):
         d = place[u]
         if end[u] >= T0:
             level[d] += obytes[u]
+            continue
+        if lfree[u] < T0:  # every buffer of u was freed before T0
             continue
         nloc = 0
         for e in range(succ_ptr[u], succ_ptr[u + 1]):
