@@ -96,13 +96,13 @@ def pipedream_sanity() -> None:
             print(f"  {name:<13} PipeDream {pd_ms:8.1f} ms   ours[{key}] {ours:8.1f} ms   ratio {ours / pd_ms:5.2f}")
 
 
-def cpu_check(repeats: int) -> None:
+def cpu_check(repeats: int, clock: str) -> None:
     from placer.cost.profile import measure_training_step_us, profile_capture, with_measured_costs
     from placer.zoo.models import build_model
 
     host = make_cluster("host-cpu", [Device.from_spec("cpu:0", device_spec("host"))], 1.0, 0.0)
-    print(f"\nthis CPU (1 torch thread): simulated step from the measured per-op profile vs the measured "
-          f"eager step (median of {repeats}):")
+    print(f"\nthis CPU (1 torch thread, {clock} clock): simulated step from the measured per-op profile vs the "
+          f"measured eager step (median of {repeats}):")
     print(f"  {'model':<10} {'ops':>5} {'unique':>6} {'profile_s':>9} {'predicted_ms':>12} {'measured_ms':>11} "
           f"{'std_ms':>7} {'ratio':>6} {'roofline_ms':>11}")
     import torch
@@ -112,9 +112,9 @@ def cpu_check(repeats: int) -> None:
         torch.manual_seed(0)
         m, inputs = build_model(name, device="cpu", **cfg)
         # the machine may be shared: measure the real step before and after profiling, pool the two
-        before = measure_training_step_us(m, inputs, warmup=2, repeats=repeats, threads=1)
-        prof = profile_capture(cap, "cpu", warmup=2, repeats=repeats, threads=1)
-        after = measure_training_step_us(m, inputs, warmup=1, repeats=repeats, threads=1)
+        before = measure_training_step_us(m, inputs, warmup=2, repeats=repeats, threads=1, clock=clock)
+        prof = profile_capture(cap, "cpu", warmup=2, repeats=repeats, threads=1, clock=clock)
+        after = measure_training_step_us(m, inputs, warmup=1, repeats=repeats, threads=1, clock=clock)
         real, std = (before[0] + after[0]) / 2, max(before[1], after[1], abs(before[0] - after[0]) / 2)
         g = with_measured_costs(cap.graph, prof, "cpu")
         pred = simulate(Problem(g, host), np.zeros(g.n_ops, dtype=np.int64)).makespan_us
@@ -132,12 +132,14 @@ def main() -> None:
     ap.add_argument("--skip-cpu", action="store_true")
     ap.add_argument("--only-cpu", action="store_true")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--clock", choices=("wall", "thread"), default="thread",
+                    help="CPU check timing: thread CPU time (default; robust on a shared machine) or wall time")
     a = ap.parse_args()
     if not a.only_cpu:
         zoo_table([m for m in a.models.split(",") if m], not a.skip_grouping)
         pipedream_sanity()
     if not a.skip_cpu:
-        cpu_check(a.repeats)
+        cpu_check(a.repeats, a.clock)
 
 
 if __name__ == "__main__":

@@ -132,6 +132,12 @@ def test_profile_measures_every_op_and_dedups_unrolled_steps():
     m, inputs = build_model("nmt2", device="cpu", **cfg)
     med, std = measure_training_step_us(m, inputs, warmup=1, repeats=2)
     assert med > 0 and std >= 0
+    cpu_med, _ = measure_training_step_us(m, inputs, warmup=1, repeats=2, clock="thread")
+    assert cpu_med > 0
+    thread = profile_capture(cap, "cpu", warmup=1, repeats=3, clock="thread")
+    assert thread.summary()["clock"] == "thread" and np.isfinite(thread.median_us).all()
+    with pytest.raises(InputError, match="clock"):
+        profile_capture(cap, "cpu", clock="sundial")
     assert torch.get_num_threads() >= 1
 
 

@@ -67,8 +67,9 @@ def predict_us(graph, spec: DeviceSpec, fit: dict) -> np.ndarray:
     return t
 
 
-def calibrate_host(repeats: int = 5, threads: int = 1) -> dict:
-    """Profile :data:`CALIBRATION_SET` on this CPU and fit the ``host`` factors."""
+def calibrate_host(repeats: int = 5, threads: int = 1, clock: str = "thread") -> dict:
+    """Profile :data:`CALIBRATION_SET` on this CPU and fit the ``host`` factors. The thread-CPU-time
+    clock keeps other processes' time slices out of the fit on a shared machine."""
     from placer.cost.profile import profile_capture
     from placer.cost.specs import device_spec
     from placer.zoo.models import zoo_capture
@@ -76,14 +77,15 @@ def calibrate_host(repeats: int = 5, threads: int = 1) -> dict:
     samples, names = [], []
     for name, cfg in CALIBRATION_SET:
         cap = zoo_capture(name, **cfg)
-        prof = profile_capture(cap, "cpu", warmup=2, repeats=repeats, threads=threads)
+        prof = profile_capture(cap, "cpu", warmup=2, repeats=repeats, threads=threads, clock=clock)
         samples.append((cap.graph, prof.median_us))
         names.append(f"{name}({cap.graph.n_ops} ops)")
     fit = fit_efficiency(samples, device_spec("host"))
     fit["check_sum_predicted_over_measured"] = {
         nm.split("(")[0]: round(float(predict_us(g, device_spec("host"), fit).sum() / np.nansum(t)), 3)
         for nm, (g, t) in zip(names, samples)}
-    fit["source"] = (f"fitted {datetime.date.today()} on this machine's CPU ({threads} torch thread) from per-op profiles "
+    fit["source"] = (f"fitted {datetime.date.today()} on this machine's CPU ({threads} torch thread, {clock} clock) "
+                     f"from per-op profiles "
                      f"of reduced zoo models: {', '.join(names)}")
     return fit
 

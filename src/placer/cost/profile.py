@@ -8,8 +8,10 @@ identical signatures (same aten op, shapes, strides, dtypes and constant argumen
 step of an unrolled LSTM) are measured once. Integer inputs are zeros (valid indices for
 embeddings, losses and gathers); floating inputs are standard normal.
 
-On CPU a call is timed with ``perf_counter``; on CUDA with events around the call after a
-synchronize. :func:`with_measured_costs` stores the medians as ``compute_us[key]`` and the spread
+On CPU a call is timed with ``perf_counter`` (wall) or, with ``clock="thread"``, the calling
+thread's CPU time, which on a shared machine leaves out the time slices other processes got (a
+long training step is preempted many times, a short op call rarely); on CUDA with events around
+the call after a synchronize. :func:`with_measured_costs` stores the medians as ``compute_us[key]`` and the spread
 in ``graph.meta['profiles'][key]``, so a graph saved after profiling is never profiled again.
 """
 
@@ -35,10 +37,12 @@ class OpProfile:
     unique_ops: int
     failed: int
     wall_s: float
+    clock: str = "wall"
 
     def summary(self) -> dict:
         ok = np.isfinite(self.median_us)
-        return {"device": self.device, "warmup": self.warmup, "repeats": self.repeats, "threads": self.threads,
+        return {"device": self.device, "clock": self.clock, "warmup": self.warmup, "repeats": self.repeats,
+                "threads": self.threads,
                 "unique_ops": self.unique_ops, "failed": self.failed, "wall_s": round(self.wall_s, 2),
                 "sum_median_us": float(self.median_us[ok].sum())}
 
@@ -92,9 +96,22 @@ def _args_for(node, device, gen):
     return tree_map(conv, node.args), tree_map(conv, node.kwargs)
 
 
-def _time_call(fn, args, kwargs, warmup, repeats, cuda):
+def _clock(clock: str):
+    """``wall``: elapsed time; ``thread``: CPU time of the calling thread (with one torch thread
+    every CPU kernel runs there), which leaves out time the OS gave to other processes."""
+    if clock == "wall":
+        return time.perf_counter_ns
+    if clock == "thread":
+        return time.thread_time_ns
+    from placer.errors import InputError
+
+    raise InputError("profile", f"clock '{clock}'", "is not a clock", "use 'wall' or 'thread'")
+
+
+def _time_call(fn, args, kwargs, warmup, repeats, cuda, clock="wall"):
     import torch
 
+    now = _clock(clock)
     for _ in range(warmup):
         fn(*args, **kwargs)
     times = []
@@ -109,18 +126,20 @@ def _time_call(fn, args, kwargs, warmup, repeats, cuda):
             times.append(a.elapsed_time(b) * 1e3)
     else:
         for _ in range(repeats):
-            t0 = time.perf_counter_ns()
+            t0 = now()
             fn(*args, **kwargs)
-            times.append((time.perf_counter_ns() - t0) / 1e3)
+            times.append((now() - t0) / 1e3)
     return statistics.median(times), (statistics.pstdev(times) if len(times) > 1 else 0.0)
 
 
 def profile_capture(capture, device: str = "cpu", warmup: int = 2, repeats: int = 5, threads: int | None = 1,
-                    seed: int = 0) -> OpProfile:
+                    seed: int = 0, clock: str = "wall") -> OpProfile:
     """Measure every op of ``capture`` on ``device`` (``cpu`` or ``cuda[:i]``). ``threads`` fixes
-    torch's intra-op threads for the run (restored afterwards); ``None`` keeps the current setting."""
+    torch's intra-op threads for the run (restored afterwards); ``None`` keeps the current setting.
+    ``clock="thread"`` times CPU ops by the thread's CPU time (see :func:`_clock`; one thread)."""
     import torch
 
+    _clock(clock)
     cuda = str(device).startswith("cuda")
     if cuda and not torch.cuda.is_available():
         from placer.errors import InputError
@@ -145,7 +164,7 @@ def profile_capture(capture, device: str = "cpu", warmup: int = 2, repeats: int 
                 if key not in seen:
                     try:
                         args, kwargs = _args_for(node, device, gen)
-                        seen[key] = _time_call(node.target, args, kwargs, warmup, repeats, cuda)
+                        seen[key] = _time_call(node.target, args, kwargs, warmup, repeats, cuda, clock)
                     except Exception:  # an op that cannot run alone on synthetic inputs
                         seen[key] = (float("nan"), float("nan"))
                         failed += 1
@@ -153,7 +172,7 @@ def profile_capture(capture, device: str = "cpu", warmup: int = 2, repeats: int 
     finally:
         torch.set_num_threads(old_threads)
     return OpProfile(str(device), med, std, warmup, repeats, threads or old_threads,
-                     len(seen), failed, time.perf_counter() - t0)
+                     len(seen), failed, time.perf_counter() - t0, clock)
 
 
 def with_measured_costs(graph, profile: OpProfile, key: str = "cpu"):
@@ -179,12 +198,14 @@ def with_measured_costs(graph, profile: OpProfile, key: str = "cpu"):
 
 
 def measure_training_step_us(module, inputs, optimizer: str = "sgd-momentum", warmup: int = 2, repeats: int = 5,
-                             threads: int | None = 1, lr: float = 0.1) -> tuple[float, float]:
+                             threads: int | None = 1, lr: float = 0.1, clock: str = "wall") -> tuple[float, float]:
     """The real wall time (median, std in us) of one eager training step of ``module`` on CPU:
     forward, ``backward()``, ``optimizer.step()`` (``torch.optim.SGD`` with momentum 0.9 or
-    ``Adam``), ``zero_grad``. The module computes its own loss (zoo models do)."""
+    ``Adam``), ``zero_grad``. The module computes its own loss (zoo models do). ``clock`` as in
+    :func:`profile_capture` (``thread`` needs ``threads=1``: backward runs in the calling thread)."""
     import torch
 
+    now = _clock(clock)
     old = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
@@ -205,9 +226,9 @@ def measure_training_step_us(module, inputs, optimizer: str = "sgd-momentum", wa
         for _ in range(warmup):
             step()
         for _ in range(repeats):
-            t0 = time.perf_counter_ns()
+            t0 = now()
             step()
-            times.append((time.perf_counter_ns() - t0) / 1e3)
+            times.append((now() - t0) / 1e3)
     finally:
         torch.set_num_threads(old)
     return statistics.median(times), statistics.pstdev(times)
