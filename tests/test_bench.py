@@ -260,3 +260,22 @@ def test_findings_name_the_winner_and_the_closest_to_the_bound():
     assert "Closest to the lower bound on average: b (geometric mean 1.20x" in text
     assert "at most 20 simulated placements: b" in text
     assert "Beat CP-SAT's time-limited, coarsened result on average: a " in text
+
+
+def test_agreement_lines_compare_directions_and_winners():
+    from placer.bench.report import agreement_lines
+
+    s = {"comparisons": [
+        {"row": "A", "cluster": "k80x2", "column": "Reduction", "kind": "derived", "paper": 40.0, "ours": -3.0,
+         "fmt": "{:.1f}%"},
+        {"row": "B", "cluster": "k80x2", "column": "Reduction", "kind": "derived", "paper": 40.0, "ours": None,
+         "fmt": "{:.1f}%"},
+        {"row": "A", "cluster": "k80x2", "column": "X", "kind": "time", "paper": 1.0, "ours_ms": 5.0, "ours_oom": False},
+        {"row": "A", "cluster": "k80x2", "column": "Y", "kind": "time", "paper": 2.0, "ours_ms": 4.0, "ours_oom": False},
+        {"row": "A", "cluster": "k80x2", "column": "Z", "kind": "time", "paper": 0.5, "ours_ms": None, "ours_oom": False},
+    ]}
+    lines = agreement_lines(s)
+    assert "A (k80x2), Reduction: paper 40.0%, ours -3.0% (OPPOSITE direction)." in lines
+    assert any(t.startswith("A (k80x2), best of the 2 columns both have: paper X (1 s), ours Y (4.00 ms): differs; "
+                            "the paper's overall best, Z, has no result here") for t in lines)
+    assert lines[-1] == "Not comparable yet (a method in the column has no result): Reduction (1 rows)."

@@ -42,8 +42,9 @@ def _num(v) -> float | None:
 
 
 def agreement_lines(s: dict) -> list[str]:
-    """Plain sentences: derived columns (ours vs the paper's) and, per row, which method each says wins."""
-    out = []
+    """Plain sentences: derived columns (ours vs the paper's) and, per row, which method each says
+    wins among the columns both have."""
+    out, pending = [], {}
     for c in s["comparisons"]:
         if c["kind"] != "derived":
             continue
@@ -51,32 +52,39 @@ def agreement_lines(s: dict) -> list[str]:
         fmt = c.get("fmt", "{:.1f}")
         if p is None:
             continue
-        where = f"{c['row']} ({c['cluster']}), {c['column']}"
         if o is None:
-            out.append(f"{where}: paper {fmt.format(p)}; ours not available (a method in it did not run).")
+            pending[c["column"]] = pending.get(c["column"], 0) + 1
             continue
+        where = f"{c['row']} ({c['cluster']}), {c['column']}"
+        verdict = ""
         if "%" in fmt:
-            verdict = ("same direction" if (p > 0) == (o > 0) or abs(p) < 1 and abs(o) < 1
-                       else "OPPOSITE direction")
-        else:
-            verdict = "same side of 1" if (p > 1) == (o > 1) else "OPPOSITE side of 1"
-        out.append(f"{where}: paper {fmt.format(p)}, ours {fmt.format(o)} ({verdict}).")
+            same = (p > 0) == (o > 0) or (abs(p) < 1 and abs(o) < 1)
+            verdict = " (same direction)" if same else " (OPPOSITE direction)"
+        elif fmt.endswith("x"):
+            verdict = " (same side of 1)" if (p > 1) == (o > 1) else " (OPPOSITE side of 1)"
+        out.append(f"{where}: paper {fmt.format(p)}, ours {fmt.format(o)}{verdict}.")
     rows: dict[tuple[str, str], list[dict]] = {}
     for c in s["comparisons"]:
         if c["kind"] == "time":
             rows.setdefault((c["row"], c["cluster"]), []).append(c)
     for (row, cl), cs in rows.items():
-        paper = [(c["column"], _num(c["paper"])) for c in cs if _num(c["paper"]) is not None]
-        ours = [(c["column"], c["ours_ms"]) for c in cs if c["ours_ms"] is not None and not c["ours_oom"]]
-        if not paper or not ours:
+        paper = {c["column"]: _num(c["paper"]) for c in cs if _num(c["paper"]) is not None}
+        ours = {c["column"]: c["ours_ms"] for c in cs if c["ours_ms"] is not None and not c["ours_oom"]}
+        common = [k for k in paper if k in ours]
+        if len(common) < 2:
             continue
-        pb, ob = min(v for _, v in paper), min(v for _, v in ours)
-        pw = [k for k, v in paper if v <= pb * (1 + 1e-9)]
-        ow = [k for k, v in ours if v <= ob * (1 + 1e-9)]
-        same = bool(set(pw) & set(ow))
-        note = "agrees" if same else "differs"
-        out.append(f"{row} ({cl}): paper's best is {' = '.join(pw)} ({pb:g} s); ours is {' = '.join(ow)} "
-                   f"({ob:,.2f} ms) among the {len(ours)} of {len(paper)} columns we have ({note}).")
+        pb, ob = min(paper[k] for k in common), min(ours[k] for k in common)
+        pw = [k for k in common if paper[k] <= pb * (1 + 1e-9)]
+        ow = [k for k in common if ours[k] <= ob * (1 + 1e-9)]
+        note = "agrees" if set(pw) & set(ow) else "differs"
+        overall = min(paper.values())
+        lacking = [k for k, v in paper.items() if v <= overall * (1 + 1e-9) and k not in ours]
+        extra = f"; the paper's overall best, {' = '.join(lacking)}, has no result here" if lacking else ""
+        out.append(f"{row} ({cl}), best of the {len(common)} columns both have: paper {' = '.join(pw)} ({pb:g} s), "
+                   f"ours {' = '.join(ow)} ({ob:,.2f} ms): {note}{extra}.")
+    if pending:
+        out.append("Not comparable yet (a method in the column has no result): "
+                   + ", ".join(f"{k} ({n} rows)" for k, n in pending.items()) + ".")
     return out
 
 
