@@ -125,6 +125,10 @@ def render_markdown(plan: Plan, env: dict, table: str, footnotes: str, summary_m
         lines += [footnotes.replace("\n", "  \n"), ""]
     if summary_md:
         lines += ["## Per method, over all rows", "", summary_md, ""]
+    pols = policy_lines(plan)
+    if pols:
+        lines += ["## Policies the transfer columns start from", "",
+                  "Their training is not counted in the columns' placements (as in the paper).", ""] + pols + [""]
     if exp.paper_notes:
         lines += ["## What the paper says beyond the table", ""] + [f"- {t}" for t in exp.paper_notes] + [""]
     lines += ["## Why our numbers differ from the paper's", ""] + [f"- {t}" for t in exp.differences] + [""]
@@ -136,6 +140,25 @@ def render_markdown(plan: Plan, env: dict, table: str, footnotes: str, summary_m
                                                                               for n in names))
         lines.append("")
     return "\n".join(lines)
+
+
+def policy_lines(plan: Plan) -> list[str]:
+    from placer.frontends.native import read_json
+
+    out = []
+    for name, ctx in sorted(plan.policies.items()):
+        if ctx.missing:
+            out.append(f"- `{name}`: {ctx.missing}")
+            continue
+        rec = ctx.path.with_suffix(".json") if ctx.path else None
+        if rec is None or not rec.exists():
+            out.append(f"- `{name}`: not trained (no run needed it)")
+            continue
+        r = read_json(rec)
+        graphs = ", ".join(r["graphs"][:4]) + (f" and {len(r['graphs']) - 4} more" if len(r["graphs"]) > 4 else "")
+        out.append(f"- `{name}`: REINFORCE on {graphs} ({ctx.spec.cluster}): {r['episodes']:,} episodes, "
+                   f"{r['sim_calls']:,} simulator calls, {r['seconds']:.1f} s; record `policies/{rec.name}`")
+    return out
 
 
 # ---------------------------------------------------------------------- plots
