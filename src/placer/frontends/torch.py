@@ -6,9 +6,10 @@ How (needs the ``torch`` extra):
   allocates no real memory and runs no kernels, so a 300M-parameter model is captured on a laptop.
 * The step is written functionally and traced by ``make_fx`` under ``torch.func.functionalize``:
   ``torch.func.grad_and_value`` over ``torch.func.functional_call(module, params + buffers)``, then
-  an optimizer update per parameter. Buffers are explicit inputs of the differentiated function, so
-  batch-norm running-stat updates are traced as ordinary ops on inputs (a naive ``make_fx`` of
-  ``loss.backward(); opt.step()`` fails on them as captured, mutated tensors).
+  an optimizer update per parameter. Buffers are explicit inputs of the differentiated function
+  (a naive ``make_fx`` of ``loss.backward(); opt.step()`` fails on them as captured, mutated
+  tensors): ``native_batch_norm`` reads and updates its running-mean / running-variance inputs
+  itself, and the ``num_batches_tracked`` increment is written back by an explicit ``copy_`` op.
 * Every forward op carries the module path it ran in (forward pre/post hooks push the path with
   ``torch.fx.traceback.annotate``), every backward op the autograd sequence number of the node it
   computes the gradient of (hooks on the autograd graph), every update op its parameter.
