@@ -54,7 +54,8 @@ def export(name: str = typer.Argument(..., help="zoo model name (see `placer zoo
                                                             "e.g. --set layers=4 --set blocks=[1,1,1,1]"),
            no_cache: bool = typer.Option(False, "--no-cache", help="capture again even if a cached graph exists"),
            profile_cpu: bool = typer.Option(False, "--profile-cpu",
-                                            help="also measure every op on this CPU (compute_us['cpu'] = measured)")):
+                                            help="also measure every op on this CPU, one torch thread, thread CPU time "
+                                                 "(compute_us['cpu'] = measured medians)")):
     """Capture a zoo model's training step (forward, backward, update) and write it as a graph file."""
     import json
 
@@ -78,7 +79,7 @@ def export(name: str = typer.Argument(..., help="zoo model name (see `placer zoo
             from placer.cost.profile import profile_capture, with_measured_costs
 
             cap = zoo_capture(name, optimizer=optimizer, **over)
-            g = with_measured_costs(cap.graph, profile_capture(cap, "cpu"), "cpu")
+            g = with_measured_costs(cap.graph, profile_capture(cap, "cpu", clock="thread"), "cpu")
         else:
             g = zoo_graph(name, cache=not no_cache, optimizer=optimizer, **over)
     save_graph(g, out)
