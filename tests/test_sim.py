@@ -177,6 +177,7 @@ def test_batch_and_incremental_agree_with_simulate():
             assert b.makespan_us.tolist() == [w.makespan_us for w in want]
             assert b.peak_memory_bytes.tolist() == [w.peak_memory_bytes.tolist() for w in want]
         inc = IncrementalSim(P, prm, ps[0])
+        inc.full_below = 0.0
         assert inc.move(1, 1) == want[1].objective
         assert inc.move(2, 1) == want[2].objective
         assert inc.update(ps[3]) == want[3].objective and inc.makespan_us == want[3].makespan_us
@@ -247,3 +248,19 @@ def test_cli_simulate_prints_and_writes_trace(capsys, monkeypatch, tmp_path):
     out = capsys.readouterr().out
     assert "step time" in out and "utilisation" in out and "peak memory" in out
     assert json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+
+
+def test_evaluator_uses_the_fast_paths_and_counts_every_placement():
+    from placer.methods.base import Evaluator
+
+    P = diamond()
+    ps = np.array([[0, 0, 0, 0], [1, 1, 1, 1], [0, 1, 0, 1]])
+    want = [simulate(P, p, NOGAP).objective for p in ps]
+    ev = Evaluator(P, NOGAP, n_jobs=2)
+    assert ev.evaluate(ps[0]) == want[0] and (ev.placements, ev.sim_calls) == (1, 1)
+    assert ev.evaluate_many(ps).tolist() == want and (ev.placements, ev.sim_calls) == (4, 4)
+    assert ev.best_objective == min(want) and ev.best.tolist() == ps[int(np.argmin(want))].tolist()
+    assert [x for x, _ in ev.curve] == [1, 2, 3, 4]
+    with pytest.raises(InputError):
+        ev.evaluate([0, 0, 0, 5])
+    assert ev.placements == 4

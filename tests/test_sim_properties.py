@@ -194,6 +194,7 @@ def test_incremental_and_batch_equal_full_runs(case, name, data):
     P, p = case
     prm = PARAMS[name]
     inc = IncrementalSim(P, prm, p)
+    inc.full_below = 0.0  # restart whenever T0 > 0, to exercise the restore path
     seen = [p.copy()]
     for _ in range(data.draw(st.integers(1, 8))):
         k = data.draw(st.integers(1, min(3, P.n_ops)))
@@ -218,6 +219,7 @@ def test_generated_training_graph_against_reference(name):
     for p in (rng.choice(gpus, g.n_ops), np.repeat(gpus, -(-g.n_ops // len(gpus)))[:g.n_ops]):
         check_against_reference(P, p, PARAMS[name])
     inc = IncrementalSim(P, PARAMS[name], p)
+    inc.full_below = 0.0
     for v in rng.choice(g.n_ops, 25, replace=False).tolist():
         assert inc.move(v, int(rng.choice(gpus))) == evaluate(P, inc.placement, PARAMS[name])
     assert inc.stats["restarts"] > 0

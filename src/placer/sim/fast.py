@@ -185,7 +185,14 @@ class IncrementalSim:
     restarts at ``T0``, the earliest end time of a parent of a changed op (0 when a changed op has
     no parent: then it is a full run), from state read back from the previous run's records.
     ``stats`` counts full runs, restarts and calls that changed nothing.
+
+    Cost: a restart reads the old records back in O(n + m) simple passes (about a tenth of a full
+    run) and replays the events after T0. On training graphs T0 is early for most ops (a backward
+    op's forward mirror feeds it, so its T0 is in the forward pass), so a Placeto-style sweep saves
+    ~10-40%; ops without parents always need a full run. ``benchmarks/sim_speed.py`` measures it.
     """
+
+    full_below = 0.1  # restart only when T0 is past this fraction of the old makespan
 
     def __init__(self, problem, params: SimParams | None = None, placement=None):
         self.problem = problem
@@ -259,7 +266,7 @@ class IncrementalSim:
 
     def _run(self, T0: float) -> float:
         e, prep = self.engine, self.engine.prep
-        if T0 <= 0.0:
+        if T0 <= self.full_below * e.makespan_us:  # replaying (almost) everything: a plain run is cheaper
             st = K.sim_full(prep.GI, prep.GF, e.CF, e.CI, e.place, e.WI, e.WF)
             self.stats["full"] += 1
         else:
