@@ -22,6 +22,16 @@ over is the shape of each table: which method wins, and by roughly how much. Bel
 say plainly where ours agree and where they do not. A method that does not exist yet in `placer`,
 or a graph that is not available, is shown as such; no cell is ever filled with a number we did
 not produce.
+
+Running the experiments: `placer bench list` names them; `placer bench <experiment>` runs one at
+the default budget (minutes on a 2-core machine for the classical ones, longer where learned
+methods train), `--quick` at a CI-sized budget, `--budget paper` at the papers' sample counts;
+`--jobs N` runs independent runs in N processes; `--seeds 0,1,2` overrides the seeds. Runs are
+cached by a hash of everything that decides them (graph and cluster content, method, parameters,
+seed, budget, simulator settings, and the source of the method, the simulator and the cost model),
+so an interrupted experiment resumes and an unchanged one reruns nothing. The real graphs are read
+from `$PLACER_SHARED_GRAPHS` (default `../shared/graphs` beside the repository); without them
+those rows show as missing.
 """
 
 
