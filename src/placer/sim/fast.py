@@ -41,6 +41,7 @@ class Engine:
         self.WF = np.zeros(nf, dtype=np.float64)
         self.vi, self.vf = K.views(self.WI, self.WF, n, m, D)
         self.place = np.zeros(n, dtype=np.int64)  # the placement of the last run
+        self.recorded = False  # whether the last run kept its records
 
     # ------------------------------------------------------------------ runs
     def _as_array(self, placement) -> np.ndarray:
@@ -49,10 +50,12 @@ class Engine:
             self.problem.validate_placement(p)  # raises the InputError that names the problem
         return p.astype(np.int64, copy=False)
 
-    def run(self, placement) -> None:
-        """Simulate ``placement`` into the workspace (raises on a bad placement)."""
+    def run(self, placement, record: bool = True) -> None:
+        """Simulate ``placement`` into the workspace (raises on a bad placement). ``record=False``
+        keeps only what the objective needs (faster; :meth:`result` then re-runs)."""
         self.place[:] = self._as_array(placement)
-        st = K.sim_full(self.prep.GI, self.prep.GF, self.CF, self.CI, self.place, self.WI, self.WF)
+        st = K.sim_full(self.prep.GI, self.prep.GF, self.CF, self.CI, self.place, self.WI, self.WF, record)
+        self.recorded = record
         self.check(st)
 
     def check(self, status: int) -> None:
@@ -61,6 +64,9 @@ class Engine:
         if status == K.BAD_PLACEMENT:
             self.problem.validate_placement(self.place)
             raise ValueError(f"placement rejected at op {int(self.WI[K.S_BAD])}")  # pragma: no cover
+        if not self.recorded:  # find the op from a recorded run
+            self.recorded = True
+            self.check(K.sim_full(self.prep.GI, self.prep.GF, self.CF, self.CI, self.place, self.WI, self.WF, True))
         ran = np.zeros(self.prep.n, dtype=bool)
         ran[self.vi[K.I_DISP][:int(self.WI[K.S_NRUN])]] = True
         i = int(np.flatnonzero(~ran)[0])
@@ -69,7 +75,7 @@ class Engine:
 
     def objective(self, placement) -> float:
         """The memory-penalised objective R (us) of ``placement``: the fast path."""
-        self.run(placement)
+        self.run(placement, record=False)
         return float(self.WF[K.F_OBJ])
 
     @property
@@ -87,8 +93,8 @@ class Engine:
 
     def result(self, placement=None) -> SimResult:
         """The full SimResult of ``placement`` (or of the last run when None)."""
-        if placement is not None:
-            self.run(placement)
+        if placement is not None or not self.recorded:
+            self.run(self.place.copy() if placement is None else placement)
         g, p, vi, vf = self.problem.graph, self.place.copy(), self.vi, self.vf
         start, end = vf[K.F_START].copy(), vf[K.F_END].copy()
         src, dst = g.edge_src, g.edge_dst
@@ -267,7 +273,7 @@ class IncrementalSim:
     def _run(self, T0: float) -> float:
         e, prep = self.engine, self.engine.prep
         if T0 <= self.full_below * e.makespan_us:  # replaying (almost) everything: a plain run is cheaper
-            st = K.sim_full(prep.GI, prep.GF, e.CF, e.CI, e.place, e.WI, e.WF)
+            st = K.sim_full(prep.GI, prep.GF, e.CF, e.CI, e.place, e.WI, e.WF, True)
             self.stats["full"] += 1
         else:
             mk_old = e.makespan_us

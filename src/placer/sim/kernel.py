@@ -241,8 +241,9 @@ def init_state(GI, GF, CI, place, WI, WF, vi, vf):
 
 # ---------------------------------------------------------------------------- event loop
 @njit(cache=True, nogil=True)
-def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf):
-    """Process events until none is left; the state in WI/WF may be fresh or restored."""
+def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf, record):
+    """Process events until none is left; the state in WI/WF may be fresh or restored. ``record``:
+    keep the per-op / per-transfer records (SimResult, restarts); off for the objective alone."""
     n, m, D, model = CI[0], CI[1], CI[2], CI[3]
     succ_ptr, succ_idx, pred_ptr, pred_edge, edge_src, leader, pred_idx, ebytes, obytes, tbytes, pbytes, comp = (
         gviews(GI, GF, n, m, D))
@@ -275,12 +276,13 @@ def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf):
                 if level[d] > peak[d]:
                     peak[d] = level[d]
                     peak_t[d] = t_cur
-                    log_t[n_log] = t_cur
-                    log_level[n_log] = level[d]
-                    log_dev[n_log] = d
-                    log_prev[n_log] = log_last[d]
-                    log_last[d] = n_log
-                    n_log += 1
+                    if record:
+                        log_t[n_log] = t_cur
+                        log_level[n_log] = level[d]
+                        log_dev[n_log] = d
+                        log_prev[n_log] = log_last[d]
+                        log_last[d] = n_log
+                        n_log += 1
             n_dirty = 0
             t_cur = t
         tmax = t
@@ -297,11 +299,12 @@ def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf):
                 dev_tail[d] = -1
             cost = comp[c * D + d]
             e_t = t + cost
-            start[c] = t
-            end[c] = e_t
-            disp[n_run] = c
-            disp_prev[n_run] = dev_last[d]
-            dev_last[d] = n_run
+            if record:
+                start[c] = t
+                end[c] = e_t
+                disp[n_run] = c
+                disp_prev[n_run] = dev_last[d]
+                dev_last[d] = n_run
             n_run += 1
             level[d] += obytes[c] + tbytes[c]
             if is_dirty[d] == 0:
@@ -320,15 +323,17 @@ def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf):
                     use_cnt[w] -= 1
                     if use_cnt[w] == 0:
                         level[d] -= obytes[w]
-                        out_free[w] = t
-                        lfree[w] = t
+                        if record:
+                            out_free[w] = t
+                            lfree[w] = t
                 else:
                     r = copy_rep[pred_edge[j]]
                     copy_cnt[r] -= 1
                     if copy_cnt[r] == 0:
                         level[d] -= cbytes[r]
-                        cfree[r] = t
-                        lfree[edge_src[r]] = t
+                        if record:
+                            cfree[r] = t
+                            lfree[edge_src[r]] = t
             nloc = 0
             ndev = 0
             first_rem = -1
@@ -340,8 +345,9 @@ def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf):
                     nloc += 1
                     missing[c] -= 1
                     if missing[c] == 0:
-                        enq_t[c] = t
-                        enq_seq[c] = seq
+                        if record:
+                            enq_t[c] = t
+                            enq_seq[c] = seq
                         seq += 1
                         fifo[c] = -1
                         if dev_tail[d] < 0:
@@ -373,8 +379,9 @@ def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf):
             use_cnt[u] = nloc + ntx
             if nloc + ntx == 0:
                 level[d] -= obytes[u]
-                out_free[u] = t
-                lfree[u] = t
+                if record:
+                    out_free[u] = t
+                    lfree[u] = t
             if ndev > 0:
                 if model == PLACETO:
                     dur = 0.0
@@ -387,10 +394,11 @@ def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf):
                                 dur = v
                             first[x] = -1
                     xdur[first_rem] = dur
-                    xf_seq[first_rem] = seq
                     seq += 1
-                    xe_list[n_xe] = first_rem
-                    n_xe += 1
+                    if record:
+                        xf_seq[first_rem] = seq - 1
+                        xe_list[n_xe] = first_rem
+                        n_xe += 1
                     xq_next[first_rem] = -1
                     if bus_tail[d] < 0:
                         bus_head[d] = first_rem
@@ -405,10 +413,11 @@ def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf):
                         f = first[x]
                         if f >= 0:
                             xdur[f] = lat[d * D + x] + cbytes[f] / bw[d * D + x]
-                            xf_seq[f] = seq
                             seq += 1
-                            xe_list[n_xe] = f
-                            n_xe += 1
+                            if record:
+                                xf_seq[f] = seq - 1
+                                xe_list[n_xe] = f
+                                n_xe += 1
                             xq_next[f] = -1
                             if bus_tail[d] < 0:
                                 bus_head[d] = f
@@ -426,27 +435,30 @@ def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf):
             use_cnt[u] -= 1
             if use_cnt[u] == 0:
                 level[s] -= obytes[u]
-                out_free[u] = t
-                lfree[u] = t
+                if record:
+                    out_free[u] = t
+                    lfree[u] = t
             if model == PLACETO:
-                st = xf_start[r]
+                st = xf_start[r] if record else 0.0
                 for e in range(succ_ptr[u], succ_ptr[u + 1]):
                     c = succ_idx[e]
                     x = place[c]
                     if x != s:
                         if copy_rep[e] == e:
                             level[x] += cbytes[e]
-                            carr[e] = t
-                            xf_start[e] = st
-                            xf_arr[e] = t
+                            if record:
+                                carr[e] = t
+                                xf_start[e] = st
+                                xf_arr[e] = t
                             if is_dirty[x] == 0:
                                 is_dirty[x] = 1
                                 dirty[n_dirty] = x
                                 n_dirty += 1
                         missing[c] -= 1
                         if missing[c] == 0:
-                            enq_t[c] = t
-                            enq_seq[c] = seq
+                            if record:
+                                enq_t[c] = t
+                                enq_seq[c] = seq
                             seq += 1
                             fifo[c] = -1
                             if dev_tail[x] < 0:
@@ -461,7 +473,8 @@ def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf):
                 x = (k & 255) - 1
                 recv[x] = 0
                 level[x] += cbytes[r]
-                carr[r] = t
+                if record:
+                    carr[r] = t
                 if is_dirty[x] == 0:
                     is_dirty[x] = 1
                     dirty[n_dirty] = x
@@ -471,8 +484,9 @@ def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf):
                     if place[c] == x:
                         missing[c] -= 1
                         if missing[c] == 0:
-                            enq_t[c] = t
-                            enq_seq[c] = seq
+                            if record:
+                                enq_t[c] = t
+                                enq_seq[c] = seq
                             seq += 1
                             fifo[c] = -1
                             if dev_tail[x] < 0:
@@ -520,12 +534,13 @@ def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf):
                 bus_act[s] = 1
                 b = 1 + x
             arr = t + xdur[r]
-            xf_start[r] = t
-            xf_arr[r] = arr
-            xs_list[n_xs] = r
-            xs_prev[n_xs] = bus_last[s]
-            bus_last[s] = n_xs
-            n_xs += 1
+            if record:
+                xf_start[r] = t
+                xf_arr[r] = arr
+                xs_list[n_xs] = r
+                xs_prev[n_xs] = bus_last[s]
+                bus_last[s] = n_xs
+                n_xs += 1
             hsize = push(ht, hk, hp, hsize, arr, key(0, edge_src[r], b), r)
             hsize = push(ht, hk, hp, hsize, arr + bus_gap, key(1, s, 0), -1)
 
@@ -535,12 +550,13 @@ def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf):
         if level[d] > peak[d]:
             peak[d] = level[d]
             peak_t[d] = t_cur
-            log_t[n_log] = t_cur
-            log_level[n_log] = level[d]
-            log_dev[n_log] = d
-            log_prev[n_log] = log_last[d]
-            log_last[d] = n_log
-            n_log += 1
+            if record:
+                log_t[n_log] = t_cur
+                log_level[n_log] = level[d]
+                log_dev[n_log] = d
+                log_prev[n_log] = log_last[d]
+                log_last[d] = n_log
+                n_log += 1
     WI[S_HSIZE], WI[S_SEQ], WI[S_NRUN], WI[S_NXE], WI[S_NXS] = hsize, seq, n_run, n_xe, n_xs
     WI[S_NLOG], WI[S_NDIRTY] = n_log, 0
     WF[F_TCUR], WF[F_TMAX] = t_cur, tmax
@@ -575,7 +591,7 @@ def finish(GF, CF, CI, place, WI, WF, vf):
 
 
 @njit(cache=True, nogil=True)
-def sim_full(GI, GF, CF, CI, place, WI, WF):
+def sim_full(GI, GF, CF, CI, place, WI, WF, record):
     """One whole simulation into WI/WF. Returns OK, BAD_PLACEMENT (WI[S_BAD] = op) or NOT_ALL_RAN."""
     n, m, D = CI[0], CI[1], CI[2]
     comp = GF[m + 3 * n:m + 3 * n + n * D]
@@ -586,7 +602,7 @@ def sim_full(GI, GF, CF, CI, place, WI, WF):
         return BAD_PLACEMENT
     vi, vf = views(WI, WF, n, m, D)
     init_state(GI, GF, CI, place, WI, WF, vi, vf)
-    run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf)
+    run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf, record)
     return finish(GF, CF, CI, place, WI, WF, vf)
 
 
@@ -599,7 +615,7 @@ def sim_batch(GI, GF, CF, CI, places, lo, hi, out_obj, out_mk, out_peak, out_sta
     WF = np.empty(nf, dtype=np.float64)
     o = NSF + 4 * n + 6 * m
     for row in range(lo, hi):
-        st = sim_full(GI, GF, CF, CI, places[row], WI, WF)
+        st = sim_full(GI, GF, CF, CI, places[row], WI, WF, False)
         out_status[row] = st if st == OK else -1 - WI[S_BAD]
         out_obj[row] = WF[F_OBJ]
         out_mk[row] = WF[F_TMAX]

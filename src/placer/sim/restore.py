@@ -254,5 +254,5 @@ def sim_from(GI, GF, CF, CI, place, WI, WF, T0):
     n, m, D = CI[0], CI[1], CI[2]
     vi, vf = views(WI, WF, n, m, D)
     restore(GI, GF, CF, CI, place, WI, WF, T0, vi, vf)
-    run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf)
+    run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf, True)
     return finish(GF, CF, CI, place, WI, WF, vf)
