@@ -55,7 +55,7 @@ def ws_sizes(n, m, D):
     """(len(WI), len(WF)) for a graph of n ops, m edges on D devices."""
     H = heap_cap(D)
     L = n + m + 1
-    return NS + 6 * n + 7 * m + 13 * D + 2 * H + 2 * L, NSF + 5 * n + 6 * m + 4 * D + H + 2 * L
+    return NS + 6 * n + 7 * m + 13 * D + 2 * H + 2 * L, NSF + 5 * n + 6 * m + 6 * D + H + 2 * L
 
 
 @njit(cache=True, nogil=True)
@@ -74,15 +74,15 @@ def views(WI, WF, n, m, D):
           WI[oi[17]:oi[18]], WI[oi[18]:oi[19]], WI[oi[19]:oi[20]], WI[oi[20]:oi[21]], WI[oi[21]:oi[22]],
           WI[oi[22]:oi[23]], WI[oi[23]:oi[24]], WI[oi[24]:oi[25]], WI[oi[25]:oi[26]], WI[oi[26]:oi[27]],
           WI[oi[27]:oi[28]], WI[oi[28]:oi[29]], WI[oi[29]:oi[30]])
-    of = np.empty(19, dtype=np.int64)
+    of = np.empty(21, dtype=np.int64)
     of[0] = NSF
-    szf = (n, n, n, n, m, m, m, m, m, m, D, D, D, D, H, L, L, n)
-    for k in range(18):
+    szf = (n, n, n, n, m, m, m, m, m, m, D, D, D, D, H, L, L, n, D, D)
+    for k in range(20):
         of[k + 1] = of[k] + szf[k]
     vf = (WF[of[0]:of[1]], WF[of[1]:of[2]], WF[of[2]:of[3]], WF[of[3]:of[4]], WF[of[4]:of[5]], WF[of[5]:of[6]],
           WF[of[6]:of[7]], WF[of[7]:of[8]], WF[of[8]:of[9]], WF[of[9]:of[10]], WF[of[10]:of[11]], WF[of[11]:of[12]],
           WF[of[12]:of[13]], WF[of[13]:of[14]], WF[of[14]:of[15]], WF[of[15]:of[16]], WF[of[16]:of[17]],
-          WF[of[17]:of[18]])
+          WF[of[17]:of[18]], WF[of[18]:of[19]], WF[of[19]:of[20]])
     return vi, vf
 
 
@@ -92,7 +92,7 @@ def views(WI, WF, n, m, D):
  I_RECV, I_DIRTY, I_ISDIRTY, I_FIRST, I_LOGLAST, I_HK, I_HP, I_LOGPREV, I_LOGDEV) = range(30)
 # WF views, in order
 (F_START, F_END, F_ENQT, F_OUTFREE, F_XFSTART, F_XFARR, F_XDUR, F_CBYTES, F_CARR, F_CFREE, F_LEVEL, F_PEAK,
- F_PEAKT, F_RESIDENT, F_HT, F_LOGT, F_LOGLEVEL, F_LFREE) = range(18)
+ F_PEAKT, F_RESIDENT, F_HT, F_LOGT, F_LOGLEVEL, F_LFREE, F_DEVFREE, F_BUSFREE) = range(20)
 
 
 # ---------------------------------------------------------------------------- heap
@@ -224,6 +224,8 @@ def init_state(GI, GF, CI, place, WI, WF, vi, vf):
         vf[F_LEVEL][d] = 0.0
         vf[F_PEAK][d] = 0.0
         vf[F_PEAKT][d] = 0.0
+        vf[F_DEVFREE][d] = 0.0
+        vf[F_BUSFREE][d] = 0.0
     for k in range(NS):
         WI[k] = 0
     for k in range(NSF):
@@ -259,6 +261,7 @@ def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf, record):
     start, end, enq_t, out_free, xf_start, xf_arr, xdur, cbytes = vf[0], vf[1], vf[2], vf[3], vf[4], vf[5], vf[6], vf[7]
     carr, cfree, level, peak, peak_t, ht, log_t, log_level = vf[8], vf[9], vf[10], vf[11], vf[12], vf[14], vf[15], vf[16]
     lfree = vf[F_LFREE]  # when the last buffer of an op (output or a received copy) was freed
+    dev_free, bus_free = vf[F_DEVFREE], vf[F_BUSFREE]  # when a device / sender is free again
 
     hsize, seq, n_run, n_xe, n_xs = WI[S_HSIZE], WI[S_SEQ], WI[S_NRUN], WI[S_NXE], WI[S_NXS]
     n_log, n_dirty = WI[S_NLOG], WI[S_NDIRTY]
@@ -312,7 +315,13 @@ def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf, record):
                 dirty[n_dirty] = d
                 n_dirty += 1
             hsize = push(ht, hk, hp, hsize, e_t, key(0, c, 0), -1)
-            hsize = push(ht, hk, hp, hsize, e_t + (op_gap if cost > 0 else 0.0), key(2, d, 0), -1)
+            w = e_t + (op_gap if cost > 0 else 0.0)
+            dev_free[d] = w
+            # wake-ups are scheduled only for work: now if more ops wait, else when one is queued
+            if dev_head[d] >= 0:
+                hsize = push(ht, hk, hp, hsize, w, key(2, d, 0), -1)
+            else:
+                dev_act[d] = 0
         elif kind == 0 and (k & 255) == 0:  # ----------------------- op a done
             u = a
             d = place[u]
@@ -357,7 +366,7 @@ def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf, record):
                         dev_tail[d] = c
                         if dev_act[d] == 0:
                             dev_act[d] = 1
-                            hsize = push(ht, hk, hp, hsize, t, key(2, d, 0), -1)
+                            hsize = push(ht, hk, hp, hsize, max(t, dev_free[d]), key(2, d, 0), -1)
                 else:
                     f = first[x]
                     if f < 0:
@@ -407,7 +416,7 @@ def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf, record):
                     bus_tail[d] = first_rem
                     if bus_act[d] == 0:
                         bus_act[d] = 1
-                        hsize = push(ht, hk, hp, hsize, t, key(1, d, 0), -1)
+                        hsize = push(ht, hk, hp, hsize, max(t, bus_free[d]), key(1, d, 0), -1)
                 else:
                     for x in range(D):
                         f = first[x]
@@ -426,7 +435,7 @@ def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf, record):
                             bus_tail[d] = f
                             if bus_act[d] == 0:
                                 bus_act[d] = 1
-                                hsize = push(ht, hk, hp, hsize, t, key(1, d, 0), -1)
+                                hsize = push(ht, hk, hp, hsize, max(t, bus_free[d]), key(1, d, 0), -1)
                             first[x] = -1
         elif kind == 0:  # ------------------------------------------ transfer pay of op a arrived
             u = a
@@ -468,7 +477,7 @@ def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf, record):
                             dev_tail[x] = c
                             if dev_act[x] == 0:
                                 dev_act[x] = 1
-                                hsize = push(ht, hk, hp, hsize, t, key(2, x, 0), -1)
+                                hsize = push(ht, hk, hp, hsize, max(t, dev_free[x]), key(2, x, 0), -1)
             else:
                 x = (k & 255) - 1
                 recv[x] = 0
@@ -496,11 +505,11 @@ def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf, record):
                             dev_tail[x] = c
                             if dev_act[x] == 0:
                                 dev_act[x] = 1
-                                hsize = push(ht, hk, hp, hsize, t, key(2, x, 0), -1)
+                                hsize = push(ht, hk, hp, hsize, max(t, dev_free[x]), key(2, x, 0), -1)
                 for s2 in range(D):  # the freed receiver may unblock an idle sender
                     if bus_act[s2] == 0 and bus_head[s2] >= 0:
                         bus_act[s2] = 1
-                        hsize = push(ht, hk, hp, hsize, t, key(1, s2, 0), -1)
+                        hsize = push(ht, hk, hp, hsize, max(t, bus_free[s2]), key(1, s2, 0), -1)
         else:  # ------------------------------------------------------ sender a wakes up
             s = a
             if model == PLACETO:
@@ -542,7 +551,12 @@ def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf, record):
                 bus_last[s] = n_xs
                 n_xs += 1
             hsize = push(ht, hk, hp, hsize, arr, key(0, edge_src[r], b), r)
-            hsize = push(ht, hk, hp, hsize, arr + bus_gap, key(1, s, 0), -1)
+            bus_free[s] = arr + bus_gap
+            if bus_head[s] >= 0:
+                hsize = push(ht, hk, hp, hsize, arr + bus_gap, key(1, s, 0), -1)
+                bus_act[s] = 1
+            else:
+                bus_act[s] = 0
 
     for j in range(n_dirty):
         d = dirty[j]
@@ -559,6 +573,8 @@ def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf, record):
                 n_log += 1
     WI[S_HSIZE], WI[S_SEQ], WI[S_NRUN], WI[S_NXE], WI[S_NXS] = hsize, seq, n_run, n_xe, n_xs
     WI[S_NLOG], WI[S_NDIRTY] = n_log, 0
+    for d in range(D):  # the reference's run time also counts the last (idle) wake-ups
+        tmax = max(tmax, dev_free[d], bus_free[d])
     WF[F_TCUR], WF[F_TMAX] = t_cur, tmax
 
 

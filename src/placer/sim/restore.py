@@ -27,8 +27,8 @@ import numpy as np
 from numba import njit
 
 from placer.sim.kernel import (
-    F_LFREE, F_TCUR, F_TMAX, P2P, S_HSIZE, S_NDIRTY, S_NLOG, S_NRUN, S_NXE, S_NXS, finish, gviews, key, push,
-    run_loop, views,
+    F_BUSFREE, F_DEVFREE, F_LFREE, F_TCUR, F_TMAX, P2P, S_HSIZE, S_NDIRTY, S_NLOG, S_NRUN, S_NXE, S_NXS, finish,
+    gviews, key, push, run_loop, views,
 )
 
 
@@ -59,6 +59,7 @@ def restore(GI, GF, CF, CI, place, WI, WF, T0, vi, vf):
     start, end, enq_t, out_free, xf_start, xf_arr, cbytes = vf[0], vf[1], vf[2], vf[3], vf[4], vf[5], vf[7]
     carr, cfree, level, peak, peak_t, ht, log_t, log_level = vf[8], vf[9], vf[10], vf[11], vf[12], vf[14], vf[15], vf[16]
     lfree = vf[F_LFREE]
+    dev_free, bus_free = vf[F_DEVFREE], vf[F_BUSFREE]
 
     for d in range(D):
         dev_head[d] = -1
@@ -80,16 +81,14 @@ def restore(GI, GF, CF, CI, place, WI, WF, T0, vi, vf):
         while pos >= k0:
             pos = disp_prev[pos]
         dev_last[d] = pos
+        dev_free[d] = 0.0
         if pos >= 0:
             u = disp[pos]
             e_t = end[u]
             if e_t >= T0:  # running at T0
                 hsize = push(ht, hk, hp, hsize, e_t, key(0, u, 0), -1)
                 level[d] += tbytes[u]
-            w = e_t + (op_gap if comp[u * D + d] > 0 else 0.0)
-            if w >= T0:  # running, or idling in its op gap
-                hsize = push(ht, hk, hp, hsize, w, key(2, d, 0), -1)
-                dev_act[d] = 1
+            dev_free[d] = e_t + (op_gap if comp[u * D + d] > 0 else 0.0)
 
     # buffers of ops that started before T0
     for k in range(k0):
@@ -160,6 +159,10 @@ def restore(GI, GF, CF, CI, place, WI, WF, T0, vi, vf):
             else:
                 fifo[dev_tail[x]] = c
             dev_tail[x] = c
+    for d in range(D):  # a device with queued ops has its wake-up pending (at the end of its gap)
+        if dev_head[d] >= 0:
+            hsize = push(ht, hk, hp, hsize, dev_free[d], key(2, d, 0), -1)
+            dev_act[d] = 1
 
     # transfers: started ones (ordered by start), queued ones (ordered by queue time)
     n_xs = WI[S_NXS]
@@ -169,6 +172,7 @@ def restore(GI, GF, CF, CI, place, WI, WF, T0, vi, vf):
         while pos >= j_s:
             pos = xs_prev[pos]
         bus_last[s] = pos
+        bus_free[s] = 0.0
         if pos >= 0:
             r = xs_list[pos]
             arr = xf_arr[r]
@@ -179,9 +183,7 @@ def restore(GI, GF, CF, CI, place, WI, WF, T0, vi, vf):
                     recv[x] = 1
                     b = 1 + x
                 hsize = push(ht, hk, hp, hsize, arr, key(0, edge_src[r], b), r)
-            if arr + bus_gap >= T0:  # in flight, or in its bus gap
-                hsize = push(ht, hk, hp, hsize, arr + bus_gap, key(1, s, 0), -1)
-                bus_act[s] = 1
+            bus_free[s] = arr + bus_gap
     n_xe = WI[S_NXE]
     lo, hi = 0, n_xe
     while lo < hi:
@@ -216,6 +218,11 @@ def restore(GI, GF, CF, CI, place, WI, WF, T0, vi, vf):
         else:
             xq_next[bus_tail[s]] = r
         bus_tail[s] = r
+
+    for s in range(D):  # a sender with queued transfers wakes when free (a blocked p2p sender waits)
+        if bus_head[s] >= 0 and bus_free[s] >= T0:
+            hsize = push(ht, hk, hp, hsize, bus_free[s], key(1, s, 0), -1)
+            bus_act[s] = 1
 
     # peaks before T0 from the log of peak increases
     n_log = WI[S_NLOG]
