@@ -192,10 +192,13 @@ class IncrementalSim:
     no parent: then it is a full run), from state read back from the previous run's records.
     ``stats`` counts full runs, restarts and calls that changed nothing.
 
-    Cost: a restart reads the old records back in O(n + m) simple passes (about a tenth of a full
-    run) and replays the events after T0. On training graphs T0 is early for most ops (a backward
-    op's forward mirror feeds it, so its T0 is in the forward pass), so a Placeto-style sweep saves
-    ~10-40%; ops without parents always need a full run. ``benchmarks/sim_speed.py`` measures it.
+    Cost (measured by ``benchmarks/sim_speed.py``): a restart reads the old records back in
+    O(n + m) simple passes (10-25% of a full run) and replays the events after T0, and it must keep
+    the records a plain objective run skips (~15%). So it pays only when T0 is late: on inference
+    graphs a Placeto-style sweep is ~1.2-1.4x faster than full runs; on training graphs a backward
+    op's forward mirror feeds it, so T0 falls in the forward pass and the sweep is about break-even;
+    ops without parents (weights in operator graphs) always need a full run. Below ``full_below``
+    (T0 as a fraction of the makespan) it runs the whole simulation instead of restarting.
     """
 
     full_below = 0.1  # restart only when T0 is past this fraction of the old makespan
@@ -272,7 +275,7 @@ class IncrementalSim:
 
     def _run(self, T0: float) -> float:
         e, prep = self.engine, self.engine.prep
-        if T0 <= self.full_below * e.makespan_us:  # replaying (almost) everything: a plain run is cheaper
+        if T0 <= 0.0 or T0 <= self.full_below * e.makespan_us:  # replaying (almost) all: a plain run is cheaper
             st = K.sim_full(prep.GI, prep.GF, e.CF, e.CI, e.place, e.WI, e.WF, True)
             self.stats["full"] += 1
         else:
