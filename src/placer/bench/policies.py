@@ -11,6 +11,7 @@ the tables can say what a transferred policy cost before it was transferred.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,6 +98,8 @@ def train(ctx: PolicyContext, sim_name: str) -> dict:
     record = {"policy": ctx.name, "hash": ctx.hash, "spec": dataclasses.asdict(ctx.spec),
               "graphs": [P.graph.name for P in ctx.problems], "episodes": tr.episode,
               "placements": tr.placements, "sim_calls": tr.sim_calls, "seconds": time.perf_counter() - t0,
-              "best_objective_us": [b["objective_us"] for b in tr.best]}
+              # per training graph; None for a graph no episode has visited yet
+              "best_objective_us": [b["objective_us"] if math.isfinite(b["objective_us"]) else None
+                                    for b in tr.best]}
     write_text_atomic(ctx.path.with_suffix(".json"), dumps(record))
     return record
