@@ -116,13 +116,18 @@ def train(graph: Optional[List[str]] = typer.Option(None, "--graph", "-g", help=
     tr.save(out)
     data = {"out": str(out), "episodes": tr.episode, "updates": tr.update, "sim_calls": tr.sim_calls,
             "placements": tr.placements, "wall_s": tr.wall_s, "stopped_early": tr.stopped,
-            "graphs": [{"graph": gp.name, "groups": gp.n_groups, "best_objective_us": b["objective_us"],
-                        "best_step_us": b["step_us"]} for gp, b in zip(gps, tr.best)]}
+            "graphs": [{"graph": gp.name, "groups": gp.n_groups,
+                        "best_objective_us": b["objective_us"] if b["placement"] is not None else None,
+                        "best_step_us": b["step_us"] if b["placement"] is not None else None}
+                       for gp, b in zip(gps, tr.best)]}
 
     def render(d):
         console.print(f"trained {d['episodes']:,} episodes ({d['updates']:,} updates, {d['sim_calls']:,} simulator calls, "
                       f"{d['wall_s']:.1f} s){'; stopped: objective settled' if d['stopped_early'] else ''}")
         for row in d["graphs"]:
+            if row["best_step_us"] is None:
+                console.print(f"  {row['graph']} ({row['groups']} groups): no episode on it yet")
+                continue
             console.print(f"  {row['graph']} ({row['groups']} groups): best step time {_us(row['best_step_us'])}, "
                           f"objective {_us(row['best_objective_us'])}")
         err_console.print(f"wrote {d['out']}")

@@ -79,13 +79,13 @@ def _with_policy(problem, budget, seed, ev, gp, path, finetune_episodes, place_e
                  backend, processes, log, params):
     from placer.rl.checkpoint import load_checkpoint
     from placer.rl.policy import env_config, finetune, place
-    from placer.rl.reinforce import ReinforceConfig, _from_dict
+    from placer.rl.reinforce import ReinforceConfig, config_from_dict
 
     state = load_checkpoint(path)
     env = env_config(state)  # place the way the policy was trained
     notes = []
     if finetune_episodes > 0:
-        base = _from_dict(ReinforceConfig, state["rl_config"])
+        base = config_from_dict(ReinforceConfig, state["rl_config"])
         rl = ReinforceConfig(**{**base.to_dict(), "episodes": finetune_episodes, "workers": workers, "seed": seed,
                                 "stop_window": 0})
         tr = finetune(state, [gp], rl, env=env, sim_params=ev.sim_params, backend=backend, processes=processes,

@@ -10,17 +10,17 @@ import numpy as np
 from placer.nn.placeto import PlacetoNet, PolicyConfig
 from placer.rl.env import EnvConfig
 from placer.rl.groups import GroupedProblem
-from placer.rl.reinforce import ReinforceConfig, Trainer, _from_dict, task_seed
+from placer.rl.reinforce import ReinforceConfig, Trainer, config_from_dict, task_seed
 from placer.rl.workers import RolloutTask, RolloutWorker
 from placer.sim import SimParams
 
 
 def policy_config(state: dict) -> PolicyConfig:
-    return _from_dict(PolicyConfig, state["policy_config"])
+    return config_from_dict(PolicyConfig, state["policy_config"])
 
 
 def env_config(state: dict) -> EnvConfig:
-    return _from_dict(EnvConfig, state["env_config"])
+    return config_from_dict(EnvConfig, state["env_config"])
 
 
 def net_from_state(state: dict) -> PlacetoNet:

@@ -69,7 +69,7 @@ class ReinforceConfig:
         return max(1, -(-self.episodes // self.workers))
 
 
-def _from_dict(cls, d: dict):
+def config_from_dict(cls, d: dict):
     names = {f.name for f in fields(cls)}
     return cls(**{k: v for k, v in d.items() if k in names})
 
