@@ -281,3 +281,30 @@ def test_agreement_lines_compare_directions_and_winners():
     assert any(t.startswith("A (k80x2), best of the 2 columns both have: paper X (1 s), ours Y (4.00 ms): differs; "
                             "the paper's overall best, Z, has no result here") for t in lines)
     assert lines[-1] == "Not comparable yet (a method in the column has no result): Reduction (1 rows)."
+
+
+def _cli(capsys, monkeypatch, *args):
+    import sys
+
+    from placer.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["placer", *map(str, args)])
+    code = 0
+    try:
+        main()
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_list_report_and_bad_input(capsys, monkeypatch, tmp_path):
+    code, out, _ = _cli(capsys, monkeypatch, "bench", "list")
+    assert code == 0 and "placeto-table1" in out and "real-graphs" in out
+    code, _, err = _cli(capsys, monkeypatch, "bench", "report", "--results", tmp_path / "none", "--out", tmp_path / "R.md")
+    assert code == 0 and "Not run yet" in (tmp_path / "R.md").read_text()
+    code, _, err = _cli(capsys, monkeypatch, "bench", "classical", "--quick", "--budget", "paper",
+                        "--results", tmp_path)
+    assert code == 2 and "asks for two budgets" in err and not (tmp_path / "classical").exists()
+    code, _, err = _cli(capsys, monkeypatch, "bench", "classical", "--seeds", "a,b", "--results", tmp_path)
+    assert code == 2 and "--seeds" in err
