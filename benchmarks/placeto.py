@@ -62,7 +62,7 @@ class Budgets:
 QUICK = Budgets(groups=48, scratch_episodes=320, finetune_episodes=160, family_episodes=160,
                 family_search_episodes=64, family_test_graphs=4, classical_placements=2_000)
 FULL = Budgets(groups=64, scratch_episodes=2_000, finetune_episodes=1_000, family_episodes=2_000,
-               family_search_episodes=400, family_test_graphs=0, classical_placements=20_000)
+               family_search_episodes=320, family_test_graphs=8, classical_placements=20_000)
 
 
 def load_model(name: str, source: str = "zoo"):
@@ -76,7 +76,7 @@ def load_model(name: str, source: str = "zoo"):
                 return BUILTIN[z](), f"zoo:{z}"
     path = SHARED / shared
     if not path.exists():
-        return None, f"missing (no zoo {zoo}, no {path})"
+        return None, f"missing ({'' if source == 'shared' else f'no zoo {zoo}, '}no {path}; set PLACER_SHARED_GRAPHS)"
     return resolve_graph(str(path)), f"shared:{shared}"
 
 

@@ -163,7 +163,8 @@ class Trainer:
         beta = linear(cfg.entropy_start, cfg.entropy_end, self.update, U)
         lr = linear(cfg.lr_start, cfg.lr_end, min(self.update, U - 1), U)
         tasks = [RolloutTask(graph=g, seed=task_seed(cfg.seed, self.episode + i), entropy_coef=beta,
-                             baseline=self._baseline(g), gamma=cfg.gamma, adv_scale=self._adv_scale(g)) for i, g in enumerate(self._graphs_for_update(W))]
+                             baseline=self._baseline(g), gamma=cfg.gamma, adv_scale=self._adv_scale(g))
+                 for i, g in enumerate(self._graphs_for_update(W))]
         results = self.backend.run(self.weights(), tasks)
         params = list(self.net.parameters())
         for p, *gs in zip(params, *[r.grads for r in results]):
