@@ -18,7 +18,7 @@ from placer.bench.runner import OK, Cell, Plan, decode_placement, make_plan, pru
 from placer.bench.spec import Experiment, slug, stable_hash
 from placer.errors import InputError
 
-PLOT_VERSION = 2  # bump when the plots change, so committed PNGs are redrawn
+PLOT_VERSION = 3  # bump when the plots change, so committed PNGs are redrawn
 
 
 @dataclass

@@ -8,7 +8,7 @@ from typing import Sequence
 
 
 def plot_learning_curves(series: Sequence[tuple[str, Sequence[tuple[float, float]]]], path, title: str = "",
-                         lower_bound_us: float | None = None, dpi: int = 80) -> Path:
+                         lower_bound_us: float | None = None, dpi: int = 64) -> Path:
     """``series``: (label, [(placements sampled, best objective in us), ...]) per method/seed.
     Writes a PNG to ``path``; y in milliseconds (the memory-penalised objective the methods minimise,
     equal to the step time when nothing runs out of memory), x logarithmic when it spans more than 100x."""

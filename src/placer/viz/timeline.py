@@ -15,7 +15,7 @@ ROLE_LABELS = ("forward", "backward", "update")
 
 
 def plot_timeline(sim, device_names, path, roles=None, title: str = "", lower_bound_us: float | None = None,
-                  dpi: int = 80) -> Path:
+                  dpi: int = 64) -> Path:
     """Write a PNG of ``sim`` (a :class:`placer.sim.SimResult`) to ``path``. ``roles`` is the graph's
     per-op role array (all forward when omitted). Times are shown in milliseconds."""
     from placer.viz import pyplot
