@@ -34,6 +34,7 @@ def tiny(tmp_path):
               Row("absent", "no-such-zoo-model", "k80x2")),
         methods=(Method("single", "single-gpu", seeded=False),
                  Method("random", "random"),
+                 Method("expert", "expert", seeded=False),  # no expert rule fits a synthetic graph
                  Method("future", "no-such-method"),
                  Method("random (transfer)", "random", params={"transfer_from": "x"}, requires=("transfer_from",))),
         budgets={"quick": Level(15, seeds=(0, 1)), "default": Level(25, seeds=(0, 1)), "paper": Level(50)},
@@ -58,11 +59,14 @@ def test_tiny_experiment_end_to_end_and_resume(tiny, monkeypatch):
     exp, results, gpath = tiny
     out = run_experiment(exp, "quick", results)
     d = results / "tiny"
-    assert out.stats["ran"] == 3 and out.stats["cached"] == 0  # single (one seed) + random x 2 seeds
+    assert out.stats["ran"] == 4 and out.stats["cached"] == 0  # single, expert (one seed each) + random x 2
     for name in ("table.md", "results.csv", "summary.json", "env.json"):
         assert (d / name).stat().st_size > 0
     runs = sorted((d / "runs").glob("*.json"))
-    assert len(runs) == 3
+    assert len(runs) == 4  # "does not apply" is cached like a result
+    docs = [json.loads(p.read_text()) for p in runs]
+    assert [x["status"] for x in docs].count("does not apply") == 1
+    runs = [p for p, x in zip(runs, docs) if x["status"] == "ok"]
     pngs = sorted(p.name for p in (d / "plots").glob("*.png"))
     assert pngs == ["tiny__k80x2__curve.png", "tiny__k80x2__timeline.png"]
     assert all((d / "plots" / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
@@ -91,15 +95,16 @@ def test_tiny_experiment_end_to_end_and_resume(tiny, monkeypatch):
     assert "has no parameter transfer_from" in md  # the variant is not run as plain random
     assert "missing [" in md and "no-such-zoo-model" in md
     rows = list(csv.DictReader((d / "results.csv").open()))
-    assert len(rows) == 2 * (1 + 2 + 2 + 2)  # rows x cells (single has one seed)
-    assert {r["status"] for r in rows} == {"ok", "not implemented", "missing"}
+    assert len(rows) == 2 * (1 + 2 + 1 + 2 + 2)  # rows x cells (single and expert have one seed)
+    assert {r["status"] for r in rows} == {"ok", "not implemented", "missing", "does not apply"}
+    assert "does not apply [" in md and "no expert rule applies" in md
     env = json.loads((d / "env.json").read_text())
     assert env["packages"]["numpy"] and env["seeds"] == [0, 1] and env["level"] == "quick"
 
     # second invocation: everything from cache, no simulation at all (plots included)
     _poison_simulator(monkeypatch)
     again = run_experiment(exp, "quick", results)
-    assert again.stats["ran"] == 0 and again.stats["cached"] == 3
+    assert again.stats["ran"] == 0 and again.stats["cached"] == 4
     assert (d / "table.md").read_text().split("## Why")[0].split("\n", 6)[-1] == md.split("## Why")[0].split("\n", 6)[-1]
 
 
@@ -110,7 +115,7 @@ def test_interrupted_experiment_resumes_only_missing_runs(tiny):
     runs[0].unlink()  # as if the process died before this run finished
     runs[1].write_text(runs[1].read_text()[:50])  # or mid-write of a file
     out = run_experiment(exp, "quick", results, plots=False)
-    assert out.stats["ran"] == 2 and out.stats["cached"] == 1
+    assert out.stats["ran"] == 2 and out.stats["cached"] == 2
 
 
 def test_budget_change_reruns_and_prunes_stale_runs(tiny):
@@ -119,15 +124,15 @@ def test_budget_change_reruns_and_prunes_stale_runs(tiny):
     before = {p.name for p in (results / "tiny" / "runs").glob("*.json")}
     out = run_experiment(exp, "default", results, plots=False)
     after = {p.name for p in (results / "tiny" / "runs").glob("*.json")}
-    assert out.stats["ran"] == 3 and out.stats["cached"] == 0  # the budget is part of every run's hash
-    assert len(after) == 3 and not (before & after) and out.stats["pruned"] == 3
+    assert out.stats["ran"] == 4 and out.stats["cached"] == 0  # the budget is part of every run's hash
+    assert len(after) == 4 and not (before & after) and out.stats["pruned"] == 4
 
 
 def test_parallel_jobs_give_the_same_results(tiny, tmp_path):
     exp, results, _ = tiny
     a = run_experiment(exp, "quick", results, jobs=1, plots=False)
     b = run_experiment(exp, "quick", tmp_path / "par", jobs=2, plots=False)
-    assert b.stats["ran"] == 3
+    assert b.stats["ran"] == 4
     key = lambda o: sorted((c.method.label, c.seed, c.doc["result"]["step_time_us"], c.doc["placement"]["devices"])
                            for c in o.plan.cells if c.doc)
     assert key(a) == key(b)

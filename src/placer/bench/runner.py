@@ -205,8 +205,9 @@ def make_plan(exp: Experiment, level: str, results_dir: Path, seeds: tuple[int, 
                         doc = read_json(old)
                     except Exception:  # a truncated file from an interrupted write: run it again
                         doc = None
-                    if doc and doc.get("hash") == cell.hash and doc.get("status") == OK:
-                        cell.status, cell.doc, cell.cached, cell.path = OK, doc, True, old
+                    if doc and doc.get("hash") == cell.hash and doc.get("status") in (OK, DOES_NOT_APPLY):
+                        cell.status, cell.cached, cell.path = doc["status"], True, old
+                        cell.doc, cell.reason = (doc, "") if doc["status"] == OK else (None, doc.get("reason", ""))
                         continue
                 if not wanted:
                     cell.reason = "filtered out of this invocation and not cached"
@@ -266,7 +267,6 @@ def _finite(x):
 def execute(task: dict) -> dict:
     """Run one cell and write its JSON; returns the run document (status ok or error). Runs in a
     worker process, so everything it needs travels in ``task``."""
-    from placer.frontends.native import write_text_atomic
     from placer.methods import Budget, run_method
     from placer.problem import Problem
 
@@ -287,7 +287,10 @@ def execute(task: dict) -> dict:
         # (e.g. cpu-only on a graph with no CPU costs); anything else is a failure worth reading
         status = DOES_NOT_APPLY if isinstance(e, ValueError) else ERROR
         reason = str(e) if status == DOES_NOT_APPLY else f"{type(e).__name__}: {e}"
-        return {**base, "status": status, "reason": reason.strip(), "seconds": time.perf_counter() - t0}
+        doc = {**base, "status": status, "reason": reason.strip(), "seconds": time.perf_counter() - t0}
+        if status == DOES_NOT_APPLY:  # as deterministic as a result: cached like one (errors are not)
+            _write(task["out"], doc)
+        return doc
     curve = [[int(x), _finite(y)] for x, y in res.curve]
     summary = res.summary()
     doc = {**base, "status": OK,
@@ -301,9 +304,15 @@ def execute(task: dict) -> dict:
            "placement": encode_placement(res.placement.devices, P.n_devices),
            "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": time.perf_counter() - t0}
     doc["result"]["objective"] = _finite(doc["result"]["objective"])
-    Path(task["out"]).parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(task["out"], json.dumps(doc, separators=(",", ":")) + "\n")  # compact: many are committed
+    _write(task["out"], doc)
     return doc
+
+
+def _write(path: str, doc: dict) -> None:
+    from placer.frontends.native import write_text_atomic
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, json.dumps(doc, separators=(",", ":")) + "\n")  # compact: many are committed
 
 
 def run_plan(plan: Plan, jobs: int = 1, on_done: Callable[[Cell, int, int], None] | None = None,
@@ -360,7 +369,7 @@ def prune(plan: Plan) -> list[Path]:
     """Delete run files no cell of the current (complete, unfiltered) plan refers to."""
     if plan.filtered or not plan.runs_dir.exists():
         return []
-    keep = {c.path.name for c in plan.cells if c.path is not None and c.status == OK}
+    keep = {c.path.name for c in plan.cells if c.path is not None and c.status in (OK, DOES_NOT_APPLY)}
     gone = [p for p in plan.runs_dir.glob("*.json") if p.name not in keep]
     for p in gone:
         p.unlink()
