@@ -264,7 +264,8 @@ def test_findings_name_the_winner_and_the_closest_to_the_bound():
            "placements": 4, "seconds": 9.0}]
     text = "\n".join(findings({"method_stats": st}))
     assert "Best most often: a (3 rows" in text
-    assert "Closest to the lower bound on average: b (geometric mean 1.20x" in text
+    assert "Closest to the lower bound on average, among methods with a result on at least 80% of the 4 rows: b " \
+           "(geometric mean 1.20x" in text
     assert "at most 20 simulated placements: b" in text
     assert "Beat CP-SAT's time-limited, coarsened result on average: a " in text
 

@@ -107,10 +107,12 @@ def findings(s: dict) -> list[str]:
     out = []
     top = max(st, key=lambda r: r["wins"])
     out.append(f"Best most often: {top['method']} ({top['wins']} rows; ties count for each method tied).")
-    close = min(st, key=lambda r: r["geo_lb"])
-    out.append(f"Closest to the lower bound on average: {close['method']} (geometric mean {close['geo_lb']:.2f}x "
-               f"over its {close['rows']} rows).")
-    cheap = [r for r in st if (r["placements"] or 0) <= 20 and r["rows"] >= n_rows // 2]
+    # methods with a memory-feasible result on (nearly) every row: averages over a few easy rows mislead
+    broad = [r for r in st if r["rows"] >= 0.8 * n_rows]
+    close = min(broad, key=lambda r: r["geo_lb"])
+    out.append(f"Closest to the lower bound on average, among methods with a result on at least 80% of the "
+               f"{n_rows} rows: {close['method']} (geometric mean {close['geo_lb']:.2f}x over {close['rows']} rows).")
+    cheap = [r for r in broad if (r["placements"] or 0) <= 20]
     if cheap:
         c = min(cheap, key=lambda r: r["geo_lb"])
         out.append(f"Best heuristic with at most 20 simulated placements: {c['method']} ({c['geo_lb']:.2f}x the "
