@@ -10,6 +10,8 @@ import sys
 import time
 from importlib import metadata
 
+from placer.cost.host import cpu_name
+
 PACKAGES = ("placer", "numpy", "scipy", "numba", "pymetis", "ortools", "torch", "gymnasium", "matplotlib", "typer")
 
 
@@ -28,17 +30,6 @@ def _git(args: list[str], cwd) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def environment(repo) -> dict:
     commit = _git(["rev-parse", "HEAD"], repo)
     dirty = _git(["status", "--porcelain", "--", "src"], repo)
@@ -46,7 +37,7 @@ def environment(repo) -> dict:
         "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
-        "machine": {"cpu": cpu_model(), "cpus": os.cpu_count(), "arch": platform.machine()},
+        "machine": {"cpu": cpu_name(), "cpus": os.cpu_count(), "arch": platform.machine()},
         "packages": {p: _version(p) for p in PACKAGES},
         "git": {"commit": commit, "src_modified": bool(dirty) if dirty is not None else None},
     }
