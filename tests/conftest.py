@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,3 +26,17 @@ def shared_graphs() -> Path:
     if not SHARED_GRAPHS.exists():
         pytest.skip(f"real graphs not found at {SHARED_GRAPHS} (set PLACER_SHARED_GRAPHS)")
     return SHARED_GRAPHS
+
+
+def run_cli(capsys, monkeypatch, *args):
+    """Run ``placer ARGS`` in-process; return (exit status, stdout, stderr)."""
+    from placer.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["placer", *map(str, args)])
+    code = 0
+    try:
+        main()
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    out = capsys.readouterr()
+    return code, out.out, out.err

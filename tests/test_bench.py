@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 
+from conftest import run_cli
 from placer.bench import experiments as E
 from placer.bench import graphs as G
 from placer.bench.harness import run_experiment
@@ -289,19 +290,7 @@ def test_agreement_lines_compare_directions_and_winners():
     assert lines[-1] == "Not comparable yet (a method in the column has no result): Reduction (1 rows)."
 
 
-def _cli(capsys, monkeypatch, *args):
-    import sys
-
-    from placer.cli import main
-
-    monkeypatch.setattr(sys, "argv", ["placer", *map(str, args)])
-    code = 0
-    try:
-        main()
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    out = capsys.readouterr()
-    return code, out.out, out.err
+_cli = run_cli
 
 
 def test_cli_list_report_and_bad_input(capsys, monkeypatch, tmp_path):

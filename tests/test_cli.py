@@ -8,23 +8,14 @@ import sys
 
 import pytest
 
-from conftest import SHARED_GRAPHS, shared_graph_files
-from placer.cli import main
+from conftest import SHARED_GRAPHS, run_cli, shared_graph_files
 
 INCEPTION = SHARED_GRAPHS / "pipedream" / "inception_v3.txt"
 BERT = SHARED_GRAPHS / "dnn-partitioning" / "throughput-inputs" / "OperatorGraphs" / "bert_l-3_training.json"
 needs_shared = pytest.mark.skipif(not shared_graph_files(), reason="no shared graphs")
 
 
-def run(capsys, monkeypatch, *args):
-    monkeypatch.setattr(sys, "argv", ["placer", *map(str, args)])
-    code = 0
-    try:
-        main()
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    out = capsys.readouterr()
-    return code, out.out, out.err
+run = run_cli
 
 
 @needs_shared
