@@ -70,7 +70,7 @@ def prepare(exp: Experiment, name: str, level: str, results_dir: Path, sim: dict
     ctx.problems = [Problem(g, c) for g, c in zip(graphs, clusters)]
     ctx.hash = stable_hash({"harness": HARNESS_VERSION, "graphs": [G.graph_fingerprint(g) for g in graphs],
                             "clusters": [G.cluster_fingerprint(c) for c in clusters], "placements": ctx.placements,
-                            "seed": spec.seed, "groups": spec.groups, "sim": sim})
+                            "seed": spec.seed, "groups": spec.groups, "sim": sim, "trainer": "small_budget"})
     ctx.path = Path(results_dir) / exp.name / "policies" / f"{slug(name)}__{ctx.hash}.pt"
     return ctx
 
@@ -89,7 +89,7 @@ def train(ctx: PolicyContext, sim_name: str) -> dict:
     per_episode = max(1, max(gp.n_groups for gp in gps) + 1)  # one simulation per step plus the initial one
     episodes = max(8, ctx.placements // per_episode)
     tr = Trainer(gps, PolicyConfig(n_actions=gps[0].n_actions), EnvConfig(),
-                 ReinforceConfig(episodes=episodes, seed=ctx.spec.seed), sim_params=sim_params(sim_name))
+                 ReinforceConfig.small_budget(episodes=episodes, seed=ctx.spec.seed), sim_params=sim_params(sim_name))
     try:
         tr.train(max_sim_calls=ctx.placements)
     finally:
