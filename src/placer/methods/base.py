@@ -1,12 +1,28 @@
 """The contract every placement method shares, and the evaluator that keeps its cost honest.
 
-A method is a function ``run(problem, budget, seed, evaluator, **params) -> PlacementResult``
-registered with :func:`register`. It asks the :class:`Evaluator` for every simulation it wants, so
-placements sampled, simulator calls and wall-clock seconds are counted the same way for all of them.
+A method is a function ``run(problem, budget, seed, ev, cfg) -> PlacementResult`` registered with
+:func:`register` together with its config class, a frozen :class:`MethodConfig` dataclass holding
+the paper's defaults (one comment per field). :func:`run_method` is the one way in:
+
+* parameters are declared at the boundary: unknown names are refused and every value is type- and
+  range-checked when the config is built (:class:`placer.errors.InputError`);
+* the budget counts placements. The :class:`Evaluator` is the only way a method sees a simulation;
+  it refuses to simulate past the budget (:class:`BudgetSpent`, caught here), so a budget is never
+  exceeded whatever the method does. A wall-clock limit (``Budget.seconds``) is an explicit opt-in and
+  its results are labelled not reproducible; without it no method may read the clock to decide
+  anything, so the same seed gives the same placement under any machine load;
+* the result is never worse than the best placement the method evaluated, and its simulation is a
+  fresh one of the placement returned;
+* a method that does not apply to a problem raises :class:`NotApplicable` on purpose; any other
+  exception is a bug (the bench caches only ``NotApplicable``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import types
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -17,33 +33,186 @@ from placer.placement import Cost, Placement, PlacementResult, Stopwatch
 from placer.sim import SimParams, SimResult, simulate
 
 
+class NotApplicable(InputError):
+    """Raised on purpose by a method that cannot place this problem (e.g. no GPU can run every op,
+    no published split exists for this graph). The bench records it as "does not apply"."""
+
+    def __init__(self, method: str, why: str, fix: str = "choose another method for this problem"):
+        super().__init__(method, "does not apply", why, fix)
+
+
+class BudgetSpent(Exception):
+    """The evaluator's placement budget is used up. Raised by :class:`Evaluator` and caught by
+    :func:`run_method`, which returns the best placement evaluated so far."""
+
+
+# ---------------------------------------------------------------------- budgets and configs
 @dataclass(frozen=True)
 class Budget:
-    """How much search a method may do; None means the method's own default."""
+    """How much search a method may do, counted in placements simulated.
 
-    placements: int | None = None  # placements sampled / simulated
-    seconds: float | None = None  # wall-clock limit
+    ``placements=None`` means the method's own default (its config's ``placements`` field, where it
+    has one). ``seconds`` is an opt-in wall-clock limit: a run stopped by it depends on the machine's
+    load and is labelled not reproducible."""
+
+    placements: int | None = None  # placements the method may simulate, never exceeded
+    seconds: float | None = None  # optional wall-clock limit (not reproducible)
+
+    def __post_init__(self):
+        p, s = self.placements, self.seconds
+        if p is not None and (isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < 1):
+            raise InputError("--budget", f"{p!r}", "is not a positive whole number of placements",
+                             "give --budget 1 or more")
+        if s is not None and (isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s) or s <= 0):
+            raise InputError("--seconds", f"{s!r}", "is not a positive finite number of seconds",
+                             "give --seconds > 0 or leave it out")
 
 
+@dataclass(frozen=True)
+class MethodConfig:
+    """Base of every method's hyperparameters: a frozen dataclass whose fields carry the paper's
+    defaults. Subclasses list range checks in :meth:`checks`; types come from the annotations."""
+
+    def __post_init__(self):
+        hints = typing.get_type_hints(type(self))
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, _coerce(self.method_name(), f.name, getattr(self, f.name), hints[f.name]))
+        for ok, name, want in self.checks():
+            if not ok:
+                raise InputError(self.method_name(), f"parameter {name}={getattr(self, name, '?')!r}",
+                                 f"must be {want}", f"set {name} {want}")
+
+    @classmethod
+    def method_name(cls) -> str:
+        return cls.__name__.removesuffix("Config").lower() or "method"
+
+    def checks(self) -> list[tuple[bool, str, str]]:
+        """(condition, field, what it must be) for every range rule of this config."""
+        return []
+
+    @classmethod
+    def from_params(cls, method: str, params: dict[str, Any]) -> "MethodConfig":
+        """The config for keyword parameters; unknown names are refused with the known ones listed."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(params) - set(names))
+        if unknown:
+            raise InputError(method, f"parameter(s) {', '.join(unknown)}", "are not parameters of this method",
+                             f"use some of: {', '.join(names) or '(none: it takes no parameters)'}")
+        return cls(**params)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class NoConfig(MethodConfig):
+    """A method without hyperparameters."""
+
+
+def _coerce(method: str, name: str, value, hint):
+    """``value`` as the annotated type (strings from the command line are parsed), or InputError."""
+    args = typing.get_args(hint)
+    optional = type(None) in args
+    if value is None:
+        if optional or hint is type(None) or hint is Any:
+            return None
+        raise InputError(method, f"parameter {name}", "may not be None", "give a value")
+    is_union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+    kinds = [a for a in args if a is not type(None)] if is_union else [hint]
+    if any(k is Any for k in kinds):
+        return value
+    for k in kinds:
+        if typing.get_origin(k) is typing.Literal:
+            if value in typing.get_args(k):
+                return value
+            continue
+        try:
+            if k is bool:
+                if isinstance(value, (bool, np.bool_)):
+                    return bool(value)
+                if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+                    return value.lower() in ("true", "1", "yes")
+            elif k is int:
+                if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+                    return int(value)
+                if isinstance(value, str) and value.strip().lstrip("+-").isdigit() and len(value) < 20:
+                    return int(value)
+                if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+                    return int(value)
+            elif k is float:
+                if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
+                    v = float(value)
+                elif isinstance(value, str) and len(value) < 40:
+                    v = float(value)
+                else:
+                    continue
+                if math.isnan(v):
+                    raise InputError(method, f"parameter {name}", "is NaN", "give a number")
+                return v
+            elif k is str:
+                if isinstance(value, str):
+                    return value
+            elif isinstance(k, type) and isinstance(value, k):
+                return value
+        except (ValueError, OverflowError):
+            continue
+    want = " or ".join(getattr(k, "__name__", str(k)) for k in kinds) + (" or None" if optional else "")
+    raise InputError(method, f"parameter {name}={value!r}"[:120], f"is not {want}", f"give {name} as {want}")
+
+
+# ---------------------------------------------------------------------- the evaluator
 class Evaluator:
-    """Simulates placements of one Problem, counting every call and keeping the best and the curve."""
+    """Simulates placements of one Problem for a method, counting every call, keeping the best and the
+    best-so-far curve, and refusing to go past the placement budget (``limit``)."""
 
-    def __init__(self, problem, sim_params: SimParams | None = None, n_jobs: int | None = 1):
+    def __init__(self, problem, sim_params: SimParams | None = None, n_jobs: int | None = 1,
+                 limit: int | None = None, seconds: float | None = None):
         self.problem = problem
         self.sim_params = sim_params or SimParams()
-        self.n_jobs = n_jobs  # threads for evaluate_many / evaluate_batch (-1: every core)
+        self.n_jobs = n_jobs  # threads for evaluate_batch (-1: every core); results do not depend on it
+        self.limit = limit  # placements allowed in all (None: unlimited)
+        self.seconds = seconds  # opt-in wall-clock limit
         self.clock = Stopwatch()
         self.placements = 0
         self.sim_calls = 0
         self.best: np.ndarray | None = None
-        self.best_objective = np.inf
+        self.best_objective_us = np.inf
         self.curve: list[tuple[int, float]] = []
 
+    # -- budget
+    def remaining(self) -> int | None:
+        """Placements left under the budget (None: unlimited)."""
+        return None if self.limit is None else max(0, self.limit - self.placements)
+
+    def out_of_budget(self) -> bool:
+        """True once the placement budget is spent, or the opt-in wall-clock limit has passed."""
+        if self.limit is not None and self.placements >= self.limit:
+            return True
+        return self.seconds is not None and self.clock() >= self.seconds
+
+    def fraction_used(self) -> float:
+        """How far through its budget the method is, in [0, 1]: placements used / limit, or, only
+        under an opt-in wall-clock limit, elapsed / seconds when that is further (schedules such as
+        annealing temperatures or entropy decay follow this)."""
+        f = self.placements / self.limit if self.limit else 0.0
+        if self.seconds:
+            f = max(f, self.clock() / self.seconds)
+        return min(1.0, f)
+
+    def _take(self, k: int) -> int:
+        """How many of k requested placements may be simulated; BudgetSpent when none may."""
+        room = self.remaining()
+        if room is not None and room <= 0:
+            raise BudgetSpent()
+        return k if room is None else min(k, room)
+
+    # -- simulation
     def simulate(self, placement) -> SimResult:
         """A full simulation (timeline, transfers, memory) of one placement."""
+        self._take(1)
+        r = simulate(self.problem, placement, self.sim_params)
         self.sim_calls += 1
         self.placements += 1
-        r = simulate(self.problem, placement, self.sim_params)
         self._record(r.device, r.objective)
         return r
 
@@ -52,6 +221,7 @@ class Evaluator:
         objective-only fast path (no SimResult built). Counts 1 placement and 1 simulator call."""
         from placer.sim import evaluate
 
+        self._take(1)
         p = np.asarray(getattr(placement, "devices", placement))
         obj = evaluate(self.problem, p, self.sim_params)  # validates (InputError on a bad placement)
         self.sim_calls += 1
@@ -65,46 +235,72 @@ class Evaluator:
     def evaluate_batch(self, placements, n_jobs: int | None = None):
         """Objectives, makespans, peaks and OOM flags of a (k, n) batch in one simulator call
         (:func:`placer.sim.evaluate_many`, ``n_jobs`` threads, default ``self.n_jobs``); counts k
-        placements and k simulator calls. The kernel checks every row (device range, cost, colocation)
-        and raises the InputError of the first bad one."""
+        placements and k simulator calls. When fewer than k placements are left in the budget, the
+        first ones that fit are simulated and recorded, then :class:`BudgetSpent` is raised."""
         from placer.sim import evaluate_many
 
         P = np.asarray(placements)
         P = P[None, :] if P.ndim == 1 else P
         if len(P) == 0:
             return evaluate_many(self.problem, np.zeros((0, self.problem.n_ops), dtype=np.int64), self.sim_params)
-        br = evaluate_many(self.problem, P, self.sim_params, n_jobs=self.n_jobs if n_jobs is None else n_jobs)
-        for p, obj in zip(P, br.objective):
+        k = self._take(len(P))
+        br = evaluate_many(self.problem, P[:k], self.sim_params, n_jobs=self.n_jobs if n_jobs is None else n_jobs)
+        for p, obj in zip(P[:k], br.objective):
             self.sim_calls += 1
             self.placements += 1
             self._record(p, float(obj))
+        if k < len(P):
+            raise BudgetSpent()
         return br
 
+    def charge(self, calls: int, curve: list[tuple[int, float]] = (), best_placement=None,
+               best_objective_us: float = np.inf) -> None:
+        """Put simulations done outside this evaluator (e.g. in an RL trainer's rollout workers, which
+        simulate their own environments) on its bill: ``calls`` placements, the best-so-far points
+        ``curve`` as (calls since the start of this charge, objective), and the best placement seen.
+        The caller must have kept ``calls`` within :meth:`remaining`."""
+        room = self.remaining()
+        if room is not None and calls > room:
+            raise RuntimeError(f"charged {calls} placements with {room} left in the budget (a method bug)")
+        base = self.placements
+        for x, y in curve:
+            if y < self.best_objective_us:
+                self.best_objective_us = float(y)
+                self.curve.append((base + int(x), float(y)))
+        self.sim_calls += calls
+        self.placements += calls
+        if best_placement is not None and best_objective_us <= self.best_objective_us:
+            self.best_objective_us = float(best_objective_us)
+            self.best = np.asarray(best_placement, dtype=np.int64)
+        self.curve.append((self.placements, self.best_objective_us))
+
     def _record(self, placement: np.ndarray, obj: float) -> None:
-        if obj < self.best_objective:
-            self.best_objective = float(obj)
+        if obj < self.best_objective_us:
+            self.best_objective_us = float(obj)
             self.best = np.array(placement, dtype=np.int64)
-        self.curve.append((self.placements, self.best_objective))
+        self.curve.append((self.placements, self.best_objective_us))
 
-    def out_of_budget(self, budget: Budget, default_placements: int | None = None) -> bool:
-        limit = budget.placements if budget.placements is not None else default_placements
-        if limit is not None and self.placements >= limit:
-            return True
-        return budget.seconds is not None and self.clock() >= budget.seconds
-
+    # -- the answer
     def result(self, method: str, placement=None, params: dict | None = None, seed: int | None = None,
                notes: list[str] | None = None) -> PlacementResult:
-        """The PlacementResult for ``placement`` (default: the best seen). Its final simulation is
-        not counted as search cost."""
-        p = self.best if placement is None else np.asarray(placement, dtype=np.int64)
+        """The PlacementResult for ``placement`` (default: the best seen). When ``placement`` is worse
+        than the best placement evaluated, the best is returned instead (and a note says so). Its final
+        simulation is not counted as search cost."""
+        notes = list(notes or [])
+        p = self.best if placement is None else np.asarray(getattr(placement, "devices", placement), dtype=np.int64)
         if p is None:
             raise RuntimeError(f"method {method} evaluated no placement")
         sim = simulate(self.problem, p, self.sim_params)
-        curve = _thin(self.curve)
+        if self.best is not None and sim.objective > self.best_objective_us * (1 + 1e-12):
+            notes.append(f"its final placement ({sim.objective:.1f} us) was worse than the best it evaluated "
+                         f"({self.best_objective_us:.1f} us): the best is returned")
+            sim = simulate(self.problem, self.best, self.sim_params)
+        if self.seconds is not None:
+            notes.append(f"stopped by a {self.seconds:g} s wall-clock limit: not reproducible")
         return PlacementResult(method=method, placement=Placement(sim.device, self.problem.cluster.device_names),
-                               sim=sim, curve=curve,
+                               sim=sim, curve=_thin(self.curve),
                                cost=Cost(placements=self.placements, sim_calls=self.sim_calls, wall_s=self.clock()),
-                               params=dict(params or {}), seed=seed, notes=list(notes or []))
+                               params=dict(params or {}), seed=seed, notes=notes)
 
 
 def _thin(curve: list[tuple[int, float]]) -> list[tuple[int, float]]:
@@ -118,39 +314,71 @@ def _thin(curve: list[tuple[int, float]]) -> list[tuple[int, float]]:
     return out
 
 
+# ---------------------------------------------------------------------- the registry
 @dataclass(frozen=True)
 class MethodInfo:
     name: str
     run: Callable[..., PlacementResult]
     summary: str
     family: str  # "trivial", "expert", "partitioning", "list-scheduling", "search", "exact", "learned"
+    config: type[MethodConfig] = NoConfig
     paper: str = ""
     available: Callable[[], str | None] = field(default=lambda: None)  # None, or why it cannot run here
+
+    def make_config(self, params: dict[str, Any] | MethodConfig | None = None) -> MethodConfig:
+        if isinstance(params, MethodConfig):
+            if not isinstance(params, self.config):
+                raise InputError(self.name, f"config {type(params).__name__}", "belongs to another method",
+                                 f"use {self.config.__name__}")
+            return params
+        return self.config.from_params(self.name, dict(params or {}))
 
 
 METHODS: dict[str, MethodInfo] = {}
 
 
-def register(name: str, summary: str, family: str, paper: str = "", available=None):
-    """Decorator: add a method to the registry under ``name``."""
+def register(name: str, summary: str, family: str, config: type[MethodConfig] = NoConfig, paper: str = "",
+             available=None):
+    """Decorator: add a method ``run(problem, budget, seed, ev, cfg)`` to the registry under ``name``."""
 
     def deco(fn):
-        METHODS[name] = MethodInfo(name, fn, summary, family, paper, available or (lambda: None))
+        METHODS[name] = MethodInfo(name, fn, summary, family, config, paper, available or (lambda: None))
         return fn
 
     return deco
 
 
 def run_method(name: str, problem, budget: Budget | None = None, seed: int = 0,
-               sim_params: SimParams | None = None, **params: Any) -> PlacementResult:
-    """Run a registered method on a Problem with the common contract."""
+               sim_params: SimParams | None = None, config: MethodConfig | None = None,
+               n_jobs: int | None = 1, **params: Any) -> PlacementResult:
+    """Run a registered method on a Problem under the common contract (see the module docstring).
+
+    Parameters are given either as a config object or as keyword ``params`` (strings are parsed, as
+    from ``--set key=value``)."""
     info = get_method(name)
     why = info.available()
     if why:
         raise InputError("--method", f"method '{name}'", f"cannot run here: {why}", "install the extra it names")
-    ev = Evaluator(problem, sim_params)
-    res = info.run(problem, budget or Budget(), seed, ev, **params)
-    res.seed = seed
+    if config is not None and params:
+        raise InputError(name, "parameters", "given both as a config and as keywords", "give one of them")
+    cfg = info.make_config(config if config is not None else params)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InputError("--seed", f"{seed!r}", "is not a non-negative whole number", "give --seed 0 or more")
+    budget = budget or Budget()
+    limit = budget.placements if budget.placements is not None else getattr(cfg, "placements", None)
+    ev = Evaluator(problem, sim_params, n_jobs=n_jobs, limit=limit, seconds=budget.seconds)
+    try:
+        res = info.run(problem, budget, int(seed), ev, cfg)
+    except BudgetSpent:
+        res = ev.result(name, notes=["the placement budget ran out inside a step: the best placement evaluated "
+                                     "is returned"])
+    # the contract, enforced where every method passes
+    if limit is not None and ev.placements > limit:
+        raise RuntimeError(f"method {name} simulated {ev.placements} placements with a budget of {limit}")
+    res.method = name
+    res.seed = int(seed)
+    res.params = {**cfg.to_dict(), **{k: v for k, v in res.params.items() if k not in cfg.to_dict()}}
+    res.cost.placements, res.cost.sim_calls, res.cost.wall_s = ev.placements, ev.sim_calls, ev.clock()
     return res
 
 

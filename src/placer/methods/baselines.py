@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from placer.methods.base import Budget, Evaluator, register
+from placer.methods.base import Budget, Evaluator, MethodConfig, NoConfig, NotApplicable, register
 
 
 def feasible_devices(problem) -> np.ndarray:
@@ -27,45 +29,79 @@ def single_device_placement(problem, d: int) -> np.ndarray | None:
     return np.full(problem.n_ops, d, dtype=np.int64)
 
 
-@register("single-gpu", "every op on the best single GPU (by simulated step time)", "trivial")
-def single_gpu(problem, budget: Budget, seed: int, ev: Evaluator, **_):
+def with_fallback(problem, d: int) -> np.ndarray | None:
+    """Every op on device d except those it cannot run, which go to the fastest device that can (as
+    TensorFlow keeps CPU-only kernels on the host); colocation groups follow their first op. None
+    when a colocation group would be split across devices that way."""
+    comp = problem.compute_us
+    p = np.full(problem.n_ops, d, dtype=np.int64)
+    bad = ~np.isfinite(comp[:, d])
+    p[bad] = np.argmin(comp[bad], axis=1)
+    for members in problem.graph.colocation_groups():
+        ok = np.isfinite(comp[members]).all(axis=0)
+        if not ok.any():
+            return None
+        p[members] = d if ok[d] else int(np.argmin(np.where(ok, comp[members].sum(axis=0), np.inf)))
+    return p
+
+
+@register("single-gpu", "every op on the best single GPU (ops it cannot run on the fastest device that can)",
+          "trivial")
+def single_gpu(problem, budget: Budget, seed: int, ev: Evaluator, cfg: NoConfig):
     gpus = problem.cluster.gpus() or list(range(problem.n_devices))
     best = None
     for d in gpus:
-        p = single_device_placement(problem, d)
+        p = with_fallback(problem, d)
         if p is None:
             continue
         r = ev.simulate(p)
         if best is None or r.objective < best[1].objective:
             best = (p, r)
     if best is None:
-        raise ValueError("no GPU can run every op; single-gpu does not apply")
+        raise NotApplicable("single-gpu", "no GPU can run the model (with CPU fallback for the ops it cannot run)")
     return ev.result("single-gpu", best[0], notes=["OOM: the model does not fit one GPU"] if best[1].oom else [])
 
 
 @register("cpu-only", "every op on the CPU", "trivial")
-def cpu_only(problem, budget: Budget, seed: int, ev: Evaluator, **_):
+def cpu_only(problem, budget: Budget, seed: int, ev: Evaluator, cfg: NoConfig):
     for d in problem.cluster.cpus():
         p = single_device_placement(problem, d)
         if p is not None:
             ev.simulate(p)
             return ev.result("cpu-only", p)
-    raise ValueError("the cluster has no CPU that can run every op")
+    raise NotApplicable("cpu-only", "the cluster has no CPU that can run every op")
 
 
-@register("random", "best of k uniformly random placements (k = budget, default 100)", "trivial")
-def random_placement(problem, budget: Budget, seed: int, ev: Evaluator, k: int = 100, **_):
+@dataclass(frozen=True)
+class RandomConfig(MethodConfig):
+    """Best of k uniformly random placements."""
+
+    placements: int = 100  # k: random placements drawn (Budget.placements overrides)
+
+    def checks(self):
+        return [(self.placements >= 1, "placements", ">= 1")]
+
+
+@register("random", "best of k uniformly random placements (k = budget, default 100)", "trivial", RandomConfig)
+def random_placement(problem, budget: Budget, seed: int, ev: Evaluator, cfg: RandomConfig):
     rng = np.random.default_rng(seed)
     ok = feasible_devices(problem)
-    while not ev.out_of_budget(budget, default_placements=k):
+    while not ev.out_of_budget():
         u = rng.random(ok.shape) * ok
         ev.evaluate(colocate(problem, u.argmax(axis=1)))
-    return ev.result("random", params={"k": budget.placements or k})
+    return ev.result("random")
 
 
-@register("round-robin", "ops dealt to devices in topological order", "trivial")
-def round_robin(problem, budget: Budget, seed: int, ev: Evaluator, gpus_only: bool = True, **_):
-    devs = np.array(problem.cluster.gpus() if gpus_only and problem.cluster.gpus() else range(problem.n_devices))
+@dataclass(frozen=True)
+class RoundRobinConfig(MethodConfig):
+    """Ops dealt to devices in topological order."""
+
+    gpus_only: bool = True  # deal to the GPUs only (ops no GPU can run go to a device that can)
+
+
+@register("round-robin", "ops dealt to devices in topological order", "trivial", RoundRobinConfig)
+def round_robin(problem, budget: Budget, seed: int, ev: Evaluator, cfg: RoundRobinConfig):
+    devs = np.array(problem.cluster.gpus() if cfg.gpus_only and problem.cluster.gpus() else range(problem.n_devices))
     ok = feasible_devices(problem)
     p = np.empty(problem.n_ops, dtype=np.int64)
     for i in range(problem.n_ops):
@@ -73,4 +109,4 @@ def round_robin(problem, budget: Budget, seed: int, ev: Evaluator, gpus_only: bo
         p[i] = cand[0]
     p = colocate(problem, p)
     ev.simulate(p)
-    return ev.result("round-robin", p, params={"gpus_only": gpus_only})
+    return ev.result("round-robin", p)

@@ -1,0 +1,190 @@
+"""The method contract, checked clause by clause over every registered method (a new method gets
+these checks by registering): a valid placement; the same seed gives the same placement, also with
+the machine loaded; the budget in placements is never exceeded; the best-so-far curve never rises;
+the result is never worse than the best placement the method evaluated; unknown and ill-typed
+parameters are refused; the reported simulation equals a fresh one; honest cost."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from placer.cluster import Device, make_cluster
+from placer.errors import InputError
+from placer.methods import METHODS, Budget, run_method
+from placer.methods import base
+from placer.problem import Problem
+from placer.sim import simulate
+from placer.zoo.synthetic import layered_training_graph
+
+GiB = 2**30
+BUDGET = 24  # placements: small, so that every method has to stop on it
+
+
+def contract_problem() -> Problem:
+    """A small training graph with colocation groups, an op only the CPU can run, on 2 GPUs + CPU."""
+    g = layered_training_graph(24, seed=7)
+    coloc = np.full(g.n_ops, -1)
+    fwd = np.flatnonzero(g.mirror >= 0)
+    coloc[fwd[:4]] = g.mirror[fwd[:4]]
+    coloc[g.mirror[fwd[:4]]] = g.mirror[fwd[:4]]
+    cpu_only = int(np.flatnonzero(coloc < 0)[3])
+    gpu = g.compute_us["gpu"].copy()
+    gpu[cpu_only] = np.inf
+    g = g.replace(colocation=coloc, compute_us={**g.compute_us, "gpu": gpu})
+    devs = [Device("gpu:0", "gpu", "k80", 12 * GiB), Device("gpu:1", "gpu", "k80", 12 * GiB),
+            Device("cpu:0", "cpu", "cpu", 64 * GiB)]
+    return Problem(g, make_cluster("contract", devs, 7600.0, 0.0))
+
+
+NAMES = sorted(METHODS)
+
+
+def _skip_unavailable(name):
+    why = METHODS[name].available()
+    if why:
+        pytest.skip(f"{name}: {why}")
+
+
+class Recorder:
+    """Every objective the Evaluator recorded during one run."""
+
+    def __init__(self, monkeypatch):
+        self.objectives: list[float] = []
+        orig = base.Evaluator._record
+
+        def record(ev, placement, obj):
+            self.objectives.append(float(obj))
+            return orig(ev, placement, obj)
+
+        monkeypatch.setattr(base.Evaluator, "_record", record)
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return contract_problem()
+
+
+def _run(name, problem, seed=0, placements=BUDGET):
+    try:
+        return run_method(name, problem, Budget(placements=placements), seed)
+    except base.NotApplicable as e:  # pragma: no cover - the contract problem suits every method
+        pytest.fail(f"{name} does not apply to the contract problem: {e}")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_contract(name, problem, monkeypatch):
+    _skip_unavailable(name)
+    rec = Recorder(monkeypatch)
+    r = _run(name, problem)
+    # a valid placement: the right length, runnable devices, colocation kept
+    problem.validate_placement(r.placement.devices)
+    # placements used never above the budget, and counted honestly
+    assert 1 <= r.cost.placements <= BUDGET
+    assert r.cost.placements >= len(rec.objectives) - 0 or r.cost.placements == len(rec.objectives)
+    assert r.cost.sim_calls >= 1 and r.cost.wall_s > 0
+    # the best-so-far curve never rises, and ends at the result's objective or above it
+    ys = [y for _, y in r.curve]
+    xs = [x for x, _ in r.curve]
+    assert all(b <= a for a, b in zip(ys, ys[1:])), ys
+    assert all(b >= a for a, b in zip(xs, xs[1:])) and (not xs or xs[-1] <= BUDGET)
+    # never worse than the best placement it evaluated
+    if rec.objectives:
+        assert r.sim.objective <= min(rec.objectives) * (1 + 1e-9)
+    # the reported simulation equals a fresh one
+    fresh = simulate(problem, r.placement.devices)
+    assert fresh.objective == r.sim.objective and fresh.makespan_us == r.sim.makespan_us
+    assert np.array_equal(fresh.peak_memory_bytes, r.sim.peak_memory_bytes)
+    # params record the whole config
+    assert set(r.params) >= {f for f in METHODS[name].config.__dataclass_fields__}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_same_seed_same_placement_under_load(name, problem):
+    _skip_unavailable(name)
+    a = _run(name, problem, seed=3)
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        b = _run(name, problem, seed=3)
+    finally:
+        for p in burners:
+            p.kill()
+            p.wait()
+    assert np.array_equal(a.placement.devices, b.placement.devices)
+    assert a.sim.objective == b.sim.objective
+    assert a.cost.placements == b.cost.placements
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_unknown_parameter_refused(name, problem):
+    _skip_unavailable(name)
+    with pytest.raises(InputError, match="not parameters of this method"):
+        run_method(name, problem, Budget(placements=4), 0, patince=3)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_config_is_frozen_with_a_comment_per_field(name):
+    import dataclasses
+    import inspect
+
+    cfg_cls = METHODS[name].config
+    assert dataclasses.is_dataclass(cfg_cls) and cfg_cls.__dataclass_params__.frozen
+    src = inspect.getsource(cfg_cls)
+    for f in dataclasses.fields(cfg_cls):
+        line = next((ln for ln in src.splitlines() if ln.strip().startswith(f"{f.name}:")), "")
+        assert "#" in line, f"{cfg_cls.__name__}.{f.name} has no comment"
+    cfg = cfg_cls()
+    if dataclasses.fields(cfg_cls):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(cfg, dataclasses.fields(cfg_cls)[0].name, None)
+
+
+def test_ill_typed_parameter_refused(problem):
+    with pytest.raises(InputError, match="placements"):
+        run_method("random", problem, Budget(), 0, placements="many")
+    with pytest.raises(InputError, match="placements"):
+        run_method("random", problem, Budget(), 0, placements=0)
+    r = run_method("random", problem, Budget(), 0, placements="5")  # strings from --set are parsed
+    assert r.cost.placements == 5
+
+
+@pytest.mark.parametrize("bad", [dict(placements=0), dict(placements=-1), dict(seconds=-1.0),
+                                 dict(seconds=float("nan")), dict(placements=2.5)])
+def test_bad_budget_refused(bad):
+    with pytest.raises(InputError):
+        Budget(**bad)
+
+
+def test_bad_seed_refused(problem):
+    with pytest.raises(InputError, match="seed"):
+        run_method("random", problem, Budget(placements=2), -1)
+
+
+def test_evaluator_never_exceeds_its_limit(problem):
+    ev = base.Evaluator(problem, limit=5)
+    P = np.zeros((8, problem.n_ops), dtype=np.int64)
+    P[:, :] = 0
+    cpu = problem.cluster.cpus()[0]
+    P[:, :] = cpu
+    with pytest.raises(base.BudgetSpent):
+        ev.evaluate_batch(P)
+    assert ev.placements == 5
+    with pytest.raises(base.BudgetSpent):
+        ev.evaluate(P[0])
+    assert ev.placements == 5
+
+
+def test_result_never_worse_than_best_evaluated(problem):
+    ev = base.Evaluator(problem, limit=10)
+    cpu = problem.cluster.cpus()[0]
+    good = np.full(problem.n_ops, cpu)
+    ev.evaluate(good)
+    worse = good.copy()
+    worse[np.isfinite(problem.compute_us[:, 0]) & (problem.graph.colocation < 0)] = 0
+    worse[::2] = cpu
+    r_good = ev.best_objective_us
+    res = ev.result("x", worse)
+    assert res.sim.objective <= r_good
