@@ -37,7 +37,7 @@ def tiny(tmp_path):
                  Method("random", "random"),
                  Method("expert", "expert", seeded=False),  # no expert rule fits a synthetic graph
                  Method("future", "no-such-method"),
-                 Method("random (transfer)", "random", params={"transfer_from": "x"}, requires=("transfer_from",))),
+                 Method("random (transfer)", "random", params={"transfer_from": "x"})),
         budgets={"quick": Level(15, seeds=(0, 1)), "default": Level(25, seeds=(0, 1)), "paper": Level(50)},
         derived=(E.Derived("random vs single", E.reduction_vs("single", "random")),),
         differences=("it is a test",),
@@ -93,7 +93,7 @@ def test_tiny_experiment_end_to_end_and_resume(tiny, monkeypatch):
     assert f"{single['result']['step_time_us'] / 1e3:,.2f}" in md
     assert "| single paper (s) |" in md and "| 1.00 |" in md
     assert "not implemented [" in md and "no method 'no-such-method'" in md
-    assert "has no parameter transfer_from" in md  # the variant is not run as plain random
+    assert "does not take these parameters" in md and "transfer_from" in md  # not run as plain random
     assert "missing [" in md and "no-such-zoo-model" in md
     rows = list(csv.DictReader((d / "results.csv").open()))
     assert len(rows) == 2 * (1 + 2 + 1 + 2 + 2)  # rows x cells (single and expert have one seed)
@@ -303,3 +303,37 @@ def test_cli_list_report_and_bad_input(capsys, monkeypatch, tmp_path):
     assert code == 2 and "asks for two budgets" in err and not (tmp_path / "classical").exists()
     code, _, err = _cli(capsys, monkeypatch, "bench", "classical", "--seeds", "a,b", "--results", tmp_path)
     assert code == 2 and "--seeds" in err
+
+
+def test_only_not_applicable_is_cached_and_errors_are_not(tmp_path, monkeypatch):
+    """A bug (any exception but NotApplicable) is reported as an error and never cached as a fact."""
+    from placer.bench import runner
+    from placer.methods import base
+
+    gpath = tmp_path / "g.json"
+    save_graph(layered_training_graph(20, seed=1, name="g"), gpath)
+    exp = Experiment(name="c", title="cache", paper="none", rows=(Row("g", str(gpath), "k80x2"),),
+                     methods=(Method("random", "random", seeded=False),),
+                     budgets={"quick": Level(3), "default": Level(3), "paper": Level(3)})
+    info = base.METHODS["random"]
+    for exc, status in ((ValueError("a bug"), "error"), (base.NotApplicable("random", "not here"), "does not apply")):
+        def boom(*a, _e=exc, **k):
+            raise _e
+
+        monkeypatch.setitem(base.METHODS, "random", base.MethodInfo("random", boom, info.summary, info.family,
+                                                                     info.config))
+        out = run_experiment(exp, "quick", tmp_path / status.replace(" ", "_"))
+        cells = [c for c in out.plan.cells if c.method.method == "random"]
+        assert [c.status for c in cells] == [status]
+        runs = list((tmp_path / status.replace(" ", "_") / "c" / "runs").glob("*.json"))
+        assert len(runs) == (1 if status == "does not apply" else 0)
+
+
+def test_code_fingerprint_covers_every_module_a_method_imports():
+    from placer.bench.runner import _import_closure
+
+    ls = {p.split("placer/")[-1] for p in _import_closure("placer.methods.local_search")}
+    assert {"methods/local_search.py", "methods/support.py", "methods/base.py", "problem.py", "sim/kernel.py"} <= ls
+    pl = {p.split("placer/")[-1] for p in _import_closure("placer.methods.placeto")}
+    assert any(p.startswith("rl/") for p in pl) and any(p.startswith("nn/") for p in pl)
+    assert "methods/local_search.py" not in pl  # only what it imports, not the whole registry

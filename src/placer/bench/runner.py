@@ -2,7 +2,7 @@
 
 A run's hash covers everything that decides its result: the graph's and cluster's content
 fingerprints, the method and its parameters, the seed, the budget, the simulator settings and the
-source of the method's module, the simulator and the Problem. A
+source of every placer module the method's module imports (transitively). A
 finished run is written at once as ``results/<exp>/runs/<row>__<method>__s<seed>__<hash>.json``, so
 an interrupted experiment resumes where it stopped and a repeated one simulates nothing. Independent
 runs go to ``--jobs N`` worker processes (``concurrent.futures.ProcessPoolExecutor``, spawned so a
@@ -12,7 +12,6 @@ parent that has used torch or numba threads is never forked).
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
 import math
 import time
@@ -78,7 +77,7 @@ class Plan:
 def sim_params(name: str):
     from placer.sim import SimParams
 
-    return SimParams.placeto() if name == "placeto" else SimParams()
+    return SimParams.preset(name)
 
 
 def _method_check(m: Method) -> tuple[str, str] | None:
@@ -91,29 +90,63 @@ def _method_check(m: Method) -> tuple[str, str] | None:
     why = info.available()
     if why:
         return UNAVAILABLE, why
-    if m.requires:
-        sig = inspect.signature(info.run).parameters
-        named = {k for k, p in sig.items() if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
-        lacking = [r for r in m.requires if r not in named]
-        if lacking:
-            return NOT_IMPLEMENTED, f"'{m.method}' has no parameter {', '.join(lacking)} for this variant"
+    from placer.errors import InputError
+
+    try:  # a variant must not silently run as another: its parameters must be the method's own
+        info.make_config({k: v for k, v in m.params.items() if not (isinstance(v, str) and "{" in v)})
+    except InputError as e:
+        return NOT_IMPLEMENTED, f"'{m.method}' does not take these parameters: {e}"
     return None
 
 
 def code_fingerprint(method: str) -> str:
-    """A hash of the source the result of ``method`` depends on: its module, the simulator package
-    and the Problem (cost matrices), so a cached run is redone when any of them changes."""
+    """A hash of every source file the result of ``method`` can depend on: the closure of placer
+    modules its module imports (module-level and function-local imports, found with ``ast``), with
+    the contract (methods.base), the simulator and the Problem always in, so a cached run is redone
+    when any code under it changes (a helper in ``methods/support.py``, ``rl/``, ``nn/``, ``grouping/``)."""
     import hashlib
 
-    from placer import problem, sim
     from placer.methods import METHODS
 
-    files = [inspect.getsourcefile(METHODS[method].run), problem.__file__]
-    files += sorted(str(p) for p in Path(sim.__file__).parent.glob("*.py"))
     h = hashlib.sha256()
-    for f in files:
+    for f in _import_closure(METHODS[method].run.__module__):
+        h.update(f.encode())
         h.update(Path(f).read_bytes())
     return h.hexdigest()[:16]
+
+
+def _import_closure(module: str) -> list[str]:
+    """Source files of ``module`` and every ``placer`` module it imports, transitively. The two
+    aggregating package inits (``placer`` and the method registry ``placer.methods``) are not
+    followed: importing them only fills the registry."""
+    import ast
+    import importlib.util
+
+    todo = [module, "placer.methods.base", "placer.problem", "placer.sim"]
+    seen: dict[str, str] = {}
+    while todo:
+        name = todo.pop()
+        if name in seen or not name.startswith("placer.") or name == "placer.methods":
+            continue
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, AttributeError, ValueError):  # a name imported from a module, not a module
+            continue
+        if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+            continue
+        seen[name] = spec.origin
+        pkg = name if spec.submodule_search_locations else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(Path(spec.origin).read_text())):
+            if isinstance(node, ast.Import):
+                todo += [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = pkg.split(".")
+                    base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+                todo.append(base)
+                todo += [f"{base}.{a.name}" for a in node.names]  # submodules imported by name
+    return sorted(seen.values())
 
 
 def load_row(row: Row) -> RowContext:
@@ -268,6 +301,7 @@ def execute(task: dict) -> dict:
     """Run one cell and write its JSON; returns the run document (status ok or error). Runs in a
     worker process, so everything it needs travels in ``task``."""
     from placer.methods import Budget, run_method
+    from placer.methods.base import NotApplicable
     from placer.problem import Problem
 
     t0 = time.perf_counter()
@@ -283,9 +317,9 @@ def execute(task: dict) -> dict:
         res = run_method(task["method"], P, Budget(task["placements"], task["seconds"]), task["seed"], sp,
                          **task["params"])
     except Exception as e:  # a method that fails on one problem must not sink the experiment
-        # methods raise ValueError (InputError included) when they do not apply to a problem
-        # (e.g. cpu-only on a graph with no CPU costs); anything else is a failure worth reading
-        status = DOES_NOT_APPLY if isinstance(e, ValueError) else ERROR
+        # only NotApplicable, raised on purpose (e.g. cpu-only on a graph with no CPU costs), is a
+        # fact about the problem and cached; anything else is a failure worth reading, never cached
+        status = DOES_NOT_APPLY if isinstance(e, NotApplicable) else ERROR
         reason = str(e) if status == DOES_NOT_APPLY else f"{type(e).__name__}: {e}"
         doc = {**base, "status": status, "reason": reason.strip(), "seconds": time.perf_counter() - t0}
         if status == DOES_NOT_APPLY:  # as deterministic as a result: cached like one (errors are not)

@@ -31,9 +31,9 @@ class Level:
 class Method:
     """One method column.
 
-    ``method`` is a name in the :mod:`placer.methods` registry. ``requires`` lists keyword
-    parameters the registered function must declare by name: a variant such as "Placeto (transfer)"
-    must not silently run as "Placeto (scratch)" because the method swallowed an unknown keyword.
+    ``method`` is a name in the :mod:`placer.methods` registry; ``params`` must be fields of its
+    config (checked when the plan is made), so a variant such as "Placeto (transfer)" never silently
+    runs as "Placeto (scratch)".
     A parameter value ``"@policy:<name>"`` is replaced by the checkpoint of the experiment's policy
     of that name (trained first, see :class:`PolicySpec`).
     """
@@ -41,7 +41,6 @@ class Method:
     label: str
     method: str
     params: Mapping[str, Any] = field(default_factory=dict)
-    requires: tuple[str, ...] = ()
     placements: Mapping[str, int] = field(default_factory=dict)  # level -> placements, overriding the level's
     seconds: Mapping[str, float] = field(default_factory=dict)  # level -> wall-clock limit, overriding the level's
     seeded: bool = True  # False: one run (seed 0) is enough, the method ignores its seed

@@ -35,6 +35,20 @@ class SimParams:
         if self.latency_us is not None and not self.latency_us >= 0:
             raise ValueError("latency_us must be non-negative")
 
+    PRESETS = ("default", "placeto")  # names accepted by preset(), --sim and experiments
+
+    @classmethod
+    def preset(cls, name: str) -> "SimParams":
+        """The simulator settings called ``name``: ``default`` (the cluster's own links, no gaps) or
+        ``placeto`` (the reference simulator's constants). The one lookup the CLI and the bench use."""
+        if name == "default":
+            return cls()
+        if name == "placeto":
+            return cls.placeto()
+        from placer.errors import InputError
+
+        raise InputError("--sim", repr(name)[:80], "is not a simulator preset", f"use one of {', '.join(cls.PRESETS)}")
+
     @classmethod
     def placeto(cls, **kw) -> "SimParams":
         """The published reference simulator's constants (Placeto appendix A.5; the authors'
