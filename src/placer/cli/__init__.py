@@ -65,11 +65,18 @@ def load_problem(graph: str, cluster: str):
 def sim_params(name: str):
     from placer.sim import SimParams
 
-    if name == "default":
-        return SimParams()
-    if name == "placeto":
-        return SimParams.placeto()
-    raise InputError("--sim", f"'{name}'", "is not a simulator preset", "use 'default' or 'placeto'")
+    return SimParams.preset(name)
+
+
+def method_params(items: list[str]) -> dict[str, str]:
+    """``--set KEY=VALUE`` items as a dict of strings; the method's config parses and checks them."""
+    out = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip().isidentifier():
+            raise InputError("--set", repr(item)[:80], "is not KEY=VALUE", "e.g. --set patience=40 (see `placer methods --json`)")
+        out[key.strip()] = value
+    return out
 
 
 # ---------------------------------------------------------------------- commands
@@ -164,14 +171,17 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
              seconds: Optional[float] = typer.Option(None, help="wall-clock limit"),
              seed: int = typer.Option(0, help="random seed (same seed, same placement)"),
              out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the placement JSON here"),
-             sim: str = SimOpt, as_json: bool = JsonOpt):
+             sim: str = SimOpt, as_json: bool = JsonOpt,
+             params: list[str] = typer.Option([], "--set", help="a method parameter KEY=VALUE (repeatable), e.g. "
+                                              "--set grouping=merge:64; `placer methods --json` lists them")):
     """Find a placement with one method."""
     from placer.frontends.native import save_placement
     from placer.methods import Budget, run_method
 
+    kw = method_params(params)
     P = load_problem(graph, cluster)
     with console.status(f"{method} on {P.graph.name} / {P.cluster.name} ...", spinner="dots"):
-        res = run_method(method, P, Budget(budget, seconds), seed, sim_params(sim))
+        res = run_method(method, P, Budget(budget, seconds), seed, sim_params(sim), **kw)
     data = res.summary()
     data["lower_bound_us"] = P.lower_bound_us
     if out is not None:
@@ -194,7 +204,8 @@ def methods(as_json: bool = JsonOpt):
     from placer.methods import METHODS
 
     rows = [{"name": m.name, "family": m.family, "summary": m.summary, "paper": m.paper,
-             "unavailable": m.available()} for m in sorted(METHODS.values(), key=lambda m: (m.family, m.name))]
+             "unavailable": m.available(), "parameters": m.config().to_dict()}
+            for m in sorted(METHODS.values(), key=lambda m: (m.family, m.name))]
 
     def render(rs):
         t = Table("method", "family", "what it does", "availability")
