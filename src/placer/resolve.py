@@ -28,8 +28,11 @@ def resolve_graph(spec: str) -> OpGraph:
         return load_any_graph(spec)
     if spec in BUILTIN:
         return BUILTIN[spec]()
+    if spec.startswith("hf:"):  # a Hugging Face model from its config (placer.frontends.hf)
+        from placer.frontends.hf import hf_graph
+        return hf_graph(spec)
     raise InputError(spec, "graph", "is neither a file nor a built-in graph",
-                     f"give a path or one of {', '.join(BUILTIN)}")
+                     f"give a path, hf:NAME or one of {', '.join(BUILTIN)}")
 
 
 def resolve_cluster(spec: str, graph: OpGraph | None = None, graph_spec: str | None = None) -> Cluster:

@@ -64,6 +64,7 @@ class Capture:
     op_nodes: list
     capture_s: float
     info: dict = field(default_factory=dict)
+    node_op: dict = field(default_factory=dict)  # every fx node -> the op computing (or aliased by) its value
 
 
 # ---------------------------------------------------------------------- public API
@@ -227,7 +228,7 @@ def _trace(module, example_inputs, *, train, loss_fn, optimizer, lr, name, cost_
                 np_, ns = _update(optimizer, p, g, s, lr)
             new_p.append(np_)
             new_s.append(ns)
-        return loss, new_p, new_s
+        return loss, new_p, new_s, list(grads)  # the gradients too: placer.runtime checks them
 
     def forward(p_list, b_list, s_list, xs):
         with torch.no_grad(), fx_traceback.annotate({"phase": "forward"}):
@@ -248,14 +249,15 @@ def _trace(module, example_inputs, *, train, loss_fn, optimizer, lr, name, cost_
         ann.close()
         quiet.setLevel(level)
     gm.graph.eliminate_dead_code()
-    graph, op_nodes, info = _to_opgraph(gm, pnames, bnames, slots, len(fx_in), train, optimizer,
-                                        name or type(module).__name__)
+    graph, op_nodes, info, node_op = _to_opgraph(gm, pnames, bnames, slots, len(fx_in), train, optimizer,
+                                                 name or type(module).__name__)
     capture_s = time.perf_counter() - t0
     from placer.cost.roofline import DEFAULT_COST_KEYS, roofline_costs
 
     costs = {k.lower(): roofline_costs(graph, k) for k in (DEFAULT_COST_KEYS if cost_keys is None else cost_keys)}
     graph = graph.replace(compute_us=costs, meta={**graph.meta, "capture_s": round(capture_s, 3)})
-    return Capture(graph, gm, op_nodes, capture_s, info)
+    info.update(params=pnames, buffers=bnames, slots=slots, inputs=len(fx_in), train=train)
+    return Capture(graph, gm, op_nodes, capture_s, info, node_op)
 
 
 # ---------------------------------------------------------------------- fx graph -> OpGraph
@@ -386,5 +388,7 @@ def _to_opgraph(gm, pnames, bnames, slots, n_inputs, train, optimizer, name):
     if list(g.op_names) != names:  # pragma: no cover - fx order is topological, build keeps it
         order = {nm: k for k, nm in enumerate(names)}
         op_nodes = [op_nodes[order[nm]] for nm in g.op_names]
+        new_index = {order[nm]: k for k, nm in enumerate(g.op_names)}
+        root = {n: new_index[i] for n, i in root.items()}
     info = {"fx_nodes": len(nodes), "ops": g.n_ops}
-    return g, op_nodes, info
+    return g, op_nodes, info, root

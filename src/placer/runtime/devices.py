@@ -1,0 +1,61 @@
+"""Which real device (``cpu``, ``cuda:k``) each cluster device runs on.
+
+The stated rule, unless ``--map`` says otherwise: the i-th GPU of the cluster (in the cluster's
+device order) runs on ``cuda:i`` when torch sees that many GPUs, otherwise on the CPU; every CPU of
+the cluster runs on ``cpu``. On a machine without GPUs every device therefore maps to the CPU.
+``--map gpu:0=cuda:0,cpu:0=cpu`` overrides single entries; the rest follow the rule.
+"""
+
+from __future__ import annotations
+
+from placer.errors import InputError
+
+
+def visible_devices() -> list[str]:
+    """The devices torch sees here: ``cpu`` and ``cuda:0`` ... ``cuda:n-1``."""
+    import torch
+
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return ["cpu"] + [f"cuda:{k}" for k in range(n)]
+
+
+def parse_map(text: str | None, cluster) -> dict[str, str]:
+    """``gpu:0=cuda:0,cpu:0=cpu`` -> {cluster device: real device}; checked against the cluster and
+    the devices torch sees."""
+    out: dict[str, str] = {}
+    if not text:
+        return out
+    names = list(cluster.device_names)
+    seen = visible_devices()
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        src, sep, dst = item.partition("=")
+        src, dst = src.strip(), dst.strip()
+        if not sep or not src or not dst:
+            raise InputError("--map", f"'{item}'", "is not CLUSTER_DEVICE=REAL_DEVICE", "e.g. --map gpu:0=cuda:0,cpu:0=cpu")
+        if src not in names:
+            raise InputError("--map", f"'{src}'", f"is not a device of cluster '{cluster.name}'", f"use one of {', '.join(names)}")
+        if dst == "cuda":
+            dst = "cuda:0"
+        if dst not in seen:
+            raise InputError("--map", f"'{dst}'", "is not a device torch sees here", f"use one of {', '.join(seen)}")
+        out[src] = dst
+    return out
+
+
+def device_map(cluster, overrides: dict[str, str] | None = None) -> list[str]:
+    """The real device of every cluster device (see the module docstring for the rule)."""
+    seen = visible_devices()
+    gpus = [d for d in seen if d.startswith("cuda")]
+    out, k = [], 0
+    for d in cluster.devices:
+        if d.kind == "gpu":
+            out.append(gpus[k] if k < len(gpus) else "cpu")
+            k += 1
+        else:
+            out.append("cpu")
+    for name, real in (overrides or {}).items():
+        out[cluster.index_of(name)] = real
+    return out

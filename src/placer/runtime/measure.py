@@ -1,0 +1,169 @@
+"""Run a placement for real and measure it: :func:`run_placement` (``placer run``).
+
+The graph's recipe (``meta['recipe']``, see :mod:`placer.frontends.recipe`) rebuilds the model with
+seeded random weights; it is traced again (the op names must match the file's, else the graph
+changed since capture) and run as a :class:`~placer.runtime.executor.PlacedStep`: ``warmup``
+untimed steps (the first also counts memory), then ``steps`` timed ones. A step is timed on the
+host clock after synchronising every GPU used, or, when the step uses a GPU, with CUDA events on
+the first GPU's stream (recorded before the first op is issued and after the last GPU finished).
+Beside the measurement: the simulator's prediction for the same placement on the graph's cluster.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from placer.errors import InputError
+
+
+@dataclass
+class RunReport:
+    graph: str
+    cluster: str
+    devices: list[str]  # cluster device names
+    real: list[str]  # the real device of each
+    ops_per_device: list[int]
+    step_us: list[float]  # every timed step
+    clock: str
+    peak_bytes: list[float]  # per cluster device, counted live tensor bytes
+    cuda_peak_bytes: dict  # real cuda device -> torch.cuda.max_memory_allocated
+    transfers: int
+    transfer_bytes: float
+    predicted_us: float
+    predicted_peak_bytes: list[float]
+    loss: float
+    rebuild_s: float
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def median_us(self) -> float:
+        return float(statistics.median(self.step_us))
+
+    def summary(self) -> dict:
+        s = self.step_us
+        q = np.percentile(s, [25, 75]) if len(s) > 1 else [s[0], s[0]]
+        return {"graph": self.graph, "cluster": self.cluster, "steps": len(s), "clock": self.clock,
+                "measured_median_us": round(self.median_us, 1), "measured_min_us": round(min(s), 1),
+                "measured_max_us": round(max(s), 1), "measured_iqr_us": round(float(q[1] - q[0]), 1),
+                "measured_std_us": round(statistics.pstdev(s), 1) if len(s) > 1 else 0.0,
+                "predicted_us": round(self.predicted_us, 1),
+                "predicted_over_measured": round(self.predicted_us / self.median_us, 3) if self.median_us > 0 else None,
+                "loss": self.loss, "transfers": self.transfers, "transfer_bytes": self.transfer_bytes,
+                "rebuild_s": round(self.rebuild_s, 2),
+                "devices": [{"name": n, "real": r, "ops": o, "peak_bytes": p, "predicted_peak_bytes": pp,
+                             **({"cuda_peak_bytes": self.cuda_peak_bytes[r]} if r in self.cuda_peak_bytes else {})}
+                            for n, r, o, p, pp in zip(self.devices, self.real, self.ops_per_device, self.peak_bytes,
+                                                      self.predicted_peak_bytes)],
+                **self.extra}
+
+
+def rebuild(graph, where: str = "graph"):
+    """``(capture, module, inputs)``: the graph's model rebuilt from its recipe (real weights on the
+    CPU) and traced again; one-line error when the graph has no executable program."""
+    from placer.frontends.recipe import build, recipe_of
+
+    recipe = recipe_of(graph)
+    if recipe is None:
+        src = graph.meta.get("source", "unknown")
+        raise InputError(where, f"graph '{graph.name}' (source {src})", "has no executable program to run",
+                         "run graphs captured from PyTorch (`placer capture`, the zoo, hf:NAME)")
+    from placer.frontends.torch import trace_training_step
+
+    module, inputs, loss_fn = build(recipe, "cpu")
+    cap = trace_training_step(module, inputs, loss_fn=loss_fn, optimizer=recipe.get("optimizer", "sgd-momentum"),
+                              name=graph.name, cost_keys=())
+    if list(cap.graph.op_names) != list(graph.op_names):
+        raise InputError(where, f"graph '{graph.name}'", f"rebuilt with {cap.graph.n_ops} ops, the file has {graph.n_ops} "
+                         "(or their names differ)", "capture the model again with this torch / model code")
+    return cap, module, inputs
+
+
+def initial_state(cap, module, inputs):
+    """Real parameters, buffers, zero optimizer state and the inputs, flat in the program's order."""
+    import torch
+
+    params = [p.detach().clone() for _, p in module.named_parameters()]
+    buffers = [b.detach().clone() for _, b in module.named_buffers()]
+    state = [[torch.zeros_like(p) for _ in range(cap.info["slots"])] for p in params]
+    xs = [x for x in inputs if isinstance(x, torch.Tensor)]
+    return params, buffers, state, xs
+
+
+def _sync(real):
+    import torch
+
+    for r in sorted(set(real)):
+        if r.startswith("cuda"):
+            torch.cuda.synchronize(r)
+
+
+def run_placement(graph, cluster, placement, real: list[str], *, steps: int = 10, warmup: int = 2,
+                  threads: int | None = None, sim_params=None, rebuilt=None, keep_outputs: bool = False) -> RunReport:
+    """Execute ``placement`` of ``graph`` on the real devices ``real`` (one per cluster device) and
+    measure it; see the module docstring."""
+    import torch
+
+    from placer.problem import Problem
+    from placer.runtime.executor import PlacedStep
+    from placer.sim import simulate
+
+    if steps < 1 or warmup < 1:
+        raise InputError("run", f"steps={steps}, warmup={warmup}", "need at least one of each", "use --steps 1 --warmup 1 or more")
+    t0 = time.perf_counter()
+    cap, module, inputs = rebuilt or rebuild(graph)
+    rebuild_s = time.perf_counter() - t0
+    P = Problem(graph, cluster)
+    placement = P.validate_placement(np.asarray(placement), "placement")
+    sim = simulate(P, placement, sim_params)
+    old_threads = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    cuda_devs = sorted({r for r in real if r.startswith("cuda")})
+    try:
+        step = PlacedStep(cap, placement, real)
+        params, buffers, state, xs = initial_state(cap, module, inputs)
+        flat = step.place_state(params, buffers, state, xs)
+        n_p, n_b = step.n_p, step.n_b
+        for r in cuda_devs:
+            torch.cuda.reset_peak_memory_stats(r)
+        first = None
+        peak = None
+        transfers, tbytes = 0, 0.0
+        for w in range(warmup):
+            out = step.run(flat, track_memory=(w == 0))
+            if w == 0:
+                first, peak, transfers, tbytes = out, out.peak_bytes, out.transfers, out.transfer_bytes
+                loss = float(out.loss.detach().cpu())
+            flat = [*out.params, *flat[n_p:n_p + n_b], *[s for per in out.state for s in per], *flat[len(flat) - step.n_in:]]
+        _sync(real)
+        times = []
+        for _ in range(steps):
+            if cuda_devs:
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                with torch.cuda.device(cuda_devs[0]):
+                    a.record()
+                out = step.run(flat)
+                _sync(real)
+                with torch.cuda.device(cuda_devs[0]):
+                    b.record()
+                b.synchronize()
+                times.append(a.elapsed_time(b) * 1e3)
+            else:
+                s0 = time.perf_counter_ns()
+                out = step.run(flat)
+                times.append((time.perf_counter_ns() - s0) / 1e3)
+            flat = [*out.params, *flat[n_p:n_p + n_b], *[s for per in out.state for s in per], *flat[len(flat) - step.n_in:]]
+        cuda_peak = {r: float(torch.cuda.max_memory_allocated(r)) for r in cuda_devs}
+    finally:
+        torch.set_num_threads(old_threads)
+    counts = np.bincount(placement, minlength=cluster.n_devices)
+    rep = RunReport(graph.name, cluster.name, list(cluster.device_names), list(real), counts.tolist(), times,
+                    "cuda-events" if cuda_devs else "wall", [float(x) for x in peak], cuda_peak, transfers, tbytes,
+                    float(sim.makespan_us), [float(x) for x in np.asarray(sim.peak_memory_bytes)], loss, rebuild_s)
+    if keep_outputs:
+        rep.extra["_first_step"] = first
+    return rep
