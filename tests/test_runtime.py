@@ -1,0 +1,134 @@
+"""placer.runtime: a placement of a captured model executed for real. On the CPU (CI) every
+cluster device maps to ``cpu``; the placed step's loss and gradients equal the unplaced model's."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from conftest import run_cli  # noqa: E402
+
+MODEL = '''
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.fc = nn.Linear(4 * 6 * 6, 16)
+        self.out = nn.Linear(16, 5)
+
+    def forward(self, x):
+        h = torch.relu(self.bn(self.conv(x))).flatten(1)
+        h = torch.tanh(self.fc(h))
+        return self.out(h + torch.ones(h.shape[-1], device=h.device))
+
+
+def build():
+    return Net()
+'''
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory):
+    d = tmp_path_factory.mktemp("rt")
+    (d / "net.py").write_text(MODEL)
+    from placer.frontends.recipe import capture_recipe
+
+    recipe = {"kind": "factory", "target": f"{d / 'net.py'}:build", "kwargs": {},
+              "inputs": [{"shape": [4, 3, 6, 6], "dtype": "float32"}], "loss": "cross-entropy",
+              "optimizer": "sgd-momentum", "seed": 3}
+    cap = capture_recipe(recipe, name="net")
+    from placer.frontends.native import save_graph
+
+    save_graph(cap.graph, d / "g.json")
+    return d, cap.graph
+
+
+def _split(g, n_dev=2):
+    """Alternate blocks of ops over two devices (crossing edges everywhere), update ops with their parameter."""
+    p = (np.arange(g.n_ops) // 3) % n_dev
+    for i, c in enumerate(g.colocation):
+        if c >= 0:
+            p[i] = p[np.flatnonzero(g.colocation == c)[0]]
+    return p
+
+
+def test_placed_step_equals_unplaced_model(captured):
+    from placer.frontends.recipe import build, recipe_of
+    from placer.runtime.executor import PlacedStep
+    from placer.runtime.measure import initial_state, rebuild
+
+    _, g = captured
+    cap, module, inputs = rebuild(g)
+    params, buffers, state, xs = initial_state(cap, module, inputs)
+    single = PlacedStep(cap, np.zeros(g.n_ops, dtype=np.int64), ["cpu"])
+    split = PlacedStep(cap, _split(g), ["cpu", "cpu"])
+    a = single.run(single.place_state(params, buffers, state, xs))
+    b = split.run(split.place_state(params, buffers, state, xs), track_memory=True)
+    assert b.transfers > 0 and (b.peak_bytes > 0).all()
+    assert torch.equal(a.loss, b.loss)
+    for ga, gb in zip(a.grads, b.grads):
+        assert torch.equal(ga, gb)
+    # and the eager model (autograd, no capture): same loss and gradients
+    m, xs2, loss_fn = build(recipe_of(g), "cpu")
+    loss = loss_fn(m(*xs2))
+    loss.backward()
+    assert torch.allclose(loss.detach(), b.loss, rtol=1e-5, atol=1e-6)
+    for (name, p), gb in zip(m.named_parameters(), b.grads):
+        assert torch.allclose(p.grad, gb, rtol=1e-4, atol=1e-6), name
+    # the updated parameters: SGD with momentum from zero state, p - lr * g
+    for p, gb, nb in zip(params, b.grads, b.params):
+        assert torch.allclose(nb, p - 0.1 * gb, rtol=1e-5, atol=1e-6)
+
+
+def test_run_split_over_two_devices_reports_both(captured, capsys, monkeypatch):
+    from placer.cluster import preset
+    from placer.frontends.native import save_placement
+
+    d, g = captured
+    save_placement(d / "p.json", g, preset("k80x2"), _split(g))
+    code, so, se = run_cli(capsys, monkeypatch, "run", d / "g.json", "--cluster", "k80x2", "--placement", d / "p.json",
+                           "--steps", "2", "--warmup", "1", "--map", "gpu:0=cpu", "--json")
+    assert code == 0, se
+    r = json.loads(so)
+    dev = {x["name"]: x for x in r["devices"]}
+    assert dev["gpu:0"]["real"] == "cpu" and dev["gpu:1"]["real"] == "cpu"
+    assert dev["gpu:0"]["ops"] > 0 and dev["gpu:1"]["ops"] > 0
+    assert dev["gpu:0"]["peak_bytes"] > 0 and dev["gpu:1"]["peak_bytes"] > 0
+    assert r["steps"] == 2 and r["transfers"] > 0 and r["predicted_us"] > 0 and r["measured_median_us"] > 0
+    assert np.isfinite(r["loss"])
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--map", "gpu:7=cpu"], "is not a device of cluster"),
+    (["--map", "gpu:0=cuda:9"], "is not a device torch sees"),
+    (["--map", "gpu:0"], "CLUSTER_DEVICE=REAL_DEVICE"),
+    (["--steps", "0"], "at least 1"),
+])
+def test_run_bad_input_is_one_line(captured, capsys, monkeypatch, extra, needle):
+    d, _ = captured
+    code, so, se = run_cli(capsys, monkeypatch, "run", d / "g.json", "--cluster", "k80x2", "--placement", "single:0", *extra)
+    assert code == 2 and needle in se and len(se.strip().splitlines()) == 1, se
+
+
+def test_run_needs_an_executable_graph(capsys, monkeypatch):
+    code, so, se = run_cli(capsys, monkeypatch, "run", "synthetic", "--cluster", "k80x2", "--placement", "single:0")
+    assert code == 2 and "no executable program" in se and len(se.strip().splitlines()) == 1, se
+
+
+def test_device_map_rule():
+    from placer.cluster import preset
+    from placer.runtime import device_map, parse_map
+
+    c = preset("k80x2")
+    real = device_map(c, parse_map("cpu:0=cpu", c))
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    assert real[:2] == [f"cuda:{k}" if k < n else "cpu" for k in range(2)] and real[2] == "cpu"
