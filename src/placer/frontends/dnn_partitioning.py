@@ -8,6 +8,13 @@ cost keys ``gpu`` ("FPGA" there means any accelerator) and ``cpu``. A node's ``s
 memory it needs) becomes its persistent ``param_bytes``; colorClass becomes the colocation group;
 an op not supportedOnFpga gets ``inf`` on accelerators.
 
+The file's semantics are kept for the published objectives (:mod:`placer.objectives`, docs/format.md):
+a node's ``size`` is its whole footprint, so an accelerator's memory use is the sum of ``size`` of
+its ops (no activation buffers on top); ``maxFPGAs`` is a limit (a split may use fewer); each node's
+edge ``cost`` (one per source node) is kept as ``meta['out_cost_us']``, the transfer time the
+latency and throughput models charge. The event simulator (``--objective sim``) still holds each
+output buffer and received copy on top of ``size``.
+
 :func:`cluster_for` builds the matching cluster (maxFPGAs accelerators then maxCPUs CPUs, the link
 bandwidth implied by the edge costs) and :func:`load_expert` reads a human-expert split file.
 """
@@ -36,6 +43,10 @@ def _check(doc, path):
     if not is_dnn_partitioning(doc):
         raise InputError(path, "top level", "is not a dnn-partitioning graph (no nodes / maxFPGAs)",
                          "give a file from dnn-partitioning's *-inputs folders")
+    for key in ("nodes", "edges"):
+        items = doc.get(key, [])
+        if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
+            raise InputError(path, key, "is not a list of objects", "give a file from dnn-partitioning's *-inputs folders")
 
 
 def graph_from_doc(doc, path: str, name: str | None = None) -> OpGraph:
@@ -62,7 +73,7 @@ def graph_from_doc(doc, path: str, name: str | None = None) -> OpGraph:
         size.append(float(n.get("size", 0.0)))
         role.append(BACKWARD if n.get("isBackwardNode") else FORWARD)
         coloc.append(int(n["colorClass"]) if n.get("colorClass") is not None else -1)
-    gedges = []
+    gedges, out_cost = [], {}
     for k, e in enumerate(edges):
         try:
             s, d = int(e["sourceId"]), int(e["destId"])
@@ -71,6 +82,13 @@ def graph_from_doc(doc, path: str, name: str | None = None) -> OpGraph:
         if s not in id_to_name or d not in id_to_name:
             raise InputError(path, f"edge #{k} ({s} -> {d})", "names a node id that does not exist", "fix the edge")
         gedges.append((id_to_name[s], id_to_name[d], float(e.get("size", 0.0))))
+        try:
+            c = float(e.get("cost", 0.0))
+        except (TypeError, ValueError):
+            raise InputError(path, f"edge #{k} ({s} -> {d})", "has a cost that is not a number", "fix the edge") from None
+        if not math.isfinite(c) or c < 0:
+            raise InputError(path, f"edge #{k} ({s} -> {d})", f"has cost {c}", "give a finite cost >= 0")
+        out_cost[id_to_name[s]] = max(out_cost.get(id_to_name[s], 0.0), c * 1000.0)
     out = np.zeros(len(names))
     idx = {nm: i for i, nm in enumerate(names)}
     for s, d, b in gedges:
@@ -80,7 +98,11 @@ def graph_from_doc(doc, path: str, name: str | None = None) -> OpGraph:
                          colocation=coloc,
                          meta={"source": "dnn-partitioning", "file": Path(path).name,
                                "costs": "gpu = fpgaLatency (accelerator), cpu = cpuLatency; ms -> us",
-                               "node_ids": {nm: int(n["id"]) for nm, n in zip(names, nodes)}},
+                               "node_ids": {nm: int(n["id"]) for nm, n in zip(names, nodes)},
+                               "out_cost_us": {nm: out_cost.get(nm, 0.0) for nm in names},
+                               "memory": "size = the node's whole footprint; per accelerator at most maxSizePerFPGA",
+                               "max_fpgas": int(doc["maxFPGAs"]), "max_cpus": int(doc.get("maxCPUs", 0)),
+                               "max_size_per_fpga": float(doc.get("maxSizePerFPGA", 0.0))},
                          source=path)
 
 
