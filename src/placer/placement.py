@@ -55,15 +55,22 @@ class PlacementResult:
     params: dict[str, Any] = field(default_factory=dict)
     seed: int | None = None
     notes: list[str] = field(default_factory=list)
+    objective: str = "sim"  # what the method minimised (placer.objectives)
+    objective_us: float | None = None  # its value for this placement; None: the simulator's objective
 
     @property
     def step_time_us(self) -> float:
         return float(self.sim.makespan_us)
 
+    @property
+    def value_us(self) -> float:
+        """The value of the objective the method minimised (the simulator's by default)."""
+        return float(self.sim.objective) if self.objective_us is None else float(self.objective_us)
+
     def summary(self) -> dict[str, Any]:
         return {
             "method": self.method, "seed": self.seed, "step_time_us": self.step_time_us,
-            "objective": float(self.sim.objective), "oom": bool(self.sim.oom),
+            "objective": self.value_us, "objective_name": self.objective, "oom": bool(self.sim.oom),
             "peak_memory_bytes": [float(x) for x in self.sim.peak_memory_bytes],
             "placements_sampled": self.cost.placements, "sim_calls": self.cost.sim_calls,
             "wall_s": self.cost.wall_s, "device_counts": self.placement.counts(),

@@ -166,9 +166,15 @@ class Evaluator:
     best-so-far curve, and refusing to go past the placement budget (``limit``)."""
 
     def __init__(self, problem, sim_params: SimParams | None = None, n_jobs: int | None = 1,
-                 limit: int | None = None, seconds: float | None = None):
+                 limit: int | None = None, seconds: float | None = None, objective=None):
+        from placer.objectives import make_objective
+
         self.problem = problem
         self.sim_params = sim_params or SimParams()
+        # what is minimised: the simulator (default) or a published model (placer.objectives); under
+        # the latter every recorded objective, the best and the curve are that model's
+        self.objective = make_objective(objective, self.sim_params)
+        self.custom = not self.objective.is_simulator
         self.n_jobs = n_jobs  # threads for evaluate_batch (-1: every core); results do not depend on it
         self.limit = limit  # placements allowed in all (None: unlimited)
         self.seconds = seconds  # opt-in wall-clock limit
@@ -213,7 +219,7 @@ class Evaluator:
         r = simulate(self.problem, placement, self.sim_params)
         self.sim_calls += 1
         self.placements += 1
-        self._record(r.device, r.objective)
+        self._record(r.device, self.objective.evaluate(self.problem, r.device) if self.custom else r.objective)
         return r
 
     def evaluate(self, placement) -> float:
@@ -223,7 +229,10 @@ class Evaluator:
 
         self._take(1)
         p = np.asarray(getattr(placement, "devices", placement))
-        obj = evaluate(self.problem, p, self.sim_params)  # validates (InputError on a bad placement)
+        if self.custom:
+            obj = self.objective.evaluate(self.problem, p)  # validates (InputError on a bad placement)
+        else:
+            obj = evaluate(self.problem, p, self.sim_params)  # validates (InputError on a bad placement)
         self.sim_calls += 1
         self.placements += 1
         self._record(p, obj)
@@ -241,10 +250,12 @@ class Evaluator:
 
         P = np.asarray(placements)
         P = P[None, :] if P.ndim == 1 else P
+        many = self.objective.evaluate_batch if self.custom else (
+            lambda prob, Q, n_jobs=None: evaluate_many(prob, Q, self.sim_params, n_jobs=n_jobs))
         if len(P) == 0:
-            return evaluate_many(self.problem, np.zeros((0, self.problem.n_ops), dtype=np.int64), self.sim_params)
+            return many(self.problem, np.zeros((0, self.problem.n_ops), dtype=np.int64))
         k = self._take(len(P))
-        br = evaluate_many(self.problem, P[:k], self.sim_params, n_jobs=self.n_jobs if n_jobs is None else n_jobs)
+        br = many(self.problem, P[:k], n_jobs=self.n_jobs if n_jobs is None else n_jobs)
         for p, obj in zip(P[:k], br.objective):
             self.sim_calls += 1
             self.placements += 1
@@ -288,8 +299,12 @@ class Evaluator:
         simulation is not counted as search cost."""
         notes = list(notes or [])
         p = self.best if placement is None else np.asarray(getattr(placement, "devices", placement), dtype=np.int64)
+        if p is None and self.custom and self.placements:  # all it evaluated broke the objective's constraints
+            p = self.problem.compute_us.argmin(axis=1)
         if p is None:
             raise RuntimeError(f"method {method} evaluated no placement")
+        if self.custom:
+            return self._objective_result(method, p, params, seed, notes)
         sim = simulate(self.problem, p, self.sim_params)
         if self.best is not None and sim.objective > self.best_objective_us * (1 + 1e-12):
             notes.append(f"its final placement ({sim.objective:.1f} us) was worse than the best it evaluated "
@@ -301,6 +316,34 @@ class Evaluator:
                                sim=sim, curve=_thin(self.curve),
                                cost=Cost(placements=self.placements, sim_calls=self.sim_calls, wall_s=self.clock()),
                                params=dict(params or {}), seed=seed, notes=notes)
+
+
+    def _objective_result(self, method, p, params, seed, notes) -> PlacementResult:
+        """:meth:`result` under a published objective: a placement the objective rejects is repaired
+        (:meth:`placer.objectives.Objective.repair`, not counted as search); the better of it and the
+        best evaluated is returned, with the objective's value as ``objective_us`` and a simulation
+        kept for the timeline."""
+        obj, prob = self.objective, self.problem
+        why = obj.check(prob, p)
+        if why is not None:
+            p = obj.repair(prob, p)
+            notes.append(f"its placement was not valid under {obj.describe()} ({why}): repaired")
+        value = obj.evaluate(prob, p)
+        if self.best is not None and value > self.best_objective_us * (1 + 1e-12):
+            if np.isfinite(value):
+                notes.append(f"its final placement ({value:.1f} us) was worse than the best it evaluated "
+                             f"({self.best_objective_us:.1f} us): the best is returned")
+            p, value = self.best, self.best_objective_us
+        if not np.isfinite(value):
+            notes.append(f"no placement valid under {obj.describe()} was found: {obj.check(prob, p)}")
+        if self.seconds is not None:
+            notes.append(f"stopped by a {self.seconds:g} s wall-clock limit: not reproducible")
+        sim = simulate(prob, p, self.sim_params)
+        return PlacementResult(method=method, placement=Placement(sim.device, prob.cluster.device_names),
+                               sim=sim, curve=_thin(self.curve),
+                               cost=Cost(placements=self.placements, sim_calls=self.sim_calls, wall_s=self.clock()),
+                               params=dict(params or {}), seed=seed, notes=notes,
+                               objective=obj.describe(), objective_us=float(value))
 
 
 def _thin(curve: list[tuple[int, float]]) -> list[tuple[int, float]]:
@@ -350,11 +393,12 @@ def register(name: str, summary: str, family: str, config: type[MethodConfig] = 
 
 def run_method(name: str, problem, budget: Budget | None = None, seed: int = 0,
                sim_params: SimParams | None = None, config: MethodConfig | None = None,
-               n_jobs: int | None = 1, **params: Any) -> PlacementResult:
+               n_jobs: int | None = 1, objective=None, **params: Any) -> PlacementResult:
     """Run a registered method on a Problem under the common contract (see the module docstring).
 
     Parameters are given either as a config object or as keyword ``params`` (strings are parsed, as
-    from ``--set key=value``)."""
+    from ``--set key=value``). ``objective`` (a name such as ``latency`` or an
+    :class:`placer.objectives.Objective`; default the simulator) is what the method minimises."""
     info = get_method(name)
     why = info.available()
     if why:
@@ -366,7 +410,7 @@ def run_method(name: str, problem, budget: Budget | None = None, seed: int = 0,
         raise InputError("--seed", f"{seed!r}", "is not a non-negative whole number", "give --seed 0 or more")
     budget = budget or Budget()
     limit = budget.placements if budget.placements is not None else getattr(cfg, "placements", None)
-    ev = Evaluator(problem, sim_params, n_jobs=n_jobs, limit=limit, seconds=budget.seconds)
+    ev = Evaluator(problem, sim_params, n_jobs=n_jobs, limit=limit, seconds=budget.seconds, objective=objective)
     try:
         res = info.run(problem, budget, int(seed), ev, cfg)
     except BudgetSpent:
