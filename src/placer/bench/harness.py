@@ -45,7 +45,8 @@ def command_line(exp: Experiment, level: str) -> str:
 def run_experiment(exp: Experiment | str, level: str = "default", results_dir: str | Path = "results",
                    jobs: int = 1, seeds: tuple[int, ...] | None = None, only_methods: set[str] | None = None,
                    only_rows: set[str] | None = None, plots: bool = True,
-                   on_row: Callable | None = None, on_done: Callable[[Cell, int, int], None] | None = None) -> Outcome:
+                   on_row: Callable | None = None, on_done: Callable[[Cell, int, int], None] | None = None,
+                   backend: str = "process", address: str | None = None) -> Outcome:
     """Plan (resolve graphs, check the cache), run what is missing, write every output."""
     exp = get_experiment(exp) if isinstance(exp, str) else exp
     try:
@@ -54,7 +55,7 @@ def run_experiment(exp: Experiment | str, level: str = "default", results_dir: s
         raise InputError("--budget", f"'{level}'", f"is not a budget level of {exp.name}",
                          f"use one of {', '.join(exp.budgets)}") from None
     plan = make_plan(exp, level, Path(results_dir), seeds, only_methods, only_rows, on_row=on_row)
-    stats = run_plan(plan, jobs, on_done)
+    stats = run_plan(plan, jobs, on_done, backend=backend, address=address)
     out = Outcome(plan, stats, Path(results_dir) / exp.name)
     write_outputs(out, plots=plots)
     if not plan.filtered:

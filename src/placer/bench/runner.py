@@ -350,8 +350,9 @@ def _write(path: str, doc: dict) -> None:
 
 
 def run_plan(plan: Plan, jobs: int = 1, on_done: Callable[[Cell, int, int], None] | None = None,
-             on_policy: Callable | None = None) -> dict:
-    """Run every pending cell (``jobs`` processes in parallel). Returns counts: ran, cached, errors."""
+             on_policy: Callable | None = None, backend: str = "process", address: str | None = None) -> dict:
+    """Run every pending cell (``jobs`` processes in parallel, or Ray tasks with ``backend="ray"``,
+    see :mod:`placer.bench.ray_backend`). Returns counts: ran, cached, errors."""
     todo = plan.pending()
     total, done = len(todo), 0
     for ctx in {id(p): p for c in todo for p in c.policies}.values():  # train the policies runs start from
@@ -380,7 +381,11 @@ def run_plan(plan: Plan, jobs: int = 1, on_done: Callable[[Cell, int, int], None
         if on_done:
             on_done(cell, done, total)
 
-    if jobs <= 1 or total <= 1:
+    if backend == "ray" and total:
+        from placer.bench.ray_backend import run_cells_ray
+
+        run_cells_ray(todo, jobs, address, finish)
+    elif jobs <= 1 or total <= 1:
         for cell in todo:
             finish(cell, execute(cell.task))
     else:

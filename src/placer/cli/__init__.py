@@ -260,7 +260,7 @@ def _load_plugins() -> None:
     """Sub-command groups of other layers (zoo, bench, rl) register themselves on ``app``."""
     import importlib
 
-    for mod in ("placer.cli.zoo", "placer.cli.bench", "placer.cli.learn"):
+    for mod in ("placer.cli.zoo", "placer.cli.bench", "placer.cli.learn", "placer.cli.capture", "placer.cli.run"):
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as e:

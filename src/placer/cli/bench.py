@@ -56,7 +56,7 @@ def _parse_seeds(text: str | None) -> tuple[int, ...] | None:
 
 
 def _run(name: str, quick: bool, budget: str, jobs: int, seeds: str | None, methods: str | None, rows: str | None,
-         results: Path, plots: bool) -> None:
+         results: Path, plots: bool, backend: str = "process", address: str | None = None) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from placer.bench.harness import run_experiment
@@ -66,6 +66,8 @@ def _run(name: str, quick: bool, budget: str, jobs: int, seeds: str | None, meth
         raise InputError("--quick", f"with --budget {budget}", "asks for two budgets", "give one of them")
     if jobs < 1:
         raise InputError("--jobs", str(jobs), "must be at least 1", "e.g. --jobs 2")
+    if backend not in ("process", "ray"):
+        raise InputError("--backend", f"'{backend}'", "is not a backend", "use 'process' or 'ray'")
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err_console, transient=True) as prog:
         task = prog.add_task(f"{name}: loading graphs", total=None)
@@ -80,7 +82,7 @@ def _run(name: str, quick: bool, budget: str, jobs: int, seeds: str | None, meth
 
         out = run_experiment(name, level, results, jobs, _parse_seeds(seeds),
                              set(methods.split(",")) if methods else None, set(rows.split(",")) if rows else None,
-                             plots, on_row=on_row, on_done=on_done)
+                             plots, on_row=on_row, on_done=on_done, backend=backend, address=address)
     s = out.stats
     console.print(f"{name} ({level}): {s['ran']} runs made, {s['cached']} from cache, {s['errors']} errors"
                   + (f", {s['pruned']} stale run files removed" if s.get("pruned") else ""))
@@ -99,8 +101,11 @@ def _command_for(name: str, title: str):
                 rows: Optional[str] = typer.Option(None, help="only run rows whose 'label / cluster' contains one "
                                                    "of these comma-separated strings"),
                 results: Path = ResultsOpt,
-                plots: bool = typer.Option(True, "--plots/--no-plots", help="draw the PNG plots")):
-        _run(name, quick, budget, jobs, seeds, methods, rows, results, plots)
+                plots: bool = typer.Option(True, "--plots/--no-plots", help="draw the PNG plots"),
+                backend: str = typer.Option("process", "--backend", help="'process' (local worker processes) or 'ray' "
+                                            "(Ray tasks: a local runtime of --jobs CPUs, or the cluster at --address)"),
+                address: Optional[str] = typer.Option(None, "--address", help="Ray cluster to join (HOST:PORT, or 'auto')")):
+        _run(name, quick, budget, jobs, seeds, methods, rows, results, plots, backend, address)
 
     command.__doc__ = f"{title}."
     return command

@@ -195,38 +195,57 @@ class ProcessBackend:
 
 
 class RayBackend:
-    """Ray actors, one per worker (the optional ``ray`` extra); same contract as the others."""
+    """Ray actors, one per worker (the optional ``ray`` extra); same contract as the others.
 
-    def __init__(self, graphs, policy, env, sim_params=None, initial=None, processes: int | None = None):
+    Joins the Ray cluster at ``address`` (or ``$RAY_ADDRESS``; every node needs placer installed)
+    when given, else uses the runtime already initialised in this process, else starts a local one
+    with ``processes`` CPUs (stopped again by :meth:`close`). Tasks are dealt to the actors round
+    robin; a result depends only on (weights, task), so it equals the serial backend's."""
+
+    def __init__(self, graphs, policy, env, sim_params=None, initial=None, processes: int | None = None,
+                 address: str | None = None):
         try:
             import ray
         except ImportError as e:  # pragma: no cover - ray is optional
             raise RuntimeError("the Ray backend needs the 'ray' extra: pip install 'placer[ray]'") from e
         self.ray = ray
+        self.started = False
         if not ray.is_initialized():
-            ray.init(num_cpus=processes, include_dashboard=False, log_to_driver=False)
+            address = address or os.environ.get("RAY_ADDRESS")
+            if address:
+                ray.init(address=address, log_to_driver=False)
+            else:
+                ray.init(num_cpus=max(1, int(processes or os.cpu_count() or 1)), include_dashboard=False,
+                         log_to_driver=False)
+            self.started = True
         actor = ray.remote(num_cpus=1)(RolloutWorker)
         n = max(1, int(processes or os.cpu_count() or 1))
         self.actors = [actor.remote(graphs, policy, env, sim_params, initial) for _ in range(n)]
 
-    def run(self, weights, tasks):  # pragma: no cover - needs ray
+    def run(self, weights, tasks):
         ray = self.ray
         ref = ray.put(weights)
         ray.get([a.load.remote(ref) for a in self.actors])
         futs = [self.actors[i % len(self.actors)].run.remote(t) for i, t in enumerate(tasks)]
         return ray.get(futs)
 
-    def close(self) -> None:  # pragma: no cover - needs ray
+    def close(self) -> None:
         for a in self.actors:
             self.ray.kill(a)
+        self.actors = []
+        if self.started:
+            self.ray.shutdown()
 
 
 BACKENDS = {"serial": SerialBackend, "process": ProcessBackend, "ray": RayBackend}
 
 
-def make_backend(name: str, graphs, policy, env, sim_params=None, initial=None, processes: int | None = None):
+def make_backend(name: str, graphs, policy, env, sim_params=None, initial=None, processes: int | None = None,
+                 address: str | None = None):
     if name not in BACKENDS:
         raise ValueError(f"unknown rollout backend {name!r}; use one of {', '.join(BACKENDS)}")
     if name == "serial":
         return SerialBackend(graphs, policy, env, sim_params, initial)
+    if name == "ray":
+        return RayBackend(graphs, policy, env, sim_params, initial, processes=processes, address=address)
     return BACKENDS[name](graphs, policy, env, sim_params, initial, processes=processes)
