@@ -3,9 +3,47 @@
 Every loader and validator raises :class:`InputError` with a message of the form
 ``<where>: <item>: <what is wrong>; <what to do>``. The CLI prints that one line and exits
 with status 2; nothing else turns bad input into a traceback.
+
+Every part of the message passes through :func:`printable`: names taken from a file (op names,
+paths) may hold newlines or terminal escape sequences, and an error must stay one harmless line.
 """
 
 from __future__ import annotations
+
+MAX_PART_CHARS = 300  # a part longer than this (a pasted file, a huge op name) is cut
+
+
+def printable(text: object, limit: int = MAX_PART_CHARS) -> str:
+    """``text`` as one safe terminal line: control and other non-printable characters (newlines,
+    ESC of a terminal escape sequence, bidi overrides) written as Python escapes, cut to ``limit``."""
+    s = str(text)
+    if not s.isprintable():
+        s = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in s)
+    if limit and len(s) > limit:
+        s = s[: limit - 3] + "..."
+    return s
+
+
+def first_sentence(text: object, limit: int = 120) -> str:
+    """The gist of a library's error message for embedding in an InputError: terminal colour codes
+    dropped, the first line, the first sentence, at most ``limit`` characters."""
+    import re
+
+    s = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", str(text)).strip()
+    s = (s.splitlines() or [""])[0]
+    s = re.split(r"(?<=[.!?])\s", s, maxsplit=1)[0].rstrip(".")
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+def kind_of(value: object) -> str:
+    """'a string', 'a number', 'a list', 'an object', ... for messages about JSON values of the wrong type."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return {str: "a string", list: "a list", dict: "an object"}.get(type(value), f"a {type(value).__name__}")
 
 
 class InputError(ValueError):
@@ -13,7 +51,7 @@ class InputError(ValueError):
 
     def __init__(self, where: str, item: str, problem: str, fix: str):
         self.where, self.item, self.problem, self.fix = where, item, problem, fix
-        super().__init__(f"{where}: {item}: {problem}; {fix}")
+        super().__init__(f"{printable(where)}: {printable(item)}: {printable(problem)}; {printable(fix)}")
 
     def at(self, where: str) -> "InputError":
         """The same error attributed to a file (used when a validator did not know the path)."""

@@ -24,6 +24,7 @@ from placer.errors import InputError
 
 FORWARD, BACKWARD, UPDATE = 0, 1, 2
 ROLE_NAMES = ("forward", "backward", "update")
+MAX_VALUE = 1e18  # largest cost or size accepted (31,700 years in us, an exabyte): sums of them stay finite
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -110,7 +111,7 @@ class OpGraph:
                 raise InputError(source, what, "values are not numbers", "use numbers") from None
             if a.shape != (n,):
                 raise InputError(source, what, f"has {a.size} entries for {n} ops", "give one value per op")
-            bad = np.isnan(a) | (a < 0) | (np.isinf(a) if not allow_inf else np.zeros(n, bool))
+            bad = np.isnan(a) | (a < 0) | (np.isinf(a) if not allow_inf else np.zeros(n, bool)) | (np.isfinite(a) & (a > MAX_VALUE))
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
                 raise InputError(
@@ -171,7 +172,7 @@ class OpGraph:
                 b = float(b)
             except (TypeError, ValueError):
                 raise InputError(source, f"edge #{k}", f"bytes {b!r} is not a number", "use a non-negative number") from None
-            if not np.isfinite(b) or b < 0:
+            if not np.isfinite(b) or b < 0 or b > MAX_VALUE:
                 raise InputError(source, f"edge {names[s]} -> {names[d]}", f"invalid bytes {b!r}", "use a finite non-negative number")
             if s == d:
                 raise InputError(source, f"edge {names[s]} -> {names[d]}", "is a self-loop, so the graph has a cycle", "remove the edge")

@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from placer.cli.options import at_least, one_of, output_file, positive_finite
 from placer.errors import InputError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -26,7 +27,32 @@ err_console = Console(stderr=True)
 GraphArg = typer.Argument(..., help="graph file (native JSON, PipeDream graph.txt, dnn-partitioning JSON) or built-in name")
 ClusterOpt = typer.Option("auto", "--cluster", "-c", help="preset name, cluster JSON file, or 'auto'")
 JsonOpt = typer.Option(False, "--json", help="print machine-readable JSON")
-SimOpt = typer.Option("default", "--sim", help="'default' (cluster links, no gaps) or 'placeto' (reference constants)")
+SimOpt = typer.Option("default", "--sim", help="'default' (cluster links, no gaps) or 'placeto' (reference constants)",
+                      callback=one_of("default", "placeto"))
+SeedOpt = typer.Option(0, help="random seed, 0 or more (same seed, same placement)", callback=at_least(0))
+BudgetOpt = typer.Option(None, help="placements the method may sample (1 or more)", callback=at_least(1, 1000))
+OutOpt = typer.Option(None, "--out", "-o", help="write the placement JSON here", callback=output_file)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from placer import __version__
+
+        sys.stdout.write(f"placer {__version__}\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _global_options(
+        version: bool = typer.Option(False, "--version", help="print the version and exit", callback=_version,
+                                     is_eager=True),
+        max_input_size: Optional[str] = typer.Option(
+            None, "--max-input-size", metavar="SIZE", envvar="PLACER_MAX_INPUT_BYTES", show_envvar=True,
+            help="refuse input files (or what a .gz decompresses to) larger than this, e.g. 2GiB; default 256MiB")):
+    """Find fast device placements for neural-network training graphs."""
+    from placer.frontends.native import parse_size, set_max_input_bytes
+
+    set_max_input_bytes(parse_size(max_input_size, "--max-input-size") if max_input_size else None)
 
 
 def _emit(data: dict, as_json: bool, render) -> None:
@@ -108,8 +134,9 @@ def info(graph: str = GraphArg, cluster: str = ClusterOpt, as_json: bool = JsonO
 
 @app.command()
 def convert(src: str = typer.Argument(..., help="graph in any supported format"),
-            out: Path = typer.Argument(..., help="native JSON output (.json or .json.gz)"),
-            cluster_out: Optional[Path] = typer.Option(None, help="also write the cluster a dnn-partitioning file describes")):
+            out: str = typer.Argument(..., help="native JSON output (.json or .json.gz)", callback=output_file),
+            cluster_out: Optional[str] = typer.Option(None, help="also write the cluster a dnn-partitioning file describes",
+                                                      callback=output_file)):
     """Convert a graph to the native JSON format."""
     from placer.frontends.native import save_cluster, save_graph
     from placer.resolve import resolve_graph
@@ -128,7 +155,8 @@ def convert(src: str = typer.Argument(..., help="graph in any supported format")
 @app.command()
 def simulate(graph: str = GraphArg, cluster: str = ClusterOpt,
              placement: str = typer.Option(..., "--placement", "-p", help="placement JSON, or 'single:<device index>'"),
-             trace: Optional[Path] = typer.Option(None, help="write a Chrome trace (Perfetto, chrome://tracing)"),
+             trace: Optional[str] = typer.Option(None, help="write a Chrome trace (Perfetto, chrome://tracing)",
+                                                 callback=output_file),
              sim: str = SimOpt, as_json: bool = JsonOpt):
     """Simulate one training step of a placement: makespan, utilisation, peak memory."""
     from placer.frontends.native import load_placement, write_text_atomic
@@ -167,10 +195,11 @@ def simulate(graph: str = GraphArg, cluster: str = ClusterOpt,
 @app.command()
 def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
              method: str = typer.Option("local-search", "--method", "-m", help="see `placer methods`"),
-             budget: Optional[int] = typer.Option(None, help="placements the method may sample"),
-             seconds: Optional[float] = typer.Option(None, help="wall-clock limit"),
-             seed: int = typer.Option(0, help="random seed (same seed, same placement)"),
-             out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the placement JSON here"),
+             budget: Optional[int] = BudgetOpt,
+             seconds: Optional[float] = typer.Option(None, help="wall-clock limit in seconds (above 0)",
+                                                     callback=positive_finite(60)),
+             seed: int = SeedOpt,
+             out: Optional[str] = OutOpt,
              sim: str = SimOpt, as_json: bool = JsonOpt,
              params: list[str] = typer.Option([], "--set", help="a method parameter KEY=VALUE (repeatable), e.g. "
                                               "--set grouping=merge:64; `placer methods --json` lists them")):
@@ -220,8 +249,9 @@ def methods(as_json: bool = JsonOpt):
 def compare(graph: str = typer.Argument("default", help="graph file or built-in name ('default': inception_v3 with the torch extra, else synthetic)"),
             cluster: str = ClusterOpt,
             methods: str = typer.Option("default", help="comma-separated method names, or 'default' / 'all'"),
-            budget: Optional[int] = typer.Option(None, help="placements per search method"),
-            seed: int = typer.Option(0), sim: str = SimOpt, as_json: bool = JsonOpt):
+            budget: Optional[int] = typer.Option(None, help="placements per search method (1 or more)",
+                                                 callback=at_least(1, 1000)),
+            seed: int = SeedOpt, sim: str = SimOpt, as_json: bool = JsonOpt):
     """The main job: place a graph with the best available methods and print it beside the baselines."""
     from rich.progress import Progress
 
@@ -230,10 +260,13 @@ def compare(graph: str = typer.Argument("default", help="graph file or built-in 
 
     P = load_problem(default_graph_name() if graph == "default" else graph, cluster)
     names = default_methods() if methods == "default" else None if methods == "all" else methods.split(",")
-    with Progress(console=err_console, transient=True) as prog:
-        task = prog.add_task("placing", total=None)
+    with Progress(console=err_console, transient=True, disable=not err_console.is_terminal) as prog:
+        task = prog.add_task("compiling the simulator", total=None)
+        warmup_s = _warm_up_simulator(P, sim_params(sim))
         data = compare_methods(P, names, budget, seed, sim_params(sim),
                                on_start=lambda m, k, n: prog.update(task, description=f"{m} ({k}/{n})", total=n, completed=k - 1))
+    data["warmup_s"] = warmup_s  # numba compile time, kept out of every method's seconds
+    data["single_gpu_oom"] = any(r["method"] == "single-gpu" and r.get("oom") for r in data["rows"])
 
     def render(d):
         t = Table("method", "step time", "vs single GPU", "vs lower bound", "OOM", "placements", "sim calls", "seconds",
@@ -243,17 +276,32 @@ def compare(graph: str = typer.Argument("default", help="graph file or built-in 
                 t.add_row(r["method"], "n/a", "", "", "", "", "", "", end_section=False)
                 continue
             best = " *" if r["method"] == d["best"] else ""
-            t.add_row(r["method"] + best, _us(r["step_time_us"]),
-                      f"{r['speedup_vs_single_gpu']:.2f}x" if r.get("speedup_vs_single_gpu") else "",
-                      f"{r['step_time_us'] / d['lower_bound_us']:.2f}", "OOM" if r["oom"] else "",
+            vs_single = (f"{r['speedup_vs_single_gpu']:.2f}x" if r.get("speedup_vs_single_gpu")
+                         else "single GPU OOM" if d["single_gpu_oom"] else "")
+            t.add_row(r["method"] + best, _us(r["step_time_us"]), vs_single,
+                      f"{r['step_time_us'] / d['lower_bound_us']:.2f}x", "OOM" if r["oom"] else "",
                       f"{r['placements_sampled']:,}", f"{r['sim_calls']:,}", f"{r['wall_s']:.2f}")
         console.print(t)
         for r in d["rows"]:
             if "error" in r:
                 console.print(f"[dim]{r['method']}: {r['error']}[/dim]")
-        console.print(f"best: {d['best']} (* above)")
+        console.print(f"best: {d['best']} (* above); 'vs' columns are ratios of step times (x); seconds exclude "
+                      f"{d['warmup_s']:.1f} s compiling the simulator first")
 
     _emit(data, as_json, render)
+
+
+def _warm_up_simulator(P, params) -> float:
+    """Compile the simulator's kernels (numba) before any method is timed; return the seconds it took."""
+    import time
+
+    from placer.sim import evaluate_many, simulate
+
+    t0 = time.perf_counter()
+    p = np.tile(np.argmin(P.compute_us, axis=1).astype(np.int64), (2, 1))  # each op where it can run
+    simulate(P, p[0], params)
+    evaluate_many(P, p, params)
+    return time.perf_counter() - t0
 
 
 def _load_plugins() -> None:
@@ -268,22 +316,9 @@ def _load_plugins() -> None:
                 raise
 
 
-def main() -> None:
-    _load_plugins()
-    try:
-        app(standalone_mode=False)
-    except InputError as e:
-        err_console.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
-        sys.exit(2)
-    except (typer.BadParameter, typer.Abort) as e:  # pragma: no cover - click formats these itself
-        err_console.print(f"error: {e}")
-        sys.exit(2)
-    except Exception as e:
-        import click
+def main(args: Optional[list[str]] = None) -> None:
+    """The ``placer`` entry point: every failure ends as one stderr line and a status (see cli/guard.py)."""
+    from placer.cli.guard import run_guarded
 
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
-            sys.exit(2)
-        if isinstance(e, click.exceptions.Exit):
-            sys.exit(e.exit_code)
-        raise
+    _load_plugins()
+    sys.exit(run_guarded(app, args))

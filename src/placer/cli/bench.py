@@ -13,12 +13,14 @@ from typing import Optional
 import typer
 
 from placer.cli import app, console, err_console
+from placer.cli.options import at_least, existing_folder, output_file, output_folder
 from placer.errors import InputError
 
 bench_app = typer.Typer(no_args_is_help=True, help="Reproduce the papers' tables (results/<experiment>/, REPRODUCTION.md).")
 app.add_typer(bench_app, name="bench")
 
-ResultsOpt = typer.Option(Path("results"), "--results", help="results folder (one sub-folder per experiment)")
+ResultsOpt = typer.Option("results", "--results", help="results folder (one sub-folder per experiment)",
+                          callback=output_folder)
 
 
 @bench_app.command("list")
@@ -37,8 +39,10 @@ def list_experiments():
 
 
 @bench_app.command("report")
-def report(results: Path = ResultsOpt,
-           out: Path = typer.Option(Path("REPRODUCTION.md"), "--out", "-o", help="where to write the report")):
+def report(results: str = typer.Option("results", "--results", help="results folder `placer bench` wrote",
+                                       callback=existing_folder),
+           out: str = typer.Option("REPRODUCTION.md", "--out", "-o", help="where to write the report",
+                                   callback=output_file)):
     """Regenerate REPRODUCTION.md from the committed results (runs nothing)."""
     from placer.bench.report import write_report
 
@@ -47,12 +51,44 @@ def report(results: Path = ResultsOpt,
 
 
 def _parse_seeds(text: str | None) -> tuple[int, ...] | None:
-    if not text:
+    if text is None:
         return None
     try:
-        return tuple(int(s) for s in text.split(",") if s.strip())
+        seeds = tuple(int(s) for s in text.split(",") if s.strip())
     except ValueError:
         raise InputError("--seeds", f"'{text}'", "is not a comma-separated list of integers", "e.g. --seeds 0,1,2") from None
+    if not seeds:
+        raise InputError("--seeds", f"'{text}'", "names no seed", "e.g. --seeds 0,1,2")
+    if any(s < 0 for s in seeds):
+        raise InputError("--seeds", f"'{text}'", "has a negative seed", "use seeds of 0 or more")
+    return seeds
+
+
+def _parse_list(option: str, text: str | None) -> set[str] | None:
+    if text is None:
+        return None
+    items = {s.strip() for s in text.split(",") if s.strip()}
+    if not items:
+        raise InputError(option, f"'{text}'", "names nothing", "give comma-separated names, or leave the option out")
+    return items
+
+
+def _check_filters(name: str, methods: set[str] | None, rows: set[str] | None) -> None:
+    """--methods and --rows must each select something of the experiment: a typo runs nothing."""
+    from placer.bench.experiments import EXPERIMENTS
+    from placer.bench.spec import with_registered
+
+    exp = EXPERIMENTS[name]
+    known = {m.label for m in with_registered(exp)} | {m.method for m in with_registered(exp)}
+    for m in sorted(methods or ()):
+        if m not in known:
+            raise InputError("--methods", f"'{m}'", f"is not a method of {name}",
+                             f"use labels or names from `placer bench list`: {', '.join(sorted(known))}")
+    keys = [r.key for r in exp.rows]
+    for r in sorted(rows or ()):
+        if not any(r.lower() in k.lower() for k in keys):
+            raise InputError("--rows", f"'{r}'", f"matches no row of {name}",
+                             f"give part of a 'label / cluster' row name, e.g. '{keys[0]}'")
 
 
 def _run(name: str, quick: bool, budget: str, jobs: int, seeds: str | None, methods: str | None, rows: str | None,
@@ -68,8 +104,10 @@ def _run(name: str, quick: bool, budget: str, jobs: int, seeds: str | None, meth
         raise InputError("--jobs", str(jobs), "must be at least 1", "e.g. --jobs 2")
     if backend not in ("process", "ray"):
         raise InputError("--backend", f"'{backend}'", "is not a backend", "use 'process' or 'ray'")
+    seed_list, method_set, row_set = _parse_seeds(seeds), _parse_list("--methods", methods), _parse_list("--rows", rows)
+    _check_filters(name, method_set, row_set)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console, transient=True) as prog:
+                  console=err_console, transient=True, disable=not err_console.is_terminal) as prog:
         task = prog.add_task(f"{name}: loading graphs", total=None)
 
         def on_row(row):
@@ -80,8 +118,7 @@ def _run(name: str, quick: bool, budget: str, jobs: int, seeds: str | None, meth
             prog.update(task, total=total, completed=done,
                         description=f"{name}: {cell.row.row.label} / {cell.method.label} s{cell.seed}{tag}")
 
-        out = run_experiment(name, level, results, jobs, _parse_seeds(seeds),
-                             set(methods.split(",")) if methods else None, set(rows.split(",")) if rows else None,
+        out = run_experiment(name, level, results, jobs, seed_list, method_set, row_set,
                              plots, on_row=on_row, on_done=on_done, backend=backend, address=address)
     s = out.stats
     console.print(f"{name} ({level}): {s['ran']} runs made, {s['cached']} from cache, {s['errors']} errors"
@@ -95,12 +132,12 @@ def _command_for(name: str, title: str):
     def command(quick: bool = typer.Option(False, "--quick", help="CI-sized budget (seconds to minutes)"),
                 budget: str = typer.Option("default", "--budget", help="'default' (minutes here) or 'paper' "
                                            "(the papers' sample counts)"),
-                jobs: int = typer.Option(1, "--jobs", "-j", help="runs in parallel processes"),
+                jobs: int = typer.Option(1, "--jobs", "-j", help="runs in parallel processes", callback=at_least(1, 2)),
                 seeds: Optional[str] = typer.Option(None, help="comma-separated seeds (default: the budget's)"),
                 methods: Optional[str] = typer.Option(None, help="only run these method labels or names"),
                 rows: Optional[str] = typer.Option(None, help="only run rows whose 'label / cluster' contains one "
                                                    "of these comma-separated strings"),
-                results: Path = ResultsOpt,
+                results: str = ResultsOpt,
                 plots: bool = typer.Option(True, "--plots/--no-plots", help="draw the PNG plots"),
                 backend: str = typer.Option("process", "--backend", help="'process' (local worker processes) or 'ray' "
                                             "(Ray tasks: a local runtime of --jobs CPUs, or the cluster at --address)"),

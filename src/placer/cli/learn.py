@@ -11,7 +11,12 @@ from typing import List, Optional
 import typer
 
 from placer.cli import _emit, _us, app, console, err_console, load_problem, sim_params
+from placer.cli.options import at_least, finite_at_least_zero, fraction, one_of, output_file, positive_finite
 from placer.errors import InputError
+
+GROUPINGS = ("auto", "contiguous", "merge-and-colocate")
+DEVICE_SETS = ("gpus", "all")
+SimChoice = one_of("default", "placeto")
 
 
 def _need_torch() -> None:
@@ -38,16 +43,25 @@ def family_problems(family: str, cluster: str, split: str):
 
 
 def _grouped(problems, groups: int, devices: str, grouping: str):
-    from placer.rl.groups import group_problem
+    """Placement tasks of the problems; ``grouping`` a placer.grouping spec (``merge:64``), or one of
+    the older names taking their size from ``groups``."""
+    from placer.rl.task import make_task
 
-    return [group_problem(P, groups, devices, grouping) for P in problems]
+    return [make_task(P, _grouping_spec(grouping, groups), devices) for P in problems]
+
+
+def _grouping_spec(grouping: str, groups: int) -> str:
+    """A placer.grouping spec (``merge:64``) as it is, or an older name taking its size from ``groups``."""
+    return {"auto": f"contiguous:{groups}", "contiguous": f"contiguous:{groups}",
+            "merge-and-colocate": f"merge:{groups}"}.get(grouping, grouping)
 
 
 def _progress(total: int, label: str):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     prog = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    TextColumn("{task.fields[info]}"), console=err_console, transient=True)
+                    TextColumn("{task.fields[info]}"), console=err_console, transient=True,
+                    disable=not err_console.is_terminal)
     task = prog.add_task(label, total=total, info="")
 
     def on_update(tr, results):
@@ -61,33 +75,45 @@ def _progress(total: int, label: str):
 @app.command()
 def train(graph: Optional[List[str]] = typer.Option(None, "--graph", "-g", help="train on this graph (repeat for several: policy mode)"),
           family: Optional[str] = typer.Option(None, help="train on the training half of a graph family (cifar10, ptb, nmt)"),
-          out: Path = typer.Option(..., "--out", "-o", help="checkpoint to write (weights_only-safe state dict)"),
+          out: str = typer.Option(..., "--out", "-o", help="checkpoint to write (weights_only-safe state dict)",
+                                  callback=output_file),
           cluster: str = typer.Option("k80x2", "--cluster", "-c", help="preset name or cluster JSON"),
-          episodes: int = typer.Option(400, help="training episodes in all"),
-          workers: int = typer.Option(8, help="episodes per update (synchronous workers, gradients summed)"),
-          backend: str = typer.Option("serial", help="serial, process (local worker processes) or ray"),
-          processes: Optional[int] = typer.Option(None, help="worker processes for the process/ray backends"),
-          groups: int = typer.Option(64, help="op groups per graph"),
-          grouping: str = typer.Option("contiguous", help="contiguous (chunks of equal work) or merge-and-colocate"),
-          devices: str = typer.Option("gpus", help="candidate devices: gpus or all"),
-          sweeps: int = typer.Option(1, help="times each group is revisited per episode (n)"),
-          order: str = typer.Option("topological", help="topological or random visiting order"),
-          init: str = typer.Option("single", help="initial placement: single (all on one device) or random"),
-          reward: str = typer.Option("intermediate", help="intermediate or terminal"),
-          lr: float = typer.Option(1e-2, help="initial learning rate, decays linearly to lr/10 (paper: 1e-3)"),
-          gamma: float = typer.Option(0.9, help="discount of the return-to-go (paper: 1)"),
-          entropy: float = typer.Option(0.01, help="initial entropy bonus (decays linearly to entropy/50)"),
-          stop_window: int = typer.Option(0, help="stop when the objective changes < 2%% over this many episodes (0: off)"),
+          episodes: int = typer.Option(400, help="training episodes in all", callback=at_least(1, 400)),
+          workers: int = typer.Option(8, help="episodes per update (synchronous workers, gradients summed)",
+                                      callback=at_least(1, 8)),
+          backend: str = typer.Option("serial", help="serial, process (local worker processes) or ray",
+                                      callback=one_of("serial", "process", "ray")),
+          processes: Optional[int] = typer.Option(None, help="worker processes for the process/ray backends",
+                                                  callback=at_least(1, 2)),
+          groups: int = typer.Option(64, help="op groups per graph", callback=at_least(1, 64)),
+          grouping: str = typer.Option("contiguous", help="contiguous (chunks of equal work) or merge-and-colocate",
+                                       callback=one_of(*GROUPINGS)),
+          devices: str = typer.Option("gpus", help="candidate devices: gpus or all", callback=one_of(*DEVICE_SETS)),
+          sweeps: int = typer.Option(1, help="times each group is revisited per episode (n)", callback=at_least(1, 1)),
+          order: str = typer.Option("topological", help="topological or random visiting order",
+                                    callback=one_of("topological", "random")),
+          init: str = typer.Option("single", help="initial placement: single (all on one device) or random",
+                                   callback=one_of("single", "random")),
+          reward: str = typer.Option("intermediate", help="intermediate or terminal",
+                                     callback=one_of("intermediate", "terminal")),
+          lr: Optional[float] = typer.Option(None, help="initial learning rate, decays linearly to lr/10 (default: PlacetoConfig's)",
+                                   callback=positive_finite(0.01)),
+          gamma: Optional[float] = typer.Option(None, help="discount of the return-to-go (default: PlacetoConfig's)", callback=fraction),
+          entropy: Optional[float] = typer.Option(None, help="initial entropy bonus, decays linearly to entropy/50 (default: PlacetoConfig's)",
+                                        callback=finite_at_least_zero),
+          stop_window: int = typer.Option(0, help="stop when the objective changes < 2%% over this many episodes (0: off)",
+                                          callback=at_least(0)),
           resume: Optional[Path] = typer.Option(None, help="resume from this checkpoint (same graphs and settings)"),
-          log: Optional[Path] = typer.Option(None, help="JSON lines log, one line per episode"),
-          seed: int = typer.Option(0), sim: str = typer.Option("placeto", "--sim", help="'default' or 'placeto'"),
+          log: Optional[str] = typer.Option(None, help="JSON lines log, one line per episode", callback=output_file),
+          seed: int = typer.Option(0, callback=at_least(0)),
+          sim: str = typer.Option("placeto", "--sim", help="'default' or 'placeto'", callback=SimChoice),
           as_json: bool = typer.Option(False, "--json")):
     """Train a Placeto policy with REINFORCE and write a checkpoint."""
     _need_torch()
     from placer.nn.placeto import PolicyConfig
     from placer.rl.checkpoint import load_checkpoint
     from placer.rl.env import EnvConfig
-    from placer.rl.reinforce import ReinforceConfig, Trainer
+    from placer.rl.reinforce import Trainer
 
     if bool(graph) == bool(family):
         raise InputError("placer train", "graphs", "give --graph (one or more) or --family, not both or neither",
@@ -98,14 +124,18 @@ def train(graph: Optional[List[str]] = typer.Option(None, "--graph", "-g", help=
         env = EnvConfig(sweeps=sweeps, order=order, init=init, reward=reward)
     except ValueError as e:
         raise InputError("placer train", "environment", str(e), "see --help") from None
-    rl = ReinforceConfig(episodes=episodes, workers=workers, lr_start=lr, lr_end=lr / 10, gamma=gamma, entropy_start=entropy,
-                         entropy_end=entropy / 50, stop_window=stop_window, seed=seed)
+    from placer.methods.placeto import PlacetoConfig
+
+    given = dict(lr_start=lr, lr_end=None if lr is None else lr / 10, gamma=gamma, entropy_start=entropy,
+                 entropy_end=None if entropy is None else entropy / 50)
+    rl = PlacetoConfig(workers=workers, stop_window=stop_window,
+                       **{k: v for k, v in given.items() if v is not None}).reinforce(seed, episodes)
     tr = Trainer(gps, PolicyConfig(n_actions=gps[0].n_actions), env, rl, sim_params=sim_params(sim), backend=backend,
                  processes=processes, log_path=log)
     if resume is not None:
         try:
             tr.load_state_dict(load_checkpoint(resume))
-        except ValueError as e:
+        except (ValueError, KeyError, TypeError) as e:
             raise InputError(str(resume), "checkpoint", str(e), "resume with the graphs and settings it was trained with") from None
     prog, on_update = _progress(episodes, f"training on {len(gps)} graph(s)")
     try:
@@ -135,28 +165,47 @@ def train(graph: Optional[List[str]] = typer.Option(None, "--graph", "-g", help=
     _emit(data, as_json, render)
 
 
+def _check_policy_fits(policy: Path, P, devices: str) -> None:
+    """The policy chooses among a fixed number of devices: refuse a cluster that offers another number."""
+    from placer.rl.checkpoint import load_checkpoint
+    from placer.rl.task import candidate_devices
+    from placer.rl.policy import policy_config
+
+    state = load_checkpoint(policy)
+    have = policy_config(state).n_actions
+    need = len(candidate_devices(P, devices))
+    if have != need:
+        raise InputError(str(policy), "policy", f"chooses among {have} devices but cluster '{P.cluster.name}' offers "
+                         f"{need} ({devices})", f"use a cluster with {have} candidate devices, or train a policy for this one")
+
+
 @app.command()
 def place(graph: str = typer.Argument(..., help="graph file or built-in name"),
           policy: Path = typer.Option(..., "--policy", help="checkpoint written by `placer train`"),
           cluster: str = typer.Option("k80x2", "--cluster", "-c"),
-          finetune: int = typer.Option(0, help="fine-tune this many episodes on the graph first"),
-          workers: int = typer.Option(8, help="episodes per update while fine-tuning"),
-          episodes: int = typer.Option(1, help="placement episodes (the best placement evaluated wins)"),
+          finetune: int = typer.Option(0, help="fine-tune this many episodes on the graph first", callback=at_least(0)),
+          workers: int = typer.Option(8, help="episodes per update while fine-tuning", callback=at_least(1, 8)),
+          episodes: int = typer.Option(1, help="placement episodes (the best placement evaluated wins)",
+                                       callback=at_least(1, 1)),
           sample: bool = typer.Option(False, "--sample/--greedy", help="sample devices instead of taking the most likely"),
-          groups: int = typer.Option(64), grouping: str = typer.Option("auto"), devices: str = typer.Option("gpus"),
-          out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the placement JSON here"),
-          log: Optional[Path] = typer.Option(None, help="JSON lines log of the fine-tuning episodes"),
-          seed: int = typer.Option(0), sim: str = typer.Option("placeto", "--sim"), as_json: bool = typer.Option(False, "--json")):
+          groups: int = typer.Option(64, callback=at_least(1, 64)),
+          grouping: str = typer.Option("auto", callback=one_of(*GROUPINGS)),
+          devices: str = typer.Option("gpus", callback=one_of(*DEVICE_SETS)),
+          out: Optional[str] = typer.Option(None, "--out", "-o", help="write the placement JSON here", callback=output_file),
+          log: Optional[str] = typer.Option(None, help="JSON lines log of the fine-tuning episodes", callback=output_file),
+          seed: int = typer.Option(0, callback=at_least(0)), sim: str = typer.Option("placeto", "--sim", callback=SimChoice),
+          as_json: bool = typer.Option(False, "--json")):
     """Place a graph with a trained Placeto policy (zero-shot, or after --finetune N episodes)."""
     _need_torch()
     from placer.frontends.native import save_placement
     from placer.methods import Budget, run_method
 
     P = load_problem(graph, cluster)
+    _check_policy_fits(policy, P, devices)
     with console.status(f"placeto policy on {P.graph.name} ...", spinner="dots"):
         res = run_method("placeto", P, Budget(), seed, sim_params(sim), policy=str(policy), finetune=finetune,
-                         workers=workers, place_episodes=episodes, greedy=not sample, groups=groups, grouping=grouping,
-                         devices=devices, log=str(log) if log else None)
+                         workers=workers, place_episodes=episodes, greedy=not sample,
+                         grouping=_grouping_spec(grouping, groups), devices=devices, log=str(log) if log else None)
     data = res.summary()
     data["lower_bound_us"] = P.lower_bound_us
     if out is not None:

@@ -6,12 +6,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Optional
 
 import typer
 
 from placer.cli import app, console, err_console
+from placer.cli.options import at_least, output_file
 from placer.errors import InputError
 
 zoo_app = typer.Typer(no_args_is_help=True, help="The papers' models as captured training-step graphs.")
@@ -47,8 +47,9 @@ def list_models(as_json: bool = typer.Option(False, "--json", help="print machin
 
 @zoo_app.command("export")
 def export(name: str = typer.Argument(..., help="zoo model name (see `placer zoo list`)"),
-           out: Path = typer.Option(..., "--out", "-o", help="native JSON output (.json or .json.gz)"),
-           batch: Optional[int] = typer.Option(None, help="batch size (default: the papers')"),
+           out: str = typer.Option(..., "--out", "-o", help="native JSON output (.json or .json.gz)",
+                                   callback=output_file),
+           batch: Optional[int] = typer.Option(None, help="batch size (default: the papers')", callback=at_least(1, 32)),
            optimizer: str = typer.Option("sgd-momentum", help="sgd, sgd-momentum or adam"),
            config: list[str] = typer.Option([], "--set", help="override a model option, KEY=VALUE (JSON value), "
                                                             "e.g. --set layers=4 --set blocks=[1,1,1,1]"),

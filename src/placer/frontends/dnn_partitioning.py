@@ -93,6 +93,11 @@ def graph_from_doc(doc, path: str, name: str | None = None) -> OpGraph:
     idx = {nm: i for i, nm in enumerate(names)}
     for s, d, b in gedges:
         out[idx[s]] = max(out[idx[s]], b)
+    meta_split = {}
+    split_file = expert_split_file(path)
+    if split_file is not None:  # the published human-expert split, for the ``expert`` method
+        meta_split["expert_split"] = read_expert_split(split_file, {nid: idx for nid, idx in
+                                                                    zip((int(n["id"]) for n in nodes), range(len(nodes)))})
     return OpGraph.build(names, gedges, name=name or Path(path).stem, op_types=["op"] * len(names), modules=mods,
                          compute_us={"gpu": gpu, "cpu": cpu}, param_bytes=size, output_bytes=out, role=role,
                          colocation=coloc,
@@ -102,7 +107,7 @@ def graph_from_doc(doc, path: str, name: str | None = None) -> OpGraph:
                                "out_cost_us": {nm: out_cost.get(nm, 0.0) for nm in names},
                                "memory": "size = the node's whole footprint; per accelerator at most maxSizePerFPGA",
                                "max_fpgas": int(doc["maxFPGAs"]), "max_cpus": int(doc.get("maxCPUs", 0)),
-                               "max_size_per_fpga": float(doc.get("maxSizePerFPGA", 0.0))},
+                               "max_size_per_fpga": float(doc.get("maxSizePerFPGA", 0.0)), **meta_split},
                          source=path)
 
 
@@ -126,6 +131,50 @@ def load_dnn_partitioning(path, name: str | None = None) -> OpGraph:
 def cluster_for(path) -> Cluster:
     """The cluster a dnn-partitioning input describes."""
     return cluster_from_doc(read_json(path), str(path))
+
+
+def expert_split_file(path) -> Path | None:
+    """The published human-expert split of a dnn-partitioning input, if there is one:
+    ``human-experts/<stem>_expert.json`` beside the ``*-inputs`` folder holding the file (the
+    repository's layout), else under ``$PLACER_SHARED_GRAPHS/dnn-partitioning/human-experts``."""
+    import os
+
+    p = Path(str(path)).resolve()
+    where = [p.parents[k] / "human-experts" for k in (1, 2) if len(p.parents) > k]
+    env = os.environ.get("PLACER_SHARED_GRAPHS")
+    if env:
+        where.append(Path(env) / "dnn-partitioning" / "human-experts")
+    for d in where:
+        f = d / f"{p.stem}_expert.json"
+        if f.is_file():
+            return f
+    return None
+
+
+def read_expert_split(path, id_to_op: dict[int, int]) -> dict:
+    """A human-expert split file (``{"fpgas": [{"nodes": [ids]}, ...], "cpus": [...]}``) as op
+    indices per accelerator and per CPU: ``{"file", "accelerators": [[ops]...], "cpus": [[ops]...]}``
+    (what the importer attaches to ``graph.meta['expert_split']``; the ``expert`` method maps the
+    k-th accelerator to the cluster's k-th GPU)."""
+    path = str(path)
+    doc = read_json(path)
+    if not isinstance(doc, dict) or "fpgas" not in doc:
+        raise InputError(path, "top level", "is not an expert split (no 'fpgas')", "give a human-experts/*.json file")
+    out = {"file": Path(path).name, "accelerators": [], "cpus": []}
+    seen = set()
+    for kind, key in (("fpgas", "accelerators"), ("cpus", "cpus")):
+        for k, grp in enumerate(doc.get(kind, [])):
+            ops = []
+            for nid in grp.get("nodes", []):
+                if int(nid) not in id_to_op:
+                    raise InputError(path, f"node {nid}", "is not in the graph", "pair the split with its graph file")
+                ops.append(int(id_to_op[int(nid)]))
+            seen.update(ops)
+            out[key].append(sorted(ops))
+    if len(seen) != len(id_to_op):
+        missing = sorted(set(id_to_op.values()) - seen)[0]
+        raise InputError(path, f"op #{missing}", "is not assigned by the split", "pair the split with its graph")
+    return out
 
 
 def load_expert(path, graph: OpGraph, cluster: Cluster) -> np.ndarray:

@@ -8,42 +8,142 @@ so graph -> JSON -> graph -> JSON is bit-for-bit identical.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import io
 import json
 import math
 import os
+import re
+import stat
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from placer.cluster import Cluster, Device, make_cluster
-from placer.errors import InputError
-from placer.graph import ROLE_NAMES, OpGraph
+from placer.errors import InputError, first_sentence, kind_of
+from placer.graph import MAX_VALUE, ROLE_NAMES, OpGraph
 
 FORMAT, VERSION = "placer", 1
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schema" / "placer.schema.json"
 
 
 # ---------------------------------------------------------------------- raw I/O
-def read_json(path: str | os.PathLike) -> Any:
-    """Read JSON or gzip'd JSON; a missing, truncated or malformed file raises InputError."""
-    path = str(path)
+MAX_INPUT_ENV = "PLACER_MAX_INPUT_BYTES"
+DEFAULT_MAX_INPUT_BYTES = 256 * 2**20  # an input file, or what a .gz holds, larger than this is refused
+_max_input_override: int | None = None  # set by `placer --max-input-size`
+_SIZE_UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 10**3, "kib": 2**10, "m": 2**20, "mb": 10**6, "mib": 2**20,
+               "g": 2**30, "gb": 10**9, "gib": 2**30, "t": 2**40, "tb": 10**12, "tib": 2**40}
+
+
+def parse_size(text: str, where: str) -> int:
+    """``'512MiB'``, ``'2G'``, ``'1000000'`` -> bytes; anything else raises InputError naming ``where``."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(text))
+    unit = m.group(2).lower() if m else None
+    if m is None or unit not in _SIZE_UNITS or float(m.group(1)) * _SIZE_UNITS[unit] < 1:
+        raise InputError(where, repr(str(text)), "is not a size", "give bytes or a size like 512MiB or 2GiB")
+    return int(float(m.group(1)) * _SIZE_UNITS[unit])
+
+
+def set_max_input_bytes(n: int | None) -> None:
+    """Raise (or lower) the input size limit for this process; None: back to $PLACER_MAX_INPUT_BYTES or the default."""
+    global _max_input_override
+    _max_input_override = n
+
+
+def max_input_bytes() -> int:
+    if _max_input_override is not None:
+        return _max_input_override
+    env = os.environ.get(MAX_INPUT_ENV)
+    return parse_size(env, f"${MAX_INPUT_ENV}") if env else DEFAULT_MAX_INPUT_BYTES
+
+
+def _too_big(path: str, what: str, limit: int) -> InputError:
+    return InputError(path, "file", f"{what} more than the input limit of {limit / 2**20:,.0f} MiB",
+                      f"raise the limit with `placer --max-input-size 2GiB ...` or ${MAX_INPUT_ENV} if the file is genuine")
+
+
+def read_input_bytes(path: str | os.PathLike) -> bytes:
+    """The bytes of an input file, gunzipped when gzip'd, read safely: only a regular file (a FIFO,
+    device or socket could block or never end), never more than :func:`max_input_bytes` of it or
+    of what it decompresses to. Anything wrong raises InputError naming the file."""
+    path = os.fspath(path)
+    if not path:
+        raise InputError("''", "path", "is empty", "give a file path")
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO must not block the open
     except FileNotFoundError:
         raise InputError(path, "file", "does not exist", "check the path") from None
     except IsADirectoryError:
         raise InputError(path, "file", "is a directory", "give a file") from None
+    except NotADirectoryError:
+        raise InputError(path, "file", "is under something that is not a folder", "check the path") from None
     except OSError as e:
         raise InputError(path, "file", f"cannot be read ({e.strerror})", "check its permissions") from None
+    limit = max_input_bytes()
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise InputError(path, "file", "is a directory", "give a file")
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(path, "file", "is not a regular file (a pipe, device or socket)",
+                             "save the input to a file and give its path")
+        if st.st_size > limit:
+            raise _too_big(path, f"is {st.st_size / 2**20:,.0f} MiB,", limit)
+        with os.fdopen(os.dup(fd), "rb") as f:
+            raw = f.read(limit + 1)
+    except OSError as e:
+        raise InputError(path, "file", f"cannot be read ({e.strerror})", "check the file") from None
+    finally:
+        os.close(fd)
+    if len(raw) > limit:
+        raise _too_big(path, "is", limit)
     if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError):
-            raise InputError(path, "file", "is a truncated or corrupt gzip file", "re-create or re-download it") from None
+        raw = _gunzip(raw, path, limit)
+    return raw
+
+
+def _gunzip(raw: bytes, path: str, limit: int) -> bytes:
+    """Decompress at most ``limit`` bytes; a stream that does not start like JSON is refused at once."""
+    out = bytearray()
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as z:
+            while True:
+                chunk = z.read(1 << 20)
+                if not chunk:
+                    break
+                out += chunk
+                head = bytes(out[:4096]).lstrip()
+                if head and head[:1] not in (b"{", b"["):
+                    raise InputError(path, "file", "is gzip'd but does not hold JSON",
+                                     "give a gzip'd native JSON graph, cluster or placement")
+                if len(out) > limit:
+                    raise _too_big(path, "decompresses to", limit)
+    except (OSError, EOFError, zlib.error):
+        raise InputError(path, "file", "is a truncated or corrupt gzip file", "re-create or re-download it") from None
+    return bytes(out)
+
+
+ACCEPTED_GRAPHS = ("give a native placer JSON (.json or .json.gz), a dnn-partitioning JSON, a PipeDream graph.txt "
+                   "or a built-in name (`placer zoo list`)")
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """Read JSON or gzip'd JSON; a missing, truncated, malformed, hostile or non-JSON file raises InputError."""
+    path = os.fspath(path)
+    return parse_json(read_input_bytes(path), path)
+
+
+def parse_json(raw: bytes, path: str) -> Any:
+    """JSON from the bytes of ``path``; text that is not JSON at all is named as such, with the formats accepted."""
+    head = raw[:4096].lstrip()
+    if head[:1] not in (b"{", b"["):
+        suffix = Path(path).suffix.lower()
+        what = "is empty" if not head else f"is not JSON{f' (a {suffix} file)' if suffix not in ('', '.json', '.gz') else ''}"
+        raise InputError(path, "file", what, ACCEPTED_GRAPHS)
     try:
         return json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
@@ -51,23 +151,101 @@ def read_json(path: str | os.PathLike) -> Any:
     except json.JSONDecodeError as e:
         raise InputError(path, f"line {e.lineno} column {e.colno}", f"is not valid JSON ({e.msg})",
                          "fix the file or re-create it (it may be truncated)") from None
+    except RecursionError:
+        raise InputError(path, "file", "is nested too deeply to be a placer file", "give a graph, cluster or placement file") from None
+    except ValueError as e:  # e.g. an integer of more than 4300 digits
+        why = "an integer of thousands of digits" if "digits" in str(e) else first_sentence(e)
+        raise InputError(path, "file", f"holds a value that cannot be read ({why})", "fix the file") from None
+
+
+def _mode_for_new_file(path: Path) -> int:
+    """An existing file keeps its mode; a new one gets 0666 less the umask, as open() would give it."""
+    try:
+        st = os.stat(path)
+        if stat.S_ISREG(st.st_mode):
+            return stat.S_IMODE(st.st_mode)
+    except OSError:
+        pass
+    mask = None
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    mask = int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    if mask is None:  # no /proc: read the umask by setting it (and back)
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return 0o666 & ~mask
+
+
+def check_output_path(path: str | os.PathLike, option: str = "output") -> Path:
+    """Refuse, before any work is done, an output path that cannot be written: empty, a folder, not a
+    regular file, under a file, or in a folder that is not writable. Returns it as a Path."""
+    text = os.fspath(path)
+    if not text.strip():
+        raise InputError(option, "''", "is an empty path", "give a file name, e.g. out.json")
+    p = Path(text)
+    if text.endswith(os.sep) or p.is_dir():
+        raise InputError(option, text, "is a folder", "give a file name (inside it, if you like)")
+    if p.exists() and not p.is_file():
+        raise InputError(option, text, "exists and is not a regular file", "give a file name")
+    anc = p.absolute().parent
+    while not anc.exists() and anc != anc.parent:
+        anc = anc.parent
+    if not anc.is_dir():
+        raise InputError(option, text, f"is under {anc}, which is a file, not a folder", "choose another path")
+    probe_writable(anc, option, text)
+    return p
+
+
+def probe_writable(folder: Path, option: str, text: str) -> None:
+    """Create and remove a temporary file in ``folder``: the only test that holds for root, read-only
+    mounts and pseudo file systems alike."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".placer-probe.", dir=folder)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as e:
+        raise InputError(option, text, f"cannot be written in {folder} ({e.strerror or e})",
+                         "choose a writable location") from None
+
+
+@contextlib.contextmanager
+def atomic_writer(path: str | os.PathLike):
+    """A binary file object for ``path``, written to a temporary file beside it and renamed into
+    place at the end, so a failure or an interrupt leaves no partial file. The file gets the mode
+    the user's umask gives (not the temporary file's 0600). Errors writing raise InputError."""
+    path = check_output_path(path)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.fchmod(fd, _mode_for_new_file(path))
+        with os.fdopen(fd, "wb") as f:
+            yield f
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as e:
+        raise InputError(str(path), "output", f"cannot be written ({e.strerror or e})",
+                         "choose a writable location with free space") from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
+    with atomic_writer(path) as f:
+        f.write(data)
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` (gzip'd when the name ends in .gz) so that a failure leaves no partial file."""
-    path = Path(path)
     data = text.encode("utf-8")
-    if path.suffix == ".gz":
+    if Path(path).suffix == ".gz":
         data = gzip.compress(data, mtime=0)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    write_bytes_atomic(path, data)
 
 
 def dumps(doc: dict) -> str:
@@ -121,13 +299,25 @@ def graph_from_doc(doc: Any, path: str = "<graph>") -> OpGraph:
     ops = doc.get("ops")
     if not isinstance(ops, list):
         raise InputError(path, "ops", "is missing or not a list", "give a list of op objects")
+    meta = doc.get("meta")
+    if meta is not None and not isinstance(meta, dict):
+        raise InputError(path, "meta", f"is {kind_of(meta)}, not an object", "give an object (or leave it out)")
+    if doc.get("name") is not None and not isinstance(doc.get("name"), str):
+        raise InputError(path, "name", "is not a string", "give the graph a string name")
+    for i, op in enumerate(ops):
+        if not isinstance(op, dict) or not isinstance(op.get("name"), str):
+            raise InputError(path, f"op #{i}", "is not an object with a string 'name'", "give every op a name")
+        for key, kinds, want in (("compute_us", dict, "an object mapping device kinds to microseconds"),
+                                 ("mirror", str, "the name of the forward op it mirrors"),
+                                 ("type", str, "a string"), ("module", str, "a string"), ("role", str, "a string")):
+            v = op.get(key)
+            if v is not None and not isinstance(v, kinds):
+                raise InputError(path, f"op '{op['name']}' {key}", f"is {kind_of(v)}", f"give {want}")
     names, types, modules, roles, mirrors, coloc = [], [], [], [], [], []
     fields = {k: [] for k in ("flops", "bytes_accessed", "output_bytes", "param_bytes", "temp_bytes")}
     keys = sorted({k for op in ops if isinstance(op, dict) for k in (op.get("compute_us") or {})})
     costs = {k: [] for k in keys}
-    for i, op in enumerate(ops):
-        if not isinstance(op, dict) or not isinstance(op.get("name"), str):
-            raise InputError(path, f"op #{i}", "is not an object with a string 'name'", "give every op a name")
+    for op in ops:
         nm = op["name"]
         names.append(nm)
         types.append(str(op.get("type", "op")))
@@ -144,8 +334,6 @@ def graph_from_doc(doc: Any, path: str = "<graph>") -> OpGraph:
         for k in fields:
             fields[k].append(_float(op.get(k, 0), path, f"op '{nm}' {k}"))
         cu = op.get("compute_us") or {}
-        if not isinstance(cu, dict):
-            raise InputError(path, f"op '{nm}' compute_us", "is not an object", "map device kinds to microseconds")
         for k in keys:
             v = cu.get(k, None)
             costs[k].append(math.inf if v is None else _float(v, path, f"op '{nm}' compute_us[{k}]"))
@@ -164,15 +352,25 @@ def graph_from_doc(doc: Any, path: str = "<graph>") -> OpGraph:
     for k, e in enumerate(edges):
         if not (isinstance(e, list) and len(e) == 3):
             raise InputError(path, f"edge #{k}", "is not [src, dst, bytes]", "give src and dst op names and bytes")
+        if not all(isinstance(x, str) for x in e[:2]):
+            raise InputError(path, f"edge #{k}", "does not name its ops with strings", "give src and dst op names")
+        _float(e[2], path, f"edge #{k} ({e[0]} -> {e[1]}) bytes")
     return OpGraph.build(names, edges, name=str(doc.get("name", Path(path).stem)), op_types=types, modules=modules,
                          compute_us=costs, role=roles, mirror=mir, colocation=coloc,
-                         meta=doc.get("meta") or {}, source=path, **fields)
+                         meta=meta or {}, source=path, **fields)
 
 
 def _float(v: Any, path: str, item: str) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise InputError(path, item, f"is {v!r}, not a number", "use a non-negative number")
-    return float(v)
+    try:
+        x = float(v)
+    except OverflowError:
+        x = math.inf
+    if abs(x) > MAX_VALUE:
+        shown = f"{str(v)[:12]}... ({len(str(v))} digits)" if isinstance(v, int) else repr(v)
+        raise InputError(path, item, f"is {shown}, larger than {MAX_VALUE:.0e}", "use a realistic number (units are in the name)")
+    return x
 
 
 # ---------------------------------------------------------------------- clusters
@@ -211,10 +409,21 @@ def cluster_from_doc(doc: Any, path: str = "<cluster>") -> Cluster:
                               *(_float(d.get(k, 0), path, f"device '{d['name']}' {k}")
                                 for k in ("peak_flops_per_us", "mem_bw_bytes_per_us", "launch_us"))))
     links = doc.get("links") or {}
+    if not isinstance(links, dict):
+        raise InputError(path, "links", f"is {kind_of(links)}, not an object", 'give {"default": {...}, "pairs": [...]}')
     default = links.get("default") or {}
+    if not isinstance(default, dict):
+        raise InputError(path, "links.default", "is not an object", "give bandwidth_bytes_per_us and latency_us")
+    if not isinstance(links.get("pairs") or [], list):
+        raise InputError(path, "links.pairs", "is not a list", "give a list of {src, dst, bandwidth_bytes_per_us, latency_us}")
+    meta = doc.get("meta")
+    if meta is not None and not isinstance(meta, dict):
+        raise InputError(path, "meta", f"is {kind_of(meta)}, not an object", "give an object (or leave it out)")
     names = [d.name for d in devices]
     pairs = {}
     for k, pr in enumerate(links.get("pairs") or []):
+        if not isinstance(pr, dict):
+            raise InputError(path, f"link #{k}", "is not an object", "give src, dst, bandwidth_bytes_per_us, latency_us")
         try:
             a, b = names.index(pr["src"]), names.index(pr["dst"])
         except (KeyError, ValueError, TypeError):

@@ -35,21 +35,29 @@ def _size(text: str, path: str, item: str) -> float:
         raise InputError(path, item, f"size {text!r} is not a number", "fix the profile line") from None
 
 
+def is_pipedream_line(line: str) -> bool:
+    """Whether the first line of a file is a PipeDream node line."""
+    return bool(_NODE.match(line.rstrip("\r\n")))
+
+
 def is_pipedream(path) -> bool:
+    from placer.frontends.native import read_input_bytes
+
     try:
-        with open(path, "r", encoding="utf-8", errors="replace") as f:
-            head = f.readline()
-    except OSError:
+        head = read_input_bytes(path)[:4096].split(b"\n", 1)[0].decode("utf-8", "replace")
+    except InputError:
         return False
-    return bool(_NODE.match(head.rstrip("\n")))
+    return is_pipedream_line(head)
 
 
 def load_pipedream(path, name: str | None = None) -> OpGraph:
     path = str(path)
+    from placer.frontends.native import read_input_bytes
+
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(path, "file", f"cannot be read ({e})", "check the path") from None
+        lines = read_input_bytes(path).decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise InputError(path, "file", "is not UTF-8 text", "give a PipeDream graph.txt") from None
     nodes: dict[str, dict] = {}
     edges: list[tuple[str, str]] = []
     for ln, line in enumerate(lines, 1):

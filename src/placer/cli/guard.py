@@ -1,0 +1,146 @@
+"""The one place where the command line turns failures into exit statuses.
+
+:func:`run_guarded` runs the typer app and answers every way a command can end badly with one
+line on stderr and a fixed status, never a traceback:
+
+* bad input (:class:`~placer.errors.InputError`, raised by every loader, validator and option
+  callback) and usage errors (unknown command or option, a missing argument): status 2;
+* an output that cannot be written (an ``OSError`` naming a file): status 2;
+* Ctrl-C: status 130, "interrupted". A second Ctrl-C stops at once, whatever the first one was
+  waiting for.
+
+Anything else is a bug in placer and keeps its traceback. Typer vendors click in recent releases and
+re-exports it in older ones, so usage errors are recognised by what typer exposes, with click's own
+classes added when click is installed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import Any
+
+import typer
+
+from placer.errors import InputError, printable
+
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+INTERRUPTED = "interrupted (Ctrl-C); stopped before finishing, no partial output file left"
+
+
+class Interrupted(BaseException):
+    """Ctrl-C, raised by our SIGINT handler. Not a KeyboardInterrupt, so that nothing between here
+    and the signal (click, a method's loop) turns it into something else or swallows it."""
+
+
+def _classes(*names: str) -> tuple[type, ...]:
+    found = []
+    for mod_name in ("typer", "typer.exceptions", "click.exceptions"):
+        try:
+            mod = __import__(mod_name, fromlist=["_"])
+        except ImportError:
+            continue
+        for n in names:
+            c = getattr(mod, n, None)
+            if isinstance(c, type) and c not in found:
+                found.append(c)
+    return tuple(found)
+
+
+_USAGE = _classes("TyperException", "ClickException")  # typer's vendored click, or click itself
+_EXIT = _classes("Exit")
+_ABORT = _classes("Abort")
+
+
+def error_line(message: str) -> None:
+    """Print ``error: message`` as exactly one line on stderr."""
+    text = "error: " + printable(" ".join(str(message).split()), limit=2000)
+    try:
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _usage_message(e: Exception) -> str:
+    msg = (e.format_message() if hasattr(e, "format_message") else str(e)).strip().rstrip(".")
+    ctx = getattr(e, "ctx", None)
+    path = getattr(ctx, "command_path", None) or "placer"
+    return f"{path}: {msg}; see `{path} --help`"
+
+
+def _is_help_on_no_args(e: Exception) -> bool:
+    return type(e).__name__ == "NoArgsIsHelpError"
+
+
+class _SigintGuard:
+    """SIGINT raises :class:`Interrupted` the first time and exits at once the second."""
+
+    def __init__(self):
+        self.count, self.previous, self.installed = 0, None, False
+
+    def handler(self, signum, frame):
+        self.count += 1
+        if self.count >= 2:
+            os.write(2, b"error: interrupted twice; stopped\n")
+            os._exit(EXIT_INTERRUPTED)
+        raise Interrupted()
+
+    def __enter__(self):
+        try:
+            self.previous = signal.signal(signal.SIGINT, self.handler)
+            self.installed = True
+        except ValueError:  # not the main thread: leave signals alone
+            pass
+        return self
+
+    def __exit__(self, *exc):
+        if self.installed:
+            signal.signal(signal.SIGINT, self.previous)
+        return False
+
+
+def run_guarded(app: Any, args: list[str] | None = None) -> int:
+    """Run ``app`` on ``args`` (default: sys.argv[1:]); return the exit status, having printed at most
+    one error line."""
+    guard = _SigintGuard()
+    try:
+        with guard:
+            rv = app(args=args, prog_name="placer", standalone_mode=False)
+        return rv if isinstance(rv, int) else 0
+    except InputError as e:
+        error_line(str(e))
+        return EXIT_BAD_INPUT
+    except (Interrupted, KeyboardInterrupt):
+        error_line(INTERRUPTED)
+        return EXIT_INTERRUPTED
+    except _EXIT as e:
+        code = getattr(e, "exit_code", 0)
+        if code == EXIT_INTERRUPTED:  # typer's own translation of a KeyboardInterrupt
+            error_line(INTERRUPTED)
+        return code
+    except _ABORT:
+        if guard.count:
+            error_line(INTERRUPTED)
+            return EXIT_INTERRUPTED
+        error_line("aborted")
+        return 1
+    except _USAGE as e:
+        if _is_help_on_no_args(e):
+            sys.stdout.write(e.format_message() + "\n")
+            return 0
+        error_line(_usage_message(e))
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:  # `placer ... | head`: the reader left; say nothing
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 141
+    except OSError as e:
+        if e.filename is None:
+            raise
+        error_line(f"{e.filename}: {e.strerror or e}; check the path, its permissions and free space")
+        return EXIT_BAD_INPUT

@@ -1,0 +1,136 @@
+"""Option validation at the boundary: one typer callback per kind of value, so every command refuses
+a zero budget, a negative seed, a NaN time limit, an unknown backend or an unwritable output path
+the same way (an :class:`~placer.errors.InputError` naming the option, before any work is done).
+
+    budget: Optional[int] = typer.Option(None, callback=at_least(1))
+    out: Optional[str] = typer.Option(None, "--out", callback=output_file)
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import typer
+
+from placer.errors import InputError
+
+
+def _name(param: Any) -> str:
+    opts = [o for o in getattr(param, "opts", []) if o.startswith("--")]
+    return opts[0] if opts else str(getattr(param, "name", None) or "value")
+
+
+def _example(name: str, value: Any) -> str:
+    return f"e.g. {name} {value}" if name.startswith("-") else f"e.g. {value}"
+
+
+def at_least(lo: int, example: int | None = None) -> Callable:
+    """An integer option that must be >= ``lo`` (None passes: the option was not given)."""
+
+    def check(ctx: typer.Context, param: typer.CallbackParam, value):
+        if value is None or ctx.resilient_parsing:
+            return value
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if v < lo:
+                name = _name(param)
+                what = "is negative" if v < 0 and lo == 0 else f"must be at least {lo}"
+                raise InputError(name, str(v), what, _example(name, example if example is not None else lo))
+        return value
+
+    return check
+
+
+def positive_finite(example: float) -> Callable:
+    """A float option that must be finite and > 0 (seconds, learning rates)."""
+
+    def check(ctx: typer.Context, param: typer.CallbackParam, value):
+        if value is None or ctx.resilient_parsing:
+            return value
+        if not math.isfinite(value) or value <= 0:
+            name = _name(param)
+            raise InputError(name, str(value), "must be a finite number above 0", _example(name, example))
+        return value
+
+    return check
+
+
+def finite_at_least_zero(ctx: typer.Context, param: typer.CallbackParam, value):
+    if value is None or ctx.resilient_parsing:
+        return value
+    if not math.isfinite(value) or value < 0:
+        name = _name(param)
+        raise InputError(name, str(value), "must be a finite number of 0 or more", _example(name, 0))
+    return value
+
+
+def fraction(ctx: typer.Context, param: typer.CallbackParam, value):
+    """A float in [0, 1] (a discount)."""
+    if value is None or ctx.resilient_parsing:
+        return value
+    if not (0.0 <= value <= 1.0):
+        name = _name(param)
+        raise InputError(name, str(value), "must be between 0 and 1", _example(name, 0.9))
+    return value
+
+
+def one_of(*allowed: str) -> Callable:
+    """A string option that must be one of ``allowed``."""
+
+    def check(ctx: typer.Context, param: typer.CallbackParam, value):
+        if value is None or ctx.resilient_parsing:
+            return value
+        if value not in allowed:
+            raise InputError(_name(param), repr(value), "is not a choice", f"use one of {', '.join(allowed)}")
+        return value
+
+    return check
+
+
+def _check_out(name: str, value: str | os.PathLike) -> Path:
+    from placer.frontends.native import check_output_path
+
+    return check_output_path(value, name)
+
+
+def output_file(ctx: typer.Context, param: typer.CallbackParam, value):
+    """A file the command will write: refused now (empty, a folder, under a file, not writable), not
+    after minutes of work. Declare the option as ``str``; the command receives a Path."""
+    if value is None or ctx.resilient_parsing:
+        return value
+    return _check_out(_name(param), value)
+
+
+def output_folder(ctx: typer.Context, param: typer.CallbackParam, value):
+    """A folder the command will write into (created if missing): not a file, not under a file, writable."""
+    if value is None or ctx.resilient_parsing:
+        return value
+    name, text = _name(param), os.fspath(value)
+    if not text.strip():
+        raise InputError(name, "''", "is an empty path", "give a folder, e.g. results")
+    p = Path(text)
+    if p.exists() and not p.is_dir():
+        raise InputError(name, text, "is a file, not a folder", "give a folder")
+    anc = p.absolute()
+    while not anc.exists() and anc != anc.parent:
+        anc = anc.parent
+    if not anc.is_dir():
+        raise InputError(name, text, f"is under {anc}, which is a file, not a folder", "choose another path")
+    from placer.frontends.native import probe_writable
+
+    probe_writable(anc, name, text)
+    return p
+
+
+def existing_folder(ctx: typer.Context, param: typer.CallbackParam, value):
+    """A folder the command reads: it must exist."""
+    if value is None or ctx.resilient_parsing:
+        return value
+    name, p = _name(param), Path(os.fspath(value))
+    if not p.exists():
+        raise InputError(name, str(p), "does not exist", "give the folder `placer bench` wrote (default: results)")
+    if not p.is_dir():
+        raise InputError(name, str(p), "is not a folder", "give the folder `placer bench` wrote (default: results)")
+    return p
