@@ -114,3 +114,23 @@ def test_console_script_exit_code(tmp_path):
     bad = write(tmp_path, "g.json", "{")
     r = subprocess.run([sys.executable, "-m", "placer", "info", str(bad)], capture_output=True, text=True)
     assert r.returncode == 2 and "Traceback" not in r.stderr and str(bad) in r.stderr
+
+
+def test_compare_says_oom_when_single_gpu_runs_out_and_gives_units(capsys, monkeypatch, tmp_path):
+    gib = 2**30
+    ops = [{"name": f"l{i}", "compute_us": {"gpu": 100, "cpu": 1000}, "param_bytes": 10 * gib} for i in range(2)]
+    g = write(tmp_path, "g.json", graph_doc(ops, [["l0", "l1", 1024]]))
+    c = write(tmp_path, "c.json", json.dumps({"format": "placer", "version": 1, "kind": "cluster", "devices": [
+        {"name": "gpu:0", "kind": "gpu", "memory_bytes": 16 * gib}, {"name": "gpu:1", "kind": "gpu", "memory_bytes": 16 * gib},
+        {"name": "cpu:0", "kind": "cpu", "memory_bytes": 64 * gib}]}))
+    args = ["compare", g, "--cluster", c, "--methods", "single-gpu,round-robin", "--budget", "5"]
+    code, out, err = run(capsys, monkeypatch, *args, "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["single_gpu_oom"] is True and d["warmup_s"] >= 0
+    code, out, err = run(capsys, monkeypatch, *args)
+    assert code == 0, err
+    rows = {line.split()[1]: line for line in out.splitlines() if line.startswith("│")}
+    assert "single GPU OOM" in rows["round-robin"]
+    assert "x" in rows["round-robin"].split("│")[4]  # the lower-bound column carries its unit
+    assert "compiling the simulator" in out
