@@ -1,0 +1,266 @@
+"""Exact models of Tarnawski et al., NeurIPS 2020 (section 5, "Integer programming"), solved with
+HiGHS: the latency IP (their ``lip.py`` model with q = 1 subgraph per accelerator) and the max-load
+IP (``ip.py contig``: contiguity forced on the forward part, on CPUs too). Written from the paper's
+formulation; the variables are per colocation group (their ``colorClass``), which their constraints
+force to share a device anyway.
+
+Common part: x[c, m] in {0, 1} puts group c on machine m (latency: machine 0 = all CPUs together,
+which run without limit; throughput: one machine per device); sum_m x[c, m] = 1; an accelerator
+holds at most its capacity of ``size``. Contiguity of machine m's set S (their section 5): z[c, m]
+in [0, 1], z >= x, and for every edge a -> b of the order graph z[b] <= z[a] and
+z[b] <= x[b] - x[a] + 1 (so nothing leaving S comes back). Transfers: CommIn[u, m] >= x[c(v), m] -
+x[c(u), m] and CommOut[u, m] >= x[c(u), m] - x[c(v), m] for every edge u -> v between groups.
+
+* throughput: load_m = sum of the time of m's ops + sum_u cost_u (CommIn + CommOut) on an
+  accelerator; minimise the max load.
+* latency: Start_m >= Lat_u - (1 - CommIn[u, m]) M, Finish_m = Start_m + compute + transfers,
+  Lat_v >= Lat_u + cpu_v x[c(v), 0] over edges, Lat_v >= cpu_v x[c(v), 0],
+  Lat_v >= Finish_m - (1 - x[c(v), m]) M; minimise max Lat. M is the best latency known (every Lat
+  is at most the optimum, so M = an upper bound on it is exact), and the objective is bounded by it.
+
+Identical accelerators are interchangeable: the first group of accelerator m must come after the
+first group of accelerator m-1 (symmetry breaking, when the model stays small). The solution is
+scored by the objective; the result notes the solver's bound and the optimality gap. Limits: with
+``Budget.seconds`` the solver gets what is left of it (not reproducible); without, a node limit
+(``max_nodes``, one thread: the same answer under any load).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from placer.methods.base import Budget, Evaluator, MethodConfig, NotApplicable, register
+from placer.objectives.model import model_for
+
+
+def highs_available() -> str | None:
+    try:
+        import highspy  # noqa: F401
+    except ImportError:  # pragma: no cover - a dependency
+        return "highspy is not installed"
+    return None
+
+
+@dataclass(frozen=True)
+class ExactPublishedConfig(MethodConfig):
+    """The published IPs (Tarnawski et al. 2020, section 5) with HiGHS."""
+
+    placements: int = 2000  # placements of the interval search that gives the IP its upper bound
+    max_nodes: int = 5000  # branch-and-bound nodes when no --seconds is given (reproducible)
+    mip_gap: float = 0.0  # relative gap at which HiGHS stops (their Gurobi runs used 0.01)
+    max_cells: int = 400000  # models with more groups x machines x edges than this are refused
+
+    @classmethod
+    def method_name(cls) -> str:
+        return "exact-published"
+
+    def checks(self):
+        return [(self.placements >= 1, "placements", ">= 1"), (self.max_nodes >= 1, "max_nodes", ">= 1"),
+                (0 <= self.mip_gap < 1, "mip_gap", "in [0, 1)"), (self.max_cells >= 1, "max_cells", ">= 1")]
+
+
+class _Rows:
+    def __init__(self):
+        self.r, self.c, self.v, self.lo, self.hi = [], [], [], [], []
+        self.n = 0
+
+    def add(self, terms, lo, hi):
+        for j, a in terms:
+            if a != 0:
+                self.r.append(self.n)
+                self.c.append(j)
+                self.v.append(float(a))
+        self.lo.append(lo)
+        self.hi.append(hi)
+        self.n += 1
+
+
+def build_and_solve(problem, objective, upper_us: float, max_nodes: int, seconds: float | None, mip_gap: float,
+                    max_cells: int):
+    """(placement or None, solver incumbent, dual bound, status text)."""
+    import highspy
+    from scipy.sparse import coo_matrix
+
+    m = model_for(problem)
+    g = problem.graph
+    latency = objective.name == "latency"
+    accs = [int(d) for d in np.flatnonzero(m.acc)]
+    cpus = [int(d) for d in np.flatnonzero(~m.acc)]
+    machines = ([("cpu", cpus)] if latency and cpus else [("dev", [d]) for d in cpus] if not latency else [])
+    machines += [("dev", [d]) for d in accs]
+    M = len(machines)
+    acc_m = [k for k, (_, ds) in enumerate(machines) if m.acc[ds[0]]]
+    _, cls = np.unique(m.coloc_rep, return_inverse=True)
+    C = int(cls.max()) + 1
+    src, dst = g.edge_src, g.edge_dst
+    cross = cls[src] != cls[dst]
+    if C * M * (1 + int(cross.sum())) // max(1, C) * 4 > max_cells and C * M + int(cross.sum()) * M > max_cells:
+        raise NotApplicable("exact-published", f"the model would have about {C * M + int(cross.sum()) * M} "
+                            f"cells (max_cells={max_cells})", "raise max_cells or use dp-split / local-search")
+    t = np.where(np.isfinite(m.t_us), m.t_us, np.inf)
+    ncol = 0
+    lo, hi, cost, integ = [], [], [], []
+
+    def var(lb, ub, c=0.0, integer=False):
+        nonlocal ncol
+        lo.append(lb)
+        hi.append(ub)
+        cost.append(c)
+        integ.append(integer)
+        ncol += 1
+        return ncol - 1
+
+    x = np.empty((C, M), dtype=np.int64)
+    tc = np.zeros((C, M))
+    for c in range(C):
+        ops = np.flatnonzero(cls == c)
+        for k, (_, ds) in enumerate(machines):
+            tt = t[ops, ds[0]].sum()
+            tc[c, k] = tt
+            x[c, k] = var(0.0, 1.0 if np.isfinite(tt) else 0.0, 0.0, True)
+    rows = _Rows()
+    for c in range(C):
+        rows.add([(x[c, k], 1.0) for k in range(M)], 1.0, 1.0)
+    memc = np.bincount(cls, weights=m.mem_bytes, minlength=C)
+    for k in acc_m:
+        rows.add([(x[c, k], memc[c]) for c in range(C)], -np.inf, float(m.cap_bytes[machines[k][1][0]]))
+    # contiguity on the order graph
+    order_edge = cross & ((m.forward[src] & m.forward[dst]) if not latency else np.ones_like(cross))
+    pairs = sorted(set(zip(cls[src[order_edge]].tolist(), cls[dst[order_edge]].tolist())))
+    need = [k for k in range(M) if m.acc[machines[k][1][0]] or objective.cpu_contiguous]
+    for k in need:
+        z = [var(0.0, 1.0) for _ in range(C)]
+        for c in range(C):
+            rows.add([(z[c], 1.0), (x[c, k], -1.0)], 0.0, np.inf)
+        for a, b_ in pairs:
+            rows.add([(z[b_], 1.0), (z[a], -1.0)], -np.inf, 0.0)
+            rows.add([(z[b_], 1.0), (x[b_, k], -1.0), (x[a, k], 1.0)], -np.inf, 1.0)
+    # transfers: per op u with an edge to another group, per accelerator machine
+    tgt = {}
+    for u, v in zip(src[cross].tolist(), dst[cross].tolist()):
+        tgt.setdefault(u, set()).add(int(cls[v]))
+    cin, cout = {}, {}
+    for k in acc_m:
+        for u, cs in tgt.items():
+            if m.cost_us[u] <= 0 and not latency:
+                continue
+            cin[u, k] = var(0.0, 1.0)
+            cout[u, k] = var(0.0, 1.0)
+            for cv in cs:
+                rows.add([(cin[u, k], 1.0), (x[cv, k], -1.0), (x[cls[u], k], 1.0)], 0.0, np.inf)
+                rows.add([(cout[u, k], 1.0), (x[cls[u], k], -1.0), (x[cv, k], 1.0)], 0.0, np.inf)
+    ub = float(upper_us) * (1 + 1e-9) + 1e-6
+    top = var(0.0, ub, 1.0)
+    if not latency:
+        for k in range(M):
+            terms = [(x[c, k], tc[c, k]) for c in range(C)]
+            if k in acc_m:
+                terms += [(cin[u, k], m.cost_us[u]) for u in tgt if (u, k) in cin]
+                terms += [(cout[u, k], m.cost_us[u]) for u in tgt if (u, k) in cout]
+            rows.add(terms + [(top, -1.0)], -np.inf, 0.0)
+    else:
+        Mbig = ub
+        lat = [var(0.0, ub) for _ in range(m.n)]
+        k0 = 0 if machines and not m.acc[machines[0][1][0]] else None
+        for v in range(m.n):
+            rows.add([(top, 1.0), (lat[v], -1.0)], 0.0, np.inf)
+            if k0 is not None:
+                rows.add([(lat[v], 1.0), (x[cls[v], k0], -t[v, machines[k0][1][0]])], 0.0, np.inf)
+        for u, v in zip(src.tolist(), dst.tolist()):
+            terms = [(lat[v], 1.0), (lat[u], -1.0)]
+            if k0 is not None:
+                terms.append((x[cls[v], k0], -t[v, machines[k0][1][0]]))
+            rows.add(terms, 0.0, np.inf)
+        for k in acc_m:
+            st, fin = var(0.0, ub), var(0.0, ub)
+            for u in tgt:
+                if (u, k) in cin:  # Start >= Lat_u - (1 - CommIn) M
+                    rows.add([(st, 1.0), (lat[u], -1.0), (cin[u, k], -Mbig)], -Mbig, np.inf)
+            terms = [(fin, 1.0), (st, -1.0)] + [(x[c, k], -tc[c, k]) for c in range(C)]
+            terms += [(cin[u, k], -m.cost_us[u]) for u in tgt if (u, k) in cin]
+            terms += [(cout[u, k], -m.cost_us[u]) for u in tgt if (u, k) in cout]
+            rows.add(terms, 0.0, 0.0)
+            for v in range(m.n):  # Lat_v >= Finish - (1 - x) M
+                rows.add([(lat[v], 1.0), (fin, -1.0), (x[cls[v], k], -Mbig)], -Mbig, np.inf)
+    # symmetry: identical accelerators used in order of their first group
+    same = [k for k in acc_m]
+    ident = len(same) > 1 and all(np.array_equal(m.t_us[:, machines[k][1][0]], m.t_us[:, machines[same[0]][1][0]])
+                                  and m.cap_bytes[machines[k][1][0]] == m.cap_bytes[machines[same[0]][1][0]]
+                                  for k in same)
+    if ident and len(same) * C * C // 2 <= max_cells:
+        for a, b_ in zip(same, same[1:]):
+            for c in range(C):
+                rows.add([(x[c, b_], 1.0)] + [(x[c2, a], -1.0) for c2 in range(c)], -np.inf, 0.0)
+    A = coo_matrix((rows.v, (rows.r, rows.c)), shape=(rows.n, ncol)).tocsc()
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = ncol, rows.n
+    lp.col_cost_ = np.asarray(cost, dtype=np.float64)
+    lp.col_lower_ = np.asarray(lo, dtype=np.float64)
+    lp.col_upper_ = np.asarray(hi, dtype=np.float64)
+    lp.row_lower_ = np.asarray(rows.lo, dtype=np.float64)
+    lp.row_upper_ = np.asarray(rows.hi, dtype=np.float64)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = A.indptr.astype(np.int32)
+    lp.a_matrix_.index_ = A.indices.astype(np.int32)
+    lp.a_matrix_.value_ = A.data.astype(np.float64)
+    lp.integrality_ = [highspy.HighsVarType.kInteger if f else highspy.HighsVarType.kContinuous for f in integ]
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("threads", 1)
+    h.setOptionValue("random_seed", 0)
+    h.setOptionValue("mip_rel_gap", float(mip_gap))
+    if seconds is not None:
+        h.setOptionValue("time_limit", float(max(0.1, seconds)))
+    else:
+        h.setOptionValue("mip_max_nodes", int(max_nodes))
+    h.passModel(lp)
+    h.run()
+    info = h.getInfo()
+    status = h.modelStatusToString(h.getModelStatus())
+    bound = float(info.mip_dual_bound) if np.isfinite(info.mip_dual_bound) else 0.0
+    if info.primal_solution_status != 2:  # no feasible solution
+        return None, np.inf, bound, status
+    col = np.asarray(h.getSolution().col_value)
+    place = np.empty(m.n, dtype=np.int64)
+    for c in range(C):
+        k = int(np.argmax(col[x[c]]))
+        ds = machines[k][1]
+        place[cls == c] = ds[0]
+    return place, float(info.objective_function_value), bound, status
+
+
+@register("exact-published", "the published latency / max-load integer programs (Tarnawski et al. 2020) "
+          "solved with HiGHS, upper bound from interval search; optimality gap reported", "exact",
+          ExactPublishedConfig, paper="Tarnawski et al., NeurIPS 2020, section 5 (IP)", available=highs_available)
+def exact_published(problem, budget: Budget, seed: int, ev: Evaluator, cfg: ExactPublishedConfig):
+    from placer.objectives.published import LatencyObjective, ThroughputObjective
+    from placer.objectives.search import interval_search
+
+    obj = ev.objective
+    if not isinstance(obj, (LatencyObjective, ThroughputObjective)) or (
+            isinstance(obj, LatencyObjective) and obj.pieces != 1):
+        raise NotApplicable("exact-published", f"the objective is {obj.describe()}",
+                            "use --objective latency or throughput (the models the published IPs solve)")
+    room = ev.remaining()
+    heur = max(1, (room - 1) if room is not None else cfg.placements)
+    p0, notes = interval_search(problem, obj, ev, seed, anneal=False, limit=heur)
+    upper = ev.best_objective_us if np.isfinite(ev.best_objective_us) else obj.evaluate(problem, p0)
+    if not np.isfinite(upper):
+        m = model_for(problem)
+        upper = float(np.where(np.isfinite(m.t_us), m.t_us, 0).max(axis=1).sum() + 2 * m.cost_us.sum())
+    secs = None if ev.seconds is None else max(0.1, ev.seconds - ev.clock())
+    place, inc, bound, status = build_and_solve(problem, obj, upper, cfg.max_nodes, secs, cfg.mip_gap, cfg.max_cells)
+    best = p0
+    if place is not None and (ev.remaining() is None or ev.remaining() > 0):
+        v = ev.evaluate(place)
+        if v <= ev.best_objective_us:
+            best = place
+    val = min(ev.best_objective_us, upper)
+    gap = max(0.0, (val - bound) / val) if val > 0 and np.isfinite(val) else 0.0
+    notes = notes + [f"HiGHS: {status}; solver bound {bound / 1000:.4f} ms, best {val / 1000:.4f} ms, "
+                     f"optimality gap {100 * gap:.2f}%"]
+    res = ev.result("exact-published", best, notes=notes)
+    res.cost.extra.update({"lower_bound_us": bound, "gap": gap, "solver_status": status})
+    return res
