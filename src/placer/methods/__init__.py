@@ -9,6 +9,8 @@ from placer.methods import list_scheduling  # noqa: F401
 from placer.methods import expert  # noqa: F401
 from placer.methods import local_search  # noqa: F401
 from placer.methods import exact  # noqa: F401
+from placer.methods import dp_split  # noqa: F401
+from placer.methods import exact_published  # noqa: F401
 from placer.methods import post  # noqa: F401
 from placer.methods import placeto  # noqa: F401
 from placer.methods.base import METHODS, Budget, Evaluator, get_method, register, run_method
