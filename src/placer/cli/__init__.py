@@ -32,6 +32,9 @@ SimOpt = typer.Option("default", "--sim", help="'default' (cluster links, no gap
 SeedOpt = typer.Option(0, help="random seed, 0 or more (same seed, same placement)", callback=at_least(0))
 BudgetOpt = typer.Option(None, help="placements the method may sample (1 or more)", callback=at_least(1, 1000))
 OutOpt = typer.Option(None, "--out", "-o", help="write the placement JSON here", callback=output_file)
+ObjectiveOpt = typer.Option("sim", "--objective", help="what to minimise: 'sim' (the event simulator), 'latency' or "
+                            "'throughput' (Tarnawski et al. 2020's models; latency:pieces=N|any, "
+                            "throughput:contiguous=false), 'pipeline' (PipeDream 1F1B)")
 
 
 def _version(value: bool) -> None:
@@ -202,7 +205,8 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
              out: Optional[str] = OutOpt,
              sim: str = SimOpt, as_json: bool = JsonOpt,
              params: list[str] = typer.Option([], "--set", help="a method parameter KEY=VALUE (repeatable), e.g. "
-                                              "--set grouping=merge:64; `placer methods --json` lists them")):
+                                              "--set grouping=merge:64; `placer methods --json` lists them"),
+             objective: str = ObjectiveOpt):
     """Find a placement with one method."""
     from placer.frontends.native import save_placement
     from placer.methods import Budget, run_method
@@ -210,7 +214,7 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
     kw = method_params(params)
     P = load_problem(graph, cluster)
     with console.status(f"{method} on {P.graph.name} / {P.cluster.name} ...", spinner="dots"):
-        res = run_method(method, P, Budget(budget, seconds), seed, sim_params(sim), **kw)
+        res = run_method(method, P, Budget(budget, seconds), seed, sim_params(sim), objective=objective, **kw)
     data = res.summary()
     data["lower_bound_us"] = P.lower_bound_us
     if out is not None:
@@ -220,6 +224,8 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
         console.print(f"{d['method']}: step time {_us(d['step_time_us'])} (lower bound {_us(d['lower_bound_us'])})"
                       f"{'  OOM' if d['oom'] else ''}; {d['placements_sampled']:,} placements, "
                       f"{d['sim_calls']:,} simulator calls, {d['wall_s']:.2f} s")
+        if d["objective_name"] != "sim":
+            console.print(f"{d['objective_name']}: {_us(d['objective'])} (the objective it minimised)")
         console.print("ops per device: " + ", ".join(f"{k}={v}" for k, v in d["device_counts"].items()))
         if out is not None:
             err_console.print(f"wrote {out}")
@@ -251,7 +257,7 @@ def compare(graph: str = typer.Argument("default", help="graph file or built-in 
             methods: str = typer.Option("default", help="comma-separated method names, or 'default' / 'all'"),
             budget: Optional[int] = typer.Option(None, help="placements per search method (1 or more)",
                                                  callback=at_least(1, 1000)),
-            seed: int = SeedOpt, sim: str = SimOpt, as_json: bool = JsonOpt):
+            seed: int = SeedOpt, sim: str = SimOpt, as_json: bool = JsonOpt, objective: str = ObjectiveOpt):
     """The main job: place a graph with the best available methods and print it beside the baselines."""
     from rich.progress import Progress
 
@@ -263,7 +269,7 @@ def compare(graph: str = typer.Argument("default", help="graph file or built-in 
     with Progress(console=err_console, transient=True, disable=not err_console.is_terminal) as prog:
         task = prog.add_task("compiling the simulator", total=None)
         warmup_s = _warm_up_simulator(P, sim_params(sim))
-        data = compare_methods(P, names, budget, seed, sim_params(sim),
+        data = compare_methods(P, names, budget, seed, sim_params(sim), objective=objective,
                                on_start=lambda m, k, n: prog.update(task, description=f"{m} ({k}/{n})", total=n, completed=k - 1))
     data["warmup_s"] = warmup_s  # numba compile time, kept out of every method's seconds
     data["single_gpu_oom"] = any(r["method"] == "single-gpu" and r.get("oom") for r in data["rows"])
@@ -320,5 +326,4 @@ def main(args: Optional[list[str]] = None) -> None:
     """The ``placer`` entry point: every failure ends as one stderr line and a status (see cli/guard.py)."""
     from placer.cli.guard import run_guarded
 
-    _load_plugins()
-    sys.exit(run_guarded(app, args))
+    sys.exit(run_guarded(app, args, setup=_load_plugins))
