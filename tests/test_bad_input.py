@@ -397,3 +397,38 @@ def test_atomic_write_keeps_an_existing_files_mode(tmp_path):
     p.chmod(0o600)
     write_text_atomic(p, "[]\n")
     assert p.read_text() == "[]\n" and stat.S_IMODE(p.stat().st_mode) == 0o600
+
+
+def test_second_ctrl_c_stops_even_when_the_first_was_swallowed(tmp_path):
+    """A library that catches the first interrupt (OR-Tools stops its search on SIGINT and carries
+    on) must not trap the user: the second Ctrl-C ends the process at once, with status 130."""
+    ready = tmp_path / "ready"
+    script = (
+        "import sys, time, typer\n"
+        "from pathlib import Path\n"
+        "from placer.cli.guard import run_guarded\n"
+        "app = typer.Typer()\n"
+        "@app.command()\n"
+        "def stubborn(ready: str):\n"
+        "    try:\n"
+        "        Path(ready).write_text('1')\n"
+        "        while True: time.sleep(0.05)\n"
+        "    except BaseException:\n"
+        "        Path(ready).write_text('2')\n"
+        "    while True: time.sleep(0.05)\n"
+        "sys.exit(run_guarded(app, [str(sys.argv[1])]))\n"
+    )
+    p = subprocess.Popen([sys.executable, "-c", script, str(ready)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        for want in ("1", "2"):
+            while p.poll() is None and (not ready.exists() or ready.read_text() != want):
+                time.sleep(0.05)
+            assert p.poll() is None, p.communicate()
+            p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130
+    assert err.splitlines() == ["error: interrupted twice; stopped"]

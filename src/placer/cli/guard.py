@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from typing import Any
+from typing import Any, Callable
 
 import typer
 
@@ -102,12 +102,14 @@ class _SigintGuard:
         return False
 
 
-def run_guarded(app: Any, args: list[str] | None = None) -> int:
-    """Run ``app`` on ``args`` (default: sys.argv[1:]); return the exit status, having printed at most
-    one error line."""
+def run_guarded(app: Any, args: list[str] | None = None, setup: Callable[[], None] | None = None) -> int:
+    """Run ``setup`` (registering sub-commands) and then ``app`` on ``args`` (default: sys.argv[1:]);
+    return the exit status, having printed at most one error line."""
     guard = _SigintGuard()
     try:
         with guard:
+            if setup is not None:
+                setup()
             rv = app(args=args, prog_name="placer", standalone_mode=False)
         return rv if isinstance(rv, int) else 0
     except InputError as e:
