@@ -74,11 +74,16 @@ def rebuild(graph, where: str = "graph"):
     from placer.frontends.torch import trace_training_step
 
     module, inputs, loss_fn = build(recipe, "cpu")
+    # the real weights, kept before tracing: functional_call over tied weights can leave the traced
+    # (fake) tensors in the module afterwards
+    real = ([p.detach().clone() for _, p in module.named_parameters()],
+            [b.detach().clone() for _, b in module.named_buffers()])
     cap = trace_training_step(module, inputs, loss_fn=loss_fn, optimizer=recipe.get("optimizer", "sgd-momentum"),
                               name=graph.name, cost_keys=())
     if list(cap.graph.op_names) != list(graph.op_names):
         raise InputError(where, f"graph '{graph.name}'", f"rebuilt with {cap.graph.n_ops} ops, the file has {graph.n_ops} "
                          "(or their names differ)", "capture the model again with this torch / model code")
+    cap.info["real_state"] = real
     return cap, module, inputs
 
 
@@ -86,8 +91,11 @@ def initial_state(cap, module, inputs):
     """Real parameters, buffers, zero optimizer state and the inputs, flat in the program's order."""
     import torch
 
-    params = [p.detach().clone() for _, p in module.named_parameters()]
-    buffers = [b.detach().clone() for _, b in module.named_buffers()]
+    if "real_state" in cap.info:
+        params, buffers = [p.clone() for p in cap.info["real_state"][0]], [b.clone() for b in cap.info["real_state"][1]]
+    else:
+        params = [p.detach().clone() for _, p in module.named_parameters()]
+        buffers = [b.detach().clone() for _, b in module.named_buffers()]
     state = [[torch.zeros_like(p) for _ in range(cap.info["slots"])] for p in params]
     xs = [x for x in inputs if isinstance(x, torch.Tensor)]
     return params, buffers, state, xs
