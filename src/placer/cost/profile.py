@@ -175,10 +175,28 @@ def profile_capture(capture, device: str = "cpu", warmup: int = 2, repeats: int 
                      len(seen), failed, time.perf_counter() - t0, clock)
 
 
-def with_measured_costs(graph, profile: OpProfile, key: str = "cpu"):
+# Per-op overhead of executing a captured step op by op (:mod:`placer.runtime`) that timing each op
+# alone misses: the Python dispatch of every fx node (views included), argument handling, freeing,
+# the allocator. Fitted by ``benchmarks/fidelity.py --calibrate`` (least squares of measured minus
+# summed per-op medians over the zoo's single-device runs, per ``op``); see docs in that script.
+OP_OVERHEAD_US: dict[str, float] = {"cpu": 9.0, "cuda": 14.0}
+
+
+def op_overhead_us(device: str) -> float:
+    """The calibrated per-op overhead for a device (``cpu``, ``cuda:k``)."""
+    return OP_OVERHEAD_US["cuda" if str(device).startswith("cuda") else "cpu"]
+
+
+def with_measured_costs(graph, profile: OpProfile, key: str = "cpu", overhead_us: float | str = 0.0):
     """A copy of ``graph`` whose ``compute_us[key]`` is the measured median per op (ops that could
     not be measured keep the graph's roofline estimate for that key), with the profile's spread
-    and settings in ``meta['profiles'][key]``."""
+    and settings in ``meta['profiles'][key]``.
+
+    ``overhead_us`` (a number, or ``"calibrated"`` for :data:`OP_OVERHEAD_US` of the profile's device)
+    is the per-op cost of running the step op by op that the isolated timings miss. On a CPU it adds
+    to every executed op (the host runs the op and its overhead in turn); on a GPU the host issues
+    kernels asynchronously, so an op costs ``max(kernel, overhead)``: the GPU waits for the host only
+    when kernels are shorter than their issue."""
     from placer.cost.roofline import roofline_costs
 
     med = profile.median_us.copy()
@@ -186,11 +204,20 @@ def with_measured_costs(graph, profile: OpProfile, key: str = "cpu"):
     if bad.any():
         est = graph.compute_us[key] if key in graph.compute_us else roofline_costs(graph, key)
         med[bad] = est[bad]
+    if overhead_us == "calibrated":
+        overhead_us = op_overhead_us(profile.device)
+    overhead_us = float(overhead_us)
+    if overhead_us:
+        ran = np.asarray([t not in ("parameter", "buffer", "input", "constant") for t in graph.op_types])
+        if str(profile.device).startswith("cuda"):
+            med[ran] = np.maximum(med[ran], overhead_us)
+        else:
+            med[ran] = med[ran] + overhead_us
     costs = dict(graph.compute_us)
     costs[key] = np.round(med, 3)
     meta = dict(graph.meta)
     profiles = dict(meta.get("profiles") or {})
-    profiles[key] = {**profile.summary(), "std_us": [round(float(x), 3) if np.isfinite(x) else None
+    profiles[key] = {**profile.summary(), "overhead_us": overhead_us, "std_us": [round(float(x), 3) if np.isfinite(x) else None
                                                      for x in profile.std_us],
                      "estimated_ops": int(bad.sum())}
     meta["profiles"] = profiles
