@@ -30,8 +30,8 @@ SHARED = Path(os.environ.get("PLACER_SHARED_GRAPHS", REPO.parent / "shared" / "g
 PIPEDREAM = ["gnmt", "vgg16", "resnet18", "resnet50", "inception_v3", "nasnetamobile"]
 DNN = ["throughput-inputs/LayerGraphs/gnmt_training.json", "throughput-inputs/LayerGraphs/inceptionv3_training.json",
        "throughput-inputs/OperatorGraphs/bert_l-3_training.json", "throughput-inputs/OperatorGraphs/resnet50_training.json"]
-METHOD_ORDER = ["single-gpu", "expert", "metis", "scotch", "mincut", "heft", "heft:bus", "m-topo", "m-etf",
-                "m-etf:bus", "m-sct", "m-sct:bus", "local-search", "anneal", "cp-sat"]  # NAME:bus = comm="bus"
+METHOD_ORDER = ["single-gpu", "expert", "metis", "scotch", "mincut", "heft", "heft:free", "m-topo", "m-etf",
+                "m-etf:free", "m-sct", "m-sct:free", "local-search", "anneal", "cp-sat"]  # NAME:free = comm="free"
 
 
 def graphs(args):

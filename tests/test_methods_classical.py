@@ -105,7 +105,7 @@ def test_local_search_improves_on_its_seeds_and_is_reproducible():
     from placer.methods.base import Evaluator
 
     ev = Evaluator(pr)
-    seeds = seed_placements(pr, ev)
+    seeds = seed_placements(pr, ev, max_placements=int(0.25 * 150))
     best_seed = min(simulate(pr, p).objective for p in seeds.values())
     assert a.sim.objective <= best_seed
     curve = [y for _, y in a.curve]
@@ -118,3 +118,72 @@ def test_local_search_from_a_given_start():
     r = run_method("anneal", pr, Budget(placements=80), 0, start=start)
     assert r.sim.objective <= simulate(pr, start).objective
     assert any("started from given" in n for n in r.notes)
+
+
+@pytest.mark.parametrize("name", ["local-search", "anneal"])
+def test_search_stops_on_placements_not_the_clock(name, monkeypatch):
+    """Two runs with the same seed and no --seconds take the same steps, however slow the machine:
+    the second run sees a clock that jumps 1000 s at every reading."""
+    import placer.placement
+
+    pr = Problem(layered_training_graph(40, seed=8), preset("k80x2"))
+    a = run_method(name, pr, Budget(), 5, placements=60)  # the config's default budget, in placements
+    t = [0.0]
+
+    def slow():
+        t[0] += 1000.0
+        return t[0]
+
+    monkeypatch.setattr(placer.placement.time, "perf_counter", slow)
+    b = run_method(name, pr, Budget(), 5, placements=60)
+    assert a.placement == b.placement and a.sim.objective == b.sim.objective
+    assert a.cost.placements == b.cost.placements == 60
+
+
+def test_seeding_is_capped_in_placements_and_by_size(monkeypatch):
+    """Seeds are paid in placements (at most seed_share of the budget) and the n^2 heuristics are
+    skipped by a size rule on big graphs, never by a clock."""
+    from placer.methods import list_scheduling as ls
+
+    def forbidden(*a, **k):
+        raise AssertionError("an n^2 seeding heuristic ran on a graph above seed_max_ops")
+
+    for fn in ("heft_schedule", "etf_schedule", "sct_schedule"):
+        monkeypatch.setattr(ls, fn, forbidden)
+    pr = Problem(layered_training_graph(100, seed=9), preset("k80x4"))
+    r = run_method("local-search", pr, Budget(placements=20), 0, seed_max_ops=50)
+    assert r.cost.placements == 20
+    assert any("seed_max_ops=50" in n for n in r.notes), r.notes
+    seeded = next(n for n in r.notes if n.startswith("started from"))
+    assert int(seeded.split(" among ")[1].split()[0]) <= 5  # 25 % of 20 placements
+
+
+def test_scotch_same_seed_same_mapping():
+    """Scotch is seeded through a single-threaded deterministic context: the same seed gives the
+    same mapping whatever ran before, in this process or another one under load."""
+    if not available("scotch"):
+        pytest.skip(METHODS["scotch"].available())
+    import subprocess
+    import sys
+
+    from placer.methods.partitioning import scotch_placement
+
+    pr = Problem(layered_training_graph(300, seed=1), preset("k80x4"))
+    devs = list(range(pr.n_devices))
+    a = scotch_placement(pr, devs, seed=3)
+    scotch_placement(pr, devs, seed=4)
+    assert np.array_equal(a, scotch_placement(pr, devs, seed=3))
+    code = ("import numpy as np; from placer.methods.partitioning import scotch_placement as s; "
+            "from placer.problem import Problem; from placer.cluster import preset; "
+            "from placer.zoo.synthetic import layered_training_graph as l; "
+            "pr = Problem(l(300, seed=1), preset('k80x4')); "
+            "print(''.join(map(str, s(pr, list(range(pr.n_devices)), seed=3))))")
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        outs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+                for _ in range(2)]
+    finally:
+        for p in burners:
+            p.kill()
+            p.wait()
+    assert outs[0] == outs[1] == "".join(map(str, a))

@@ -107,10 +107,10 @@ def test_grouping_and_grouped_problem():
     res = run_method("cp-sat", gp, Budget(seconds=20), 0)
     assert res.cost.extra["grouped"] is False
     assert res.cost.extra["lower_bound_us"] <= res.step_time_us + 1e-6
-    big = run_method("cp-sat", pr, Budget(seconds=0.2), 0, max_groups=16, deterministic=True)
+    big = run_method("cp-sat", pr, Budget(), 0, max_groups=16, deterministic_s=0.2)
     assert big.cost.extra["grouped"] and big.cost.extra["tasks"] <= 16
     pr.validate_placement(big.placement.devices)
-    again = run_method("cp-sat", pr, Budget(seconds=0.2), 0, max_groups=16, deterministic=True)
+    again = run_method("cp-sat", pr, Budget(), 0, max_groups=16, deterministic_s=0.2)
     assert again.placement == big.placement
 
 
@@ -121,3 +121,70 @@ def test_solve_respects_colocation():
     pr = Problem(g, cluster(2))
     out = solve(pr, SimParams(), np.arange(4), 10)
     assert out["placement"][0] == out["placement"][3]
+
+
+def _recording_solve(monkeypatch, replace=None):
+    """Record every solve's (time limit, deterministic) and optionally replace its answer."""
+    from placer.methods import exact
+
+    calls, real = [], exact.solve
+
+    def solve(problem, sim_params, group_of, time_limit_s, *a, **k):
+        calls.append((float(time_limit_s), bool(k.get("deterministic"))))
+        out = real(problem, sim_params, group_of, time_limit_s, *a, **k)
+        return replace(problem, out) if replace else out
+
+    monkeypatch.setattr(exact, "solve", solve)
+    return calls
+
+
+def test_cp_sat_honours_seconds(monkeypatch):
+    """Every solve's wall-clock limit together stays within --seconds (memory-cut rounds included),
+    and without --seconds every solve is limited in CP-SAT's deterministic time."""
+    from placer.cluster import preset
+    from placer.zoo.synthetic import layered_training_graph
+
+    pr = Problem(layered_training_graph(60, seed=2), preset("k80x2"))
+    calls = _recording_solve(monkeypatch)
+    run_method("cp-sat", pr, Budget(seconds=2.0), 0, max_groups=12)
+    assert calls and sum(t for t, _ in calls) <= 2.0 and not any(d for _, d in calls)
+    calls.clear()
+    run_method("cp-sat", pr, Budget(), 0, max_groups=12, deterministic_s=0.3)
+    assert calls and all(d and t == 0.3 for t, d in calls)
+
+
+def test_cp_sat_never_worse_than_its_warm_start(monkeypatch):
+    """A model answer that simulates far worse than the warm start (every op on the CPU) is not
+    returned: the warm start went through the evaluator."""
+    from placer.cluster import preset
+    from placer.zoo.synthetic import layered_training_graph
+
+    pr = Problem(layered_training_graph(8, seed=3), preset("k80x2"))
+    cpu = pr.cluster.cpus()[0]
+
+    def worst(problem, out):
+        bad = np.full(problem.n_ops, cpu, dtype=np.int64)
+        return {**out, "placement": bad, "solutions": [bad]}
+
+    _recording_solve(monkeypatch, worst)
+    res = run_method("cp-sat", pr, Budget(), 0, max_groups=40, deterministic_s=0.2)
+    on_cpu = simulate(pr, np.full(pr.n_ops, cpu)).objective
+    gpu0 = simulate(pr, np.zeros(pr.n_ops, dtype=np.int64)).objective
+    assert res.sim.objective <= gpu0 < on_cpu
+
+
+def test_cp_sat_without_a_solution_returns_the_warm_start(monkeypatch):
+    """A solver that finds nothing in its limit (a loaded machine) yields the best warm start, not an error."""
+    from placer.cluster import preset
+    from placer.zoo.synthetic import layered_training_graph
+
+    pr = Problem(layered_training_graph(20, seed=4), preset("k80x2"))
+
+    def nothing(problem, out):
+        return {**out, "status": "UNKNOWN", "placement": None, "solutions": [], "values_us": [],
+                "model_makespan_us": None}
+
+    _recording_solve(monkeypatch, nothing)
+    res = run_method("cp-sat", pr, Budget(), 0, deterministic_s=0.2)
+    pr.validate_placement(res.placement.devices)
+    assert any("found no solution" in n for n in res.notes), res.notes

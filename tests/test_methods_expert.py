@@ -97,3 +97,24 @@ def test_pipedream_gnmt_lstm_types(shared_graphs):
     devs = r.placement.devices[lstm]
     assert devs[0] == 0 and devs[-1] == 3 and np.all(np.diff(devs) >= 0)  # layers spread in order
     assert not r.sim.oom
+
+
+def test_methods_read_no_file_format(shared_graphs):
+    """The published split comes with the graph (the importer attaches it to ``meta``); no module
+    under placer.methods imports a frontend."""
+    import ast
+    from pathlib import Path
+
+    import placer.methods as pm
+    from placer.frontends import load_any_graph
+
+    for f in Path(pm.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(f.read_text())):
+            mods = [node.module or ""] if isinstance(node, ast.ImportFrom) else (
+                [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            assert not any(m.startswith("placer.frontends") for m in mods), f.name
+    path = shared_graphs / "dnn-partitioning" / "throughput-inputs" / "LayerGraphs" / "gnmt_training.json"
+    g = load_any_graph(path)
+    split = g.meta["expert_split"]
+    assert split["file"] == "gnmt_training_expert.json"
+    assert sorted(i for grp in split["accelerators"] + split["cpus"] for i in grp) == list(range(g.n_ops))

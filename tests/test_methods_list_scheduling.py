@@ -147,3 +147,45 @@ def test_deterministic(name):
     a = run_method(name, pr, Budget(), 0).placement
     b = run_method(name, pr, Budget(), 1).placement
     assert a == b
+
+
+def fork_join_problem():
+    # s -> a0..a7 -> t on two devices; 5 us compute per branch, 200-byte tensors at 10 B/us (20 us):
+    # the branches' results queue on their device's outgoing bus in the simulator
+    names = ["s"] + [f"a{i}" for i in range(8)] + ["t"]
+    edges = [("s", f"a{i}", 200.0) for i in range(8)] + [(f"a{i}", "t", 200.0) for i in range(8)]
+    g = OpGraph.build(names, edges, compute_us={"gpu": [1.0] + [5.0] * 8 + [1.0]})
+    return Problem(g, cluster(["x", "x"], bw=10.0))
+
+
+@pytest.mark.parametrize("fn", [heft_schedule, etf_schedule, sct_schedule])
+def test_schedule_under_the_simulators_communication(fn):
+    """With comm="sim" a tensor waits for its device's outgoing bus, as in the simulator, so the
+    schedule's step time is the simulated one; the papers' contention-free model underestimates it."""
+    pr = fork_join_problem()
+    s = fn(pr, comm="sim")
+    r = simulate(pr, s.placement)
+    assert len(set(s.placement.tolist())) == 2  # the branches are split, so transfers matter
+    assert s.makespan_us == pytest.approx(r.makespan_us)
+    free = fn(pr, comm="free")
+    assert free.makespan_us < simulate(pr, free.placement).makespan_us
+
+
+def test_registered_list_schedulers_default_to_the_simulators_model():
+    pr = fork_join_problem()
+    for name in ("heft", "m-etf", "m-sct"):
+        r = run_method(name, pr, Budget(), 0)
+        assert r.params["comm"] == "sim"
+        assert r.cost.extra["model_makespan_us"] == pytest.approx(r.sim.makespan_us), name
+
+
+def test_pipedream_resnet50_fits_memory(shared_graphs):
+    """ResNet-50 (PipeDream profile) on two K80s: the memory-aware list schedulers return a
+    placement the simulator finds within memory (they overflowed under the contention-free model)."""
+    from placer.cluster import preset
+    from placer.resolve import resolve_graph
+
+    pr = Problem(resolve_graph(str(shared_graphs / "pipedream" / "resnet50.txt")), preset("k80x2"))
+    for name in ("heft", "m-etf", "m-sct"):
+        r = run_method(name, pr, Budget(), 0)
+        assert not r.sim.oom, (name, r.notes)

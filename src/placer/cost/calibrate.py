@@ -9,14 +9,14 @@ raw roofline is ``r_i = max(FLOPs_i / P, bytes_i / B)``. The fit is:
   ``eff = sum_i r_i / sum_i (t_i - launch)`` over those ops, the ratio of sums, so that their total
   predicted time equals their total measured time (large ops dominate, as they dominate a step).
 
-``python -m placer.cost.calibrate --write`` profiles reduced configurations of zoo models on this
-CPU (one torch thread) and writes the result to :mod:`placer.cost.calibrated`, with the models,
-op counts and the date in its ``source``.
+:func:`calibrate_host` profiles given captures on this CPU (one torch thread) and fits the
+``host`` factors; :func:`write_calibration` writes them to :mod:`placer.cost.calibrated`. Which
+models are profiled is not this layer's business (the cost model knows no zoo):
+``python benchmarks/calibrate_host.py --write`` profiles reduced zoo models with them.
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import pprint
 from pathlib import Path
@@ -25,16 +25,6 @@ import numpy as np
 
 from placer.cost.roofline import roofline_parts
 from placer.cost.specs import DeviceSpec
-
-# reduced zoo configurations used for the CPU fit (small enough to profile in about a minute)
-CALIBRATION_SET = [
-    ("resnet50", dict(batch=8, image=64, blocks=(1, 1, 1, 1), base_width=32, classes=100)),
-    ("inception_v3", dict(batch=2, image=107, classes=100)),
-    ("nasnet_mobile", dict(batch=4, image=64, num_cells=3, filters=16, classes=100)),
-    ("nmt2", dict(batch=32, length=8, hidden=256, vocab=4000)),
-    ("bert_base", dict(batch=4, seq=64, layers=2, vocab=4000)),
-]
-
 
 def fit_efficiency(samples, spec: DeviceSpec, min_ops: int = 5) -> dict:
     """``samples``: list of (graph, measured_us array). Returns {launch_us, efficiency, ops} with an
@@ -67,49 +57,32 @@ def predict_us(graph, spec: DeviceSpec, fit: dict) -> np.ndarray:
     return t
 
 
-def calibrate_host(repeats: int = 5, threads: int = 1, clock: str = "thread") -> dict:
-    """Profile :data:`CALIBRATION_SET` on this CPU and fit the ``host`` factors. The thread-CPU-time
-    clock keeps other processes' time slices out of the fit on a shared machine."""
+def calibrate_host(captures, repeats: int = 5, threads: int = 1, clock: str = "thread") -> dict:
+    """Profile ``captures`` (a list of (label, :class:`placer.frontends.torch.Capture`)) on this CPU
+    and fit the ``host`` factors. The thread-CPU-time clock keeps other processes' time slices out
+    of the fit on a shared machine."""
     from placer.cost.profile import profile_capture
     from placer.cost.specs import device_spec
-    from placer.zoo.models import zoo_capture
 
     samples, names = [], []
-    for name, cfg in CALIBRATION_SET:
-        cap = zoo_capture(name, **cfg)
+    for label, cap in captures:
         prof = profile_capture(cap, "cpu", warmup=2, repeats=repeats, threads=threads, clock=clock)
         samples.append((cap.graph, prof.median_us))
-        names.append(f"{name}({cap.graph.n_ops} ops)")
+        names.append(f"{label}({cap.graph.n_ops} ops)")
     fit = fit_efficiency(samples, device_spec("host"))
     fit["check_sum_predicted_over_measured"] = {
         nm.split("(")[0]: round(float(predict_us(g, device_spec("host"), fit).sum() / np.nansum(t)), 3)
         for nm, (g, t) in zip(names, samples)}
     fit["source"] = (f"fitted {datetime.date.today()} on this machine's CPU ({threads} torch thread, {clock} clock) "
-                     f"from per-op profiles "
-                     f"of reduced zoo models: {', '.join(names)}")
+                     f"from per-op profiles of: {', '.join(names)}")
     return fit
 
 
 def write_calibration(cal: dict, path: Path | None = None) -> Path:
     path = path or Path(__file__).with_name("calibrated.py")
-    text = ('"""Fitted roofline factors (written by ``python -m placer.cost.calibrate --write``; do not edit by hand).\n\n'
+    text = ('"""Fitted roofline factors (written by ``python benchmarks/calibrate_host.py --write``; do not edit by hand).\n\n'
             "CALIBRATION maps a device spec model to the launch overhead and per-op-class efficiencies fitted\n"
             'to measured per-op profiles on that device."""\n\n'
             f"CALIBRATION: dict = {pprint.pformat(cal, width=110, sort_dicts=True)}\n")
     path.write_text(text)
     return path
-
-
-def main(argv=None) -> None:  # pragma: no cover - a maintenance command
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--write", action="store_true", help="write placer/cost/calibrated.py")
-    ap.add_argument("--repeats", type=int, default=5)
-    a = ap.parse_args(argv)
-    fit = calibrate_host(a.repeats)
-    pprint.pprint(fit)
-    if a.write:
-        print("wrote", write_calibration({"host": fit}))
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

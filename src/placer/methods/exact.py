@@ -21,10 +21,10 @@ never overestimates a time the simulator computes):
   activations and received copies: when every solution found overflows there, the classes live at
   the overflowing device's peak are forbidden from sharing it (one cut per device and round) and the
   model is solved again, up to ``memory_rounds`` times; the first solve's bound is the one reported.
-* limits: ``time_limit_s`` of wall-clock for the first solve and ``time_limit_s / memory_rounds`` for
-  each memory-cut round. A run stopped by the wall clock may differ from one run to the next; with
-  ``deterministic=True`` the limit is CP-SAT's deterministic time instead (same seed, same answer,
-  but many times the wall-clock seconds on a loaded machine). A proven optimum does not vary.
+* limits (see :func:`cp_sat`): with ``--seconds`` each solve gets a share of what is left of them
+  (wall-clock; a run stopped by the clock may differ from one run to the next); without, CP-SAT's
+  deterministic time ``deterministic_s`` per solve (same seed, same answer under any load). A proven
+  optimum does not vary.
 * objective: the makespan as the simulator defines it, the time of the last event: an op's end plus
   its gap, or a tensor's arrival plus the bus gap.
 
@@ -39,13 +39,14 @@ task's bus time is the sum of its remote transfers (a group sends each of its op
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 import numpy as np
 
-from placer.methods.base import Budget, Evaluator, register
-from placer.methods.support import link_arrays, make_units, op_gap_us, relieve_oom
-
-DEFAULT_SECONDS = 30.0
-
+from placer.methods.base import Budget, Evaluator, MethodConfig, register
+from placer.grouping import components
+from placer.methods.support import link_arrays, op_gap_us, relieve_oom
 
 def ortools_available() -> str | None:
     try:
@@ -93,21 +94,9 @@ class _Tasks:
         self.esrc, self.edst = uk // K, uk % K
         self.ebytes = np.bincount(inv, weights=g.edge_bytes[keep], minlength=len(uk))
         # placement classes: tasks linked by a colocation group share one device
-        parent = list(range(K))
-
-        def find(x):
-            while parent[x] != x:
-                parent[x] = parent[parent[x]]
-                x = parent[x]
-            return x
-
-        units = make_units(problem)
-        for m in units.members:
-            ts = np.unique(group_of[m])
-            for t in ts[1:]:
-                parent[find(int(t))] = find(int(ts[0]))
-        roots = [find(k) for k in range(K)]
-        _, self.cls = np.unique(roots, return_inverse=True)
+        pairs = [np.stack(np.broadcast_arrays(group_of[m[0]], group_of[m[1:]]), axis=1)
+                 for m in g.colocation_groups()]
+        self.cls = components(K, np.concatenate(pairs) if pairs else np.zeros((0, 2), np.int64))
         self.C = int(self.cls.max()) + 1
         ok = np.ones((self.C, self.D), dtype=bool)
         np.logical_and.at(ok, self.cls, np.isfinite(cost))
@@ -284,6 +273,8 @@ def solve(problem, sim_params, group_of: np.ndarray, time_limit_s: float, seed: 
         solver.parameters.max_time_in_seconds = float(time_limit_s)
     solver.parameters.random_seed = int(seed) % (2**31)
     solver.parameters.num_workers = int(workers)
+    if deterministic and workers > 1:  # parallel workers in a fixed interleaving: reproducible
+        solver.parameters.interleave_search = True
     found, values = [], []
 
     class _Cb(cp_model.CpSolverSolutionCallback):
@@ -312,44 +303,94 @@ def class_hint(problem, group_of: np.ndarray, placement: np.ndarray, sim_params)
     return acc.argmax(axis=1)
 
 
-@register("cp-sat", "CP-SAT optimum of placement + scheduling with communication and memory "
-          "(<= max_groups tasks; larger graphs coarsened first)", "exact",
-          "OR-Tools CP-SAT (Perron and Didier); the joint model of Tarnawski et al. 2020", available=ortools_available)
-def cp_sat(problem, budget: Budget, seed: int, ev: Evaluator, max_groups: int = 40, time_limit_s: float | None = None,
-           workers: int = 1, hint: bool = True, solutions: int = 8, memory_rounds: int = 6,
-           grouping: str = "contiguous", deterministic: bool = False, **_):
-    from placer.methods import list_scheduling as ls
+@dataclass(frozen=True)
+class CpSatConfig(MethodConfig):
+    """The CP-SAT model of this module and how long it may search."""
 
-    limit = time_limit_s if time_limit_s is not None else (budget.seconds or DEFAULT_SECONDS)
+    max_groups: int = 40  # tasks of the model: larger graphs are coarsened into this many groups first
+    deterministic_s: float = 10.0  # CP-SAT deterministic time per solve when Budget.seconds is not given
+    workers: int = 1  # CP-SAT search workers (more than one: interleaved, so still reproducible without --seconds)
+    hint: bool = True  # give the best warm start (HEFT, m-ETF, METIS, single GPU) to the solver as a hint
+    solutions: int = 8  # the last improving solutions of each solve simulated (the best simulated is kept)
+    memory_rounds: int = 6  # re-solves with memory cuts when the model's best overflows in the simulator
+    grouping: Literal["contiguous", "metis"] = "contiguous"  # how a graph larger than max_groups is coarsened
+
+    @classmethod
+    def method_name(cls):
+        return "cp-sat"
+
+    def checks(self):
+        return [(self.max_groups >= 1, "max_groups", ">= 1"), (self.deterministic_s > 0, "deterministic_s", "> 0"),
+                (self.workers >= 1, "workers", ">= 1"), (self.solutions >= 1, "solutions", ">= 1"),
+                (self.memory_rounds >= 0, "memory_rounds", ">= 0")]
+
+
+def _warm_starts(problem, ev: Evaluator, seed: int) -> list[np.ndarray]:
+    """The placements CP-SAT starts from: HEFT and m-ETF (simulator's communication), METIS, and
+    every op on the first GPU when it can run them all."""
+    from placer.methods import list_scheduling as ls
+    from placer.methods.partitioning import metis_placement
+    from placer.methods.support import gpu_devices
+
+    gpus = gpu_devices(problem)
+    starts = [ls.heft_schedule(problem, ev.sim_params, gpus, comm="sim").placement,
+              ls.etf_schedule(problem, ev.sim_params, gpus, comm="sim").placement, metis_placement(problem, gpus, seed)]
+    starts += [np.full(problem.n_ops, d, dtype=np.int64) for d in gpus[:1]
+               if np.isfinite(problem.compute_us[:, d]).all()]
+    out = []
+    for p in starts:
+        if not any(np.array_equal(p, q) for q in out):
+            out.append(p)
+    return out
+
+
+@register("cp-sat", "CP-SAT optimum of placement + scheduling with communication and memory "
+          "(<= max_groups tasks; larger graphs coarsened first)", "exact", CpSatConfig,
+          paper="OR-Tools CP-SAT (Perron and Didier); the joint model of Tarnawski et al. 2020", available=ortools_available)
+def cp_sat(problem, budget: Budget, seed: int, ev: Evaluator, cfg: CpSatConfig):
+    """Limits: with ``Budget.seconds`` every solve gets what is left of it (the first solve at most
+    60 %, each memory-cut round half of what is then left), so the run ends within the asked
+    seconds plus the simulation of the solutions found; without it every solve gets
+    ``deterministic_s`` of CP-SAT's deterministic time and interleaved workers, so the same seed
+    gives the same placement under any machine load. The warm starts are simulated through the
+    evaluator first, so the result is never worse than the best of them, and when the solver finds
+    no solution in its limit the best warm start is returned (with a note) instead of an error."""
+    max_groups, grouping = cfg.max_groups, cfg.grouping
+    wall = ev.seconds is not None  # an opt-in wall-clock limit: not reproducible
+
+    def limit(share: float) -> float:
+        if wall:
+            return max(0.05, share * (ev.seconds - ev.clock()))
+        return cfg.deterministic_s
+
     if grouping == "contiguous" or problem.n_ops <= max_groups:
         group_of = contiguous_groups(problem, max_groups)
-    elif grouping == "metis":  # placer.grouping's METIS coarsening (acyclic group graph)
+    else:  # placer.grouping's METIS coarsening (acyclic group graph)
         from placer.grouping import metis_groups
         group_of = np.asarray(metis_groups(problem, max_groups, seed=seed).op_group, dtype=np.int64)
-    else:
-        raise ValueError(f"grouping must be 'contiguous' or 'metis', not {grouping!r}")
     grouped = int(group_of.max()) + 1 < problem.n_ops
-    h = None
-    if hint:
-        from placer.methods.partitioning import metis_placement
-        from placer.methods.support import gpu_devices
-        gpus = gpu_devices(problem)
-        starts = [ls.heft_schedule(problem, ev.sim_params, gpus).placement,
-                  ls.etf_schedule(problem, ev.sim_params, gpus).placement, metis_placement(problem, gpus, seed)]
-        starts += [np.full(problem.n_ops, d, dtype=np.int64) for d in gpus[:1]
-                   if np.isfinite(problem.compute_us[:, d]).all()]
-        sims = [ev.simulate(p) for p in starts]
-        best = starts[min(range(len(starts)), key=lambda k: (sims[k].oom, sims[k].objective))]
-        h = class_hint(problem, group_of, best, ev.sim_params)
-        k0 = min(range(len(starts)), key=lambda k: (sims[k].oom, sims[k].objective))
-        start_key, start_p = (bool(sims[k0].oom), float(sims[k0].objective)), starts[k0]
-    out = solve(problem, ev.sim_params, group_of, limit, seed, h, workers, deterministic=deterministic)
-    if out["placement"] is None:
-        raise RuntimeError(f"CP-SAT found no solution in {limit:.0f} s (status {out['status']})")
     notes = []
+    # the warm starts, simulated through the evaluator: the result is never worse than they are
+    best = None
+    for p in _warm_starts(problem, ev, seed):
+        if ev.out_of_budget():
+            break
+        r = ev.simulate(p)
+        if best is None or (r.oom, r.objective) < best[0]:
+            best = ((bool(r.oom), float(r.objective)), p)
+    h = class_hint(problem, group_of, best[1], ev.sim_params) if cfg.hint and best is not None else None
+    out = solve(problem, ev.sim_params, group_of, limit(0.6), seed, h, cfg.workers, deterministic=not wall)
+    if out["placement"] is None:
+        if best is None:
+            raise RuntimeError(f"CP-SAT found no solution (status {out['status']}) and no warm start was evaluated")
+        notes.append(f"CP-SAT found no solution in its limit (status {out['status']}): the best warm start "
+                     "is returned")
+        return _cp_result(problem, ev, best[1], out, notes, grouped, grouping)
 
     def judge(sols, best, oom_seen):
-        for p in sols[-solutions:]:  # the last improving solutions, judged by the simulator
+        for p in sols[-cfg.solutions:]:  # the last improving solutions, judged by the simulator
+            if ev.out_of_budget():
+                break
             r = ev.simulate(p)
             if r.oom:
                 oom_seen.append((p, r))
@@ -358,11 +399,11 @@ def cp_sat(problem, budget: Budget, seed: int, ev: Evaluator, max_groups: int = 
         return best
 
     overflowed: list = []
-    best = judge(out["solutions"], None, overflowed)
+    best = judge(out["solutions"], best, overflowed)
 
     simulate_oom = bool(overflowed) and overflowed[-1][0] is out["solutions"][-1]
     cuts, rounds, T = [], 0, _Tasks(problem, group_of, ev.sim_params)
-    while simulate_oom and rounds < memory_rounds:
+    while simulate_oom and rounds < cfg.memory_rounds and not ev.out_of_budget():
         # the model's best overflows in the simulator (activations, received copies): forbid the
         # classes live at each overflowing device's peak from sharing it again, and solve again
         # (logic-based Benders cuts; the first solve's bound stays the valid one)
@@ -374,37 +415,38 @@ def cp_sat(problem, budget: Budget, seed: int, ev: Evaluator, max_groups: int = 
                 cuts.append((classes, same))
         rounds += 1
         overflowed = []
-        again = solve(problem, ev.sim_params, group_of, max(1.0, limit / memory_rounds), seed,
-                      class_hint(problem, group_of, best[1], ev.sim_params), workers, cuts=cuts,
-                      deterministic=deterministic)
+        again = solve(problem, ev.sim_params, group_of, limit(0.5), seed,
+                      class_hint(problem, group_of, best[1], ev.sim_params), cfg.workers, cuts=cuts,
+                      deterministic=not wall)
         if not again["solutions"]:
             break
         best = judge(again["solutions"], best, overflowed)
         simulate_oom = bool(overflowed) and overflowed[-1][0] is again["solutions"][-1]
-    if hint and grouped and start_key < best[0]:  # a coarsened model can miss what the full graph does
-        best = (start_key, start_p)
-        notes.append("returned the warm start: it simulated better than every solution of the grouped model")
     if rounds:
         notes.append(f"{rounds} memory-cut rounds ({len(cuts)} cuts) after simulated overflow")
-    if best[0][0]:
+    if best[0][0] and not ev.out_of_budget():
         q, r = relieve_oom(problem, best[1], ev)
         if not r.oom:
             best = ((r.oom, r.objective), q)
             notes.append("moved ops off a device whose simulated peak memory overflowed")
         else:
             notes.append("OOM: no memory-feasible placement found")
+    return _cp_result(problem, ev, best[1], out, notes, grouped, grouping, best[0])
+
+
+def _cp_result(problem, ev: Evaluator, placement, out, notes, grouped, grouping, key=None):
+    found = out["model_makespan_us"] is not None
     slack_us = out["resolution_us"] * (out["tasks"] + 1)  # durations were rounded down to whole ticks
-    proven = (out["status"] == "OPTIMAL" and not grouped and not best[0][0]
-              and best[0][1] <= out["lower_bound_us"] + slack_us)
-    notes += [f"status {out['status']}: model makespan {out['model_makespan_us']:.1f} us, "
-              f"proven lower bound {out['lower_bound_us']:.1f} us" + (" (of the grouped problem)" if grouped else "")]
+    proven = (found and key is not None and out["status"] == "OPTIMAL" and not grouped and not key[0]
+              and key[1] <= out["lower_bound_us"] + slack_us)
+    if found:
+        notes.append(f"status {out['status']}: model makespan {out['model_makespan_us']:.1f} us, proven lower "
+                     f"bound {out['lower_bound_us']:.1f} us" + (" (of the grouped problem)" if grouped else ""))
     if grouped:
         notes.append(f"coarsened {problem.n_ops} ops into {out['tasks']} groups ({grouping})")
     if not out["uniform_links"]:
         notes.append("links differ: the model uses the fastest link (a relaxation)")
-    res = ev.result("cp-sat", best[1], params={"max_groups": max_groups, "time_limit_s": limit, "workers": workers,
-                                               "grouping": grouping},
-                    notes=notes)
+    res = ev.result("cp-sat", placement, notes=notes)
     res.cost.extra.update({k: out[k] for k in ("status", "model_makespan_us", "lower_bound_us", "tasks", "classes")})
     res.cost.extra["grouped"] = grouped
     res.cost.extra["optimal"] = out["status"] == "OPTIMAL"  # of the model

@@ -1,8 +1,9 @@
 """The human-expert placements the papers compare against.
 
-* A graph imported from the dnn-partitioning inputs (``graph.meta['source'] == 'dnn-partitioning'``)
-  whose file has a published expert split (``human-experts/<stem>_expert.json``, Tarnawski et al.
-  2020): that split, read by :func:`placer.frontends.dnn_partitioning.load_expert`.
+* A graph carrying a published expert split in ``graph.meta['expert_split']`` (op indices per
+  accelerator and per CPU; the dnn-partitioning importer attaches the ``human-experts`` split of
+  Tarnawski et al. 2020, :func:`placer.frontends.dnn_partitioning.read_expert_split`): that split,
+  the k-th accelerator on the cluster's k-th GPU. This module reads no file.
 * Recurrent models (NMT, RNNLM, GNMT): each LSTM layer on its own GPU, the embedding with the first
   layer, the softmax and attention with the last (Post, Gao et al. 2018, section 4; the Hierarchical
   Planner, Mirhoseini et al. 2018, section 3, after Wu et al. 2016). Layers are found from module
@@ -12,20 +13,18 @@
   GPUs, consecutive depths share a GPU.
 * Convolutional models (Inception-V3, ResNet, NASNet, VGG): the whole model on a single GPU.
 
-A graph with none of these structures raises ValueError (the method does not apply).
+A graph with none of these structures raises :class:`NotApplicable`.
 """
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
+from dataclasses import dataclass
 
 import numpy as np
 
-from placer.errors import InputError
 from placer.graph import FORWARD
-from placer.methods.base import Budget, Evaluator, register
+from placer.methods.base import Budget, Evaluator, MethodConfig, NotApplicable, register
 from placer.methods.baselines import colocate
 from placer.methods.support import gpu_devices, relieve_oom
 
@@ -37,29 +36,27 @@ _RECURRENT = re.compile(r"lstm|rnn|gru", re.I)
 _CONV = re.compile(r"conv", re.I)
 
 
-def expert_dirs(extra: str | None = None) -> list[Path]:
-    """Where the dnn-partitioning expert splits are looked for, in order."""
-    out = []
-    if extra:
-        out.append(Path(extra))
-    env = os.environ.get("PLACER_SHARED_GRAPHS")
-    if env:
-        out.append(Path(env) / "dnn-partitioning" / "human-experts")
-    repo = Path(__file__).resolve().parents[3]
-    out.append(repo.parent / "shared" / "graphs" / "dnn-partitioning" / "human-experts")
-    out.append(Path.cwd().parent / "shared" / "graphs" / "dnn-partitioning" / "human-experts")
-    return out
-
-
-def expert_file_for(graph, expert_dir: str | None = None) -> Path | None:
-    if graph.meta.get("source") != "dnn-partitioning" or not graph.meta.get("file"):
+def published_split(problem) -> tuple[np.ndarray, str] | None:
+    """The expert split attached to the graph (``meta['expert_split']``) as a placement on this
+    cluster, or None when the graph has none; NotApplicable when the cluster is too small for it."""
+    split = problem.graph.meta.get("expert_split")
+    if not split:
         return None
-    stem = Path(str(graph.meta["file"])).stem
-    for d in expert_dirs(expert_dir):
-        f = d / f"{stem}_expert.json"
-        if f.exists():
-            return f
-    return None
+    gpus, cpus = problem.cluster.gpus(), problem.cluster.cpus()
+    acc, cp = split.get("accelerators", []), split.get("cpus", [])
+    name = split.get("file", "published split")
+    if len(acc) > len(gpus) or len(cp) > len(cpus):
+        raise NotApplicable("expert", f"the published expert split {name} does not fit this cluster: it uses "
+                            f"{len(acc)} accelerators and {len(cp)} CPUs, the cluster has {len(gpus)} GPUs and "
+                            f"{len(cpus)} CPUs", "use the cluster of the matching graph (cluster auto)")
+    p = np.full(problem.n_ops, -1, dtype=np.int64)
+    for devs, groups in ((gpus, acc), (cpus, cp)):
+        for k, ops in enumerate(groups):
+            p[np.asarray(ops, dtype=np.int64)] = devs[k]
+    if (p < 0).any():
+        raise NotApplicable("expert", f"the published expert split {name} leaves op "
+                            f"'{problem.graph.op_names[int(np.flatnonzero(p < 0)[0])]}' unplaced")
+    return p, f"dnn-partitioning expert split {name}"
 
 
 # ---------------------------------------------------------------------- layers
@@ -124,7 +121,7 @@ def recurrent_expert(problem) -> np.ndarray:
     g = problem.graph
     lid, layers = layer_of_ops(g)
     if not layers:
-        raise ValueError("no LSTM layers found (module paths like encoder.layers.0, or LSTM op types)")
+        raise NotApplicable("expert", "no LSTM layers found (module paths like encoder.layers.0, or LSTM op types)")
     gpus = gpu_devices(problem)
     # depth -> GPU
     first_op = {}
@@ -181,7 +178,7 @@ def _runnable(problem, p: np.ndarray) -> np.ndarray:
     return colocate(problem, p)
 
 
-def single_gpu_expert(problem, ev: Evaluator) -> np.ndarray:
+def single_gpu_expert(problem) -> np.ndarray:
     """The whole model on one GPU: the fastest one its parameters fit, else the fastest."""
     best = None
     for d in gpu_devices(problem):
@@ -192,34 +189,40 @@ def single_gpu_expert(problem, ev: Evaluator) -> np.ndarray:
     return best[1]
 
 
-def expert_placement(problem, ev: Evaluator, expert_dir: str | None = None) -> tuple[np.ndarray, str]:
+def expert_placement(problem) -> tuple[np.ndarray, str]:
+    """The expert placement of this problem and how it was found (NotApplicable when no rule applies)."""
     g = problem.graph
-    f = expert_file_for(g, expert_dir)
-    if f is not None:
-        from placer.frontends.dnn_partitioning import load_expert
-        try:
-            return load_expert(f, g, problem.cluster), f"dnn-partitioning expert split {f.name}"
-        except InputError as e:
-            raise ValueError(f"the published expert split {f.name} does not fit this cluster: {e.problem}") from None
+    pub = published_split(problem)
+    if pub is not None:
+        return pub
     lid, layers = layer_of_ops(g)
     if layers:
         return recurrent_expert(problem), f"recurrent rule: {len(layers)} LSTM layers, one GPU per depth"
     if _has_conv(g):
-        return single_gpu_expert(problem, ev), "convolutional model: single GPU"
-    raise ValueError("no expert rule applies: no dnn-partitioning expert split, no LSTM layers and no "
-                     "convolutions found in op types or module paths")
+        return single_gpu_expert(problem), "convolutional model: single GPU"
+    raise NotApplicable("expert", "no expert rule applies: no published expert split, no LSTM layers and no "
+                        "convolutions found in op types or module paths")
+
+
+@dataclass(frozen=True)
+class ExpertConfig(MethodConfig):
+    """The papers' human-expert placements."""
+
+    fit_memory: bool | None = None  # move ops off overflowing devices (None: for the rule-based placements only)
+
+    @classmethod
+    def method_name(cls):
+        return "expert"
 
 
 @register("expert", "the papers' human-expert placement (CNN on one GPU; one LSTM layer per GPU; published splits)",
-          "expert", "Post section 4; Hierarchical Planner section 3; Tarnawski et al. 2020 expert splits")
-def expert(problem, budget: Budget, seed: int, ev: Evaluator, expert_dir: str | None = None,
-           fit_memory: bool | None = None, **_):
-    """``fit_memory``: move ops off overflowing devices (default: for the rule-based placements,
-    not for a published split, which is returned as published)."""
-    p, how = expert_placement(problem, ev, expert_dir)
+          "expert", ExpertConfig,
+          paper="Post section 4; Hierarchical Planner section 3; Tarnawski et al. 2020 expert splits")
+def expert(problem, budget: Budget, seed: int, ev: Evaluator, cfg: ExpertConfig):
+    """A published split is returned as published unless ``fit_memory`` is set."""
+    p, how = expert_placement(problem)
     notes = [how]
-    if fit_memory is None:
-        fit_memory = not how.startswith("dnn-partitioning")
+    fit_memory = cfg.fit_memory if cfg.fit_memory is not None else not how.startswith("dnn-partitioning")
     if fit_memory:
         q, r = relieve_oom(problem, p, ev)
         if not np.array_equal(p, q):
@@ -229,4 +232,4 @@ def expert(problem, budget: Budget, seed: int, ev: Evaluator, expert_dir: str | 
         r = ev.simulate(p)
     if r.oom:
         notes.append("OOM: the expert placement does not fit memory")
-    return ev.result("expert", p, params={"fit_memory": fit_memory}, notes=notes)
+    return ev.result("expert", p, notes=notes)

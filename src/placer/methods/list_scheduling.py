@@ -1,29 +1,49 @@
 """List-scheduling placers: HEFT (Topcuoglu, Hariri and Wu, IEEE TPDS 2002) and Baechi's
 memory-constrained m-TOPO, m-ETF and m-SCT (Jeon et al., SoCC 2020, section 4).
 
-Each builds a schedule with its own communication model, by default the one the papers assume
-(``comm="free"``): a tensor from op a on device x to op b on device y arrives
-``latency[x, y] + bytes / bandwidth[x, y]`` after a finishes (no link contention), with the links
-the evaluator's simulator uses; ``comm="bus"`` books every tensor on its device's single outgoing
-bus, one at a time, as the simulator's placeto model does (an extension, not in the papers). The
-placement is then judged by the simulator like every other method's. All four are memory-aware:
-a device is a candidate for an op only while the op's colocation group still fits there
-(``memory='conservative'``: parameters + outputs + workspace, and the tensors received from other
-devices, are never freed, as Baechi assumes;
-falling back to parameters alone for an op nothing else would take), and the final placement's
-simulated peak is relieved by moving units off an overflowing device when that helps.
+Communication (``comm``). ``"sim"`` (the registered methods' default) schedules under the
+evaluator's simulator's model (Placeto appendix A.5, :mod:`placer.sim`, ``comm_model="placeto"``):
+a tensor leaves its device on that device's single outgoing bus, one transfer at a time, after its
+producer ends, taking ``latency + bytes / bandwidth`` on the link (``support.link_arrays``, the
+simulator's overrides applied) and reaching every remote consumer device at once; the bus then
+stays busy ``bus_gap_us``. The scheduler books a tensor on its producer's bus when the first
+remote consumer is placed, in the earliest idle gap of the bus after the producer ended (the
+simulator's bus is a FIFO ordered by producer end time, which the gap search follows when
+transfers are booked out of that order), sized by the producer's largest out-edge. Two known
+differences from the simulator: a later consumer on a third device is assumed to receive the copy
+at the same time (exact when the links are alike, as in the k80 presets), and each device runs
+its ops in the schedule's order where the simulator runs them first-come first-served.
+``"free"`` is the papers' contention-free model (an edge costs ``latency + bytes / bandwidth``
+after its producer ends, with no bus), kept for the schedules worked out in the papers.
+
+Memory (``memory``). ``"conservative"`` (Baechi section 3: memory is never freed during the step)
+charges an op's device its parameters, its output buffer (as the simulator sizes it: the larger of
+its output bytes and its largest out-edge), its workspace, and one received copy per (tensor,
+device), none of them ever freed; a device is a candidate for an op only while the op's colocation
+group still fits there. The simulator's own accounting frees an output after its last consumer and
+its last transfer, and a received copy after its last local consumer; a list scheduler fixes an
+op's device before its consumers are placed, so those lifetimes are not known when it decides.
+Never freeing bounds the simulator's peak from above, so a placement built without the fallback
+below is memory-feasible in the simulator too. When an op fits nowhere under that bound the
+scheduler falls back to its parameters alone (``"params"``: what :meth:`Problem.memory_feasible`
+checks) and says so in a note. Every registered method then finishes with the shared
+:func:`placer.methods.support.relieve_oom` repair, which moves units off a device whose simulated
+peak overflows while that helps, so a memory-feasible placement is returned when one is found.
 """
 
 from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
-from placer.methods.base import Budget, Evaluator, register
+from placer.errors import InputError
+from placer.grouping import colocation_units
+from placer.methods.base import Budget, Evaluator, MethodConfig, register
 from placer.methods.sct_lp import favourite_children
-from placer.methods.support import (bottom_level, gpu_devices, link_arrays, make_units, mean_comm_us,
+from placer.methods.support import (bottom_level, gpu_devices, link_arrays, mean_comm_us,
                                     op_gap_us, op_memory_bytes, relieve_oom, usable_devices)
 
 BAECHI = "Jeon et al., Baechi: Fast Device Placement of Machine Learning Graphs, SoCC 2020"
@@ -45,36 +65,41 @@ class Schedule:
         return float(self.finish_us.max()) if len(self.finish_us) else 0.0
 
 
+COMM = ("sim", "free")
+
+
 class _Scheduler:
     """State shared by the list schedulers: costs, links, colocation pins, memory in use."""
 
     def __init__(self, problem, sim_params=None, devices: list[int] | None = None, memory: str = "conservative",
                  comm: str = "free"):
-        if comm not in ("free", "bus"):
-            raise ValueError(f"comm must be 'free' or 'bus', not {comm!r}")
+        if comm not in COMM:
+            raise InputError("list scheduler", f"comm={comm!r}", "is not a communication model",
+                             f"use one of {', '.join(COMM)}")
         self.problem = problem
         g = problem.graph
         self.n, self.D = g.n_ops, problem.n_devices
-        self.units = make_units(problem)
+        self.units = colocation_units(problem)
         self.ok = usable_devices(problem, devices, self.units)
         self.cost = np.where(self.ok, problem.compute_us, np.inf)
         gap = op_gap_us(sim_params)
         self.occupy = self.cost + np.where(self.cost > 0, gap, 0.0)  # device busy time incl. the op gap
         self.bw, self.lat = link_arrays(problem, sim_params)
-        # comm="bus": each device sends one tensor at a time, as the simulator's placeto bus does
-        self.bus = comm == "bus"
-        self.bus_free = np.zeros(self.D)
+        # comm="sim": each device sends one tensor at a time on its outgoing bus, as the simulator does
+        self.sim_comm = comm == "sim"
+        self.bus: list[list[tuple[float, float]]] = [[] for _ in range(self.D)]  # booked sends, sorted
         self.bus_gap = float(getattr(sim_params, "bus_gap_us", 0.0) or 0.0)
-        self.sent_at = np.full(self.n, np.nan)  # arrival time of an op's tensor once it was sent
-        self.max_out = np.zeros(self.n)
+        self.sent_at = np.full(self.n, np.nan)  # arrival time of an op's tensor once it was booked
+        self.max_out = np.zeros(self.n)  # the simulator's transfer size: the largest out-edge
         if g.n_edges:
             np.maximum.at(self.max_out, g.edge_src, g.edge_bytes)
-        self.unit_of = self.units.unit_of
-        self.umem = np.bincount(self.unit_of, weights=op_memory_bytes(problem, memory), minlength=self.units.n_units)
+        self.unit_of = self.units.op_group
+        self.umem = np.bincount(self.unit_of, weights=op_memory_bytes(problem, memory), minlength=self.units.n_groups)
         self.count_received = memory == "conservative"  # received copies are never freed either
         self._recv: dict[int, np.ndarray] = {}
-        self.upar = self.units.param_bytes
-        self.udev = np.full(self.units.n_units, -1, dtype=np.int64)
+        self.has_copy = set()  # (op, device): a received copy already charged there
+        self.upar = self.units.param_bytes(problem.graph)
+        self.udev = np.full(self.units.n_groups, -1, dtype=np.int64)
         self.cap = problem.memory_bytes.astype(np.float64)
         self.used = np.zeros(self.D)
         self.placement = np.full(self.n, -1, dtype=np.int64)
@@ -98,27 +123,61 @@ class _Scheduler:
         g = self.problem.graph
         a, b = g.pred_ptr[i], g.pred_ptr[i + 1]
         t = np.zeros(self.D)
+        unsent = []
         for p, e in zip(g.pred_idx[a:b], g.pred_edge[a:b]):
             x = self.placement[p]
-            if not self.bus:
+            if not self.sim_comm:
                 arr = self.finish[p] + self.lat[x] + g.edge_bytes[e] / self.bw[x]
-            elif np.isnan(self.sent_at[p]):  # would be sent when both the op and the bus are done
-                arr = max(self.finish[p], self.bus_free[x]) + self.lat[x] + self.max_out[p] / self.bw[x]
+            elif np.isnan(self.sent_at[p]):  # not on its way yet: booked below, per device
+                unsent.append(int(p))
+                continue
             else:  # already on its way to every remote consumer
                 arr = np.full(self.D, self.sent_at[p])
             arr[x] = self.finish[p]
             np.maximum(t, arr, out=t)
+        if unsent:
+            unsent.sort(key=lambda p: (self.finish[p], p))
+            for d in np.flatnonzero(self.ok[i]).tolist():
+                extra: dict[int, list] = {}
+                for p in unsent:
+                    x = int(self.placement[p])
+                    if x == d:
+                        t[d] = max(t[d], self.finish[p])
+                        continue
+                    dur = self.lat[x, d] + self.max_out[p] / self.bw[x, d]
+                    t0 = self._bus_slot(x, self.finish[p], dur + self.bus_gap, extra.setdefault(x, []))
+                    extra[x].append((t0, t0 + dur + self.bus_gap))
+                    t[d] = max(t[d], t0 + dur)
         return t
 
-    def send_inputs(self, i: int, d: int) -> None:
-        """comm="bus": book the transfers op i on device d needs on its parents' buses."""
+    def waits_on_a_bus(self, i: int) -> bool:
+        """comm="sim": some parent's tensor is not booked yet (op i's data-ready times move with the buses)."""
         g = self.problem.graph
-        for p in g.pred_idx[g.pred_ptr[i]:g.pred_ptr[i + 1]]:
-            x = self.placement[p]
-            if x != d and np.isnan(self.sent_at[p]):
-                t0 = max(self.finish[p], self.bus_free[x])
-                self.sent_at[p] = t0 + self.lat[x, d] + self.max_out[p] / self.bw[x, d]
-                self.bus_free[x] = self.sent_at[p] + self.bus_gap
+        return self.sim_comm and bool(np.isnan(self.sent_at[g.pred_idx[g.pred_ptr[i]:g.pred_ptr[i + 1]]]).any())
+
+    def _bus_slot(self, x: int, ready: float, dur: float, extra=()) -> float:
+        """Earliest start >= ready of an idle gap of length dur on device x's bus (``extra``:
+        intervals booked on it in a trial, not yet committed)."""
+        t = ready
+        while True:
+            t = _earliest_slot(self.bus[x], t, dur)
+            clash = [e1 for (e0, e1) in extra if e0 < t + dur and t < e1]
+            if not clash:
+                return t
+            t = max(clash)
+
+    def send_inputs(self, i: int, d: int) -> None:
+        """comm="sim": book the transfers op i on device d needs on its parents' buses, in the order
+        the parents ended (as :meth:`data_ready` assumed)."""
+        g = self.problem.graph
+        ps = [int(p) for p in g.pred_idx[g.pred_ptr[i]:g.pred_ptr[i + 1]]
+              if self.placement[p] != d and np.isnan(self.sent_at[p])]
+        for p in sorted(ps, key=lambda p: (self.finish[p], p)):
+            x = int(self.placement[p])
+            dur = self.lat[x, d] + self.max_out[p] / self.bw[x, d]
+            t0 = self._bus_slot(x, self.finish[p], dur + self.bus_gap)
+            bisect.insort(self.bus[x], (t0, t0 + dur + self.bus_gap))
+            self.sent_at[p] = t0 + dur
 
     # -------------------------------------------------------------- memory and pins
     def eligible(self, ops: np.ndarray) -> np.ndarray:
@@ -145,17 +204,20 @@ class _Scheduler:
         return el
 
     def received(self, i: int) -> np.ndarray:
-        """(D,) bytes op i would receive from parents on other devices (its parents are placed)."""
+        """(D,) bytes of the copies op i would add on each device: one per parent on another device
+        whose tensor has no copy there yet, as large as the simulator's transfer (its largest out-edge)."""
         r = self._recv.get(i)
         if r is None:
             g = self.problem.graph
-            a, b = g.pred_ptr[i], g.pred_ptr[i + 1]
             r = np.zeros(self.D)
-            for p, e in zip(g.pred_idx[a:b], g.pred_edge[a:b]):
+            for p in g.pred_idx[g.pred_ptr[i]:g.pred_ptr[i + 1]]:
                 x = self.placement[p]
                 if x >= 0:
-                    r += g.edge_bytes[e]
-                    r[x] -= g.edge_bytes[e]
+                    r += self.max_out[p]
+                    r[x] -= self.max_out[p]
+                    for d in range(self.D):
+                        if (int(p), d) in self.has_copy:
+                            r[d] -= self.max_out[p]
             self._recv[i] = r
         return r
 
@@ -163,10 +225,16 @@ class _Scheduler:
         u = self.unit_of[i]
         if self.count_received:
             self.used[d] += self.received(i)[d]
+            g = self.problem.graph
+            for p in g.pred_idx[g.pred_ptr[i]:g.pred_ptr[i + 1]]:
+                if self.placement[p] != d and (int(p), d) not in self.has_copy:
+                    self.has_copy.add((int(p), d))
+                    for c in g.succ_idx[g.succ_ptr[p]:g.succ_ptr[p + 1]]:  # siblings share the copy now
+                        self._recv.pop(int(c), None)
         if self.udev[u] < 0:
             self.udev[u] = d
             self.used[d] += self.umem[u]
-        if self.bus:
+        if self.sim_comm:
             self.send_inputs(i, d)
         self.placement[i] = d
         self.start[i] = start
@@ -185,8 +253,8 @@ def heft_schedule(problem, sim_params=None, devices: list[int] | None = None, me
     compute and mean communication costs), each on the device giving its earliest finish time with
     the insertion-based policy (an op may fill an idle gap between two already scheduled ops).
     Ties (after rounding to 1e-6): lower op index first, then lower device index. ``comm="free"``
-    is the paper's contention-free communication; ``"bus"`` books each tensor on its device's
-    outgoing bus, one at a time, as the simulator does."""
+    is the paper's contention-free communication; ``"sim"`` books each tensor on its device's
+    outgoing bus, one at a time, as the simulator does (module docstring)."""
     s = _Scheduler(problem, sim_params, devices, memory, comm)
     rank = bottom_level(problem, s.mean_cost(), s.mean_edge_comm())
     order = np.lexsort((np.arange(s.n), -_fuzz(rank)))
@@ -234,7 +302,8 @@ def etf_schedule(problem, sim_params=None, devices: list[int] | None = None, mem
     With ``favourite_child`` (m-SCT, Baechi section 4.3, after Hanen and Munier 1995): an op whose
     favourite parent was the last op run on device d, and whose inputs are all on d by the time d
     is free, is *urgent*: it may only go to d, and wins ties on start time. ``comm``: as in HEFT
-    (with ``"bus"`` the ready ops' data-ready times are recomputed every step, the buses having moved)."""
+    (with ``"sim"`` the data-ready times of ready ops waiting on an unbooked tensor are recomputed
+    every step, the buses having moved)."""
     s = _Scheduler(problem, sim_params, devices, memory, comm)
     g = problem.graph
     zero = np.zeros(g.n_edges)
@@ -251,9 +320,10 @@ def etf_schedule(problem, sim_params=None, devices: list[int] | None = None, mem
     while ready:
         R = np.array(ready, dtype=np.int64)
         el = s.eligible(R)
-        if s.bus:
+        if s.sim_comm:  # the buses moved: tensors not booked yet arrive later
             for i in ready:
-                drt[i] = s.data_ready(i)
+                if s.waits_on_a_bus(i):
+                    drt[i] = s.data_ready(i)
         D_rt = np.stack([drt[i] for i in ready])
         est = np.maximum(D_rt, free[None, :])
         urgent = np.zeros_like(el)
@@ -329,52 +399,104 @@ def topo_placement(problem, devices: list[int] | None = None, memory: str = "con
 
 
 # ---------------------------------------------------------------------- registered methods
+Devices = Literal["gpus", "all"]
+Memory = Literal["conservative", "params"]
+Comm = Literal["sim", "free"]
+
+
 def _device_list(problem, devices: str) -> list[int] | None:
-    if devices == "all":
-        return None
-    if devices == "gpus":
-        return gpu_devices(problem)
-    raise ValueError(f"devices must be 'all' or 'gpus', not {devices!r}")
+    return None if devices == "all" else gpu_devices(problem)
 
 
-def _finish(name, problem, ev: Evaluator, placement, params, notes):
+def _finish(name, problem, ev: Evaluator, placement, notes, model_makespan_us=None):
     p, r = relieve_oom(problem, placement, ev)
     if r.oom:
         notes.append("OOM: no memory-feasible placement found by this method")
     elif not np.array_equal(p, placement):
         notes.append("moved ops off a device whose simulated peak memory overflowed")
-    return ev.result(name, p, params=params, notes=notes)
+    res = ev.result(name, p, notes=notes)
+    if model_makespan_us is not None:
+        res.cost.extra["model_makespan_us"] = float(model_makespan_us)  # the schedule's own prediction
+    return res
+
+
+@dataclass(frozen=True)
+class HeftConfig(MethodConfig):
+    """HEFT (Topcuoglu et al. 2002) with Baechi's memory constraint."""
+
+    devices: Devices = "gpus"  # place on the GPUs only (ops no GPU can run go where they can) or on all devices
+    memory: Memory = "conservative"  # what a device is charged: never-freed outputs too, or parameters only
+    comm: Comm = "sim"  # communication model of the schedule: the simulator's bus, or the paper's contention-free
+
+    @classmethod
+    def method_name(cls):
+        return "heft"
+
+
+@dataclass(frozen=True)
+class EtfConfig(MethodConfig):
+    """Baechi's m-ETF."""
+
+    devices: Devices = "gpus"  # place on the GPUs only (ops no GPU can run go where they can) or on all devices
+    memory: Memory = "conservative"  # what a device is charged: never-freed outputs too, or parameters only
+    comm: Comm = "sim"  # communication model of the schedule: the simulator's bus, or the paper's contention-free
+
+    @classmethod
+    def method_name(cls):
+        return "m-etf"
+
+
+@dataclass(frozen=True)
+class SctConfig(MethodConfig):
+    """Baechi's m-SCT."""
+
+    devices: Devices = "gpus"  # place on the GPUs only (ops no GPU can run go where they can) or on all devices
+    memory: Memory = "conservative"  # what a device is charged: never-freed outputs too, or parameters only
+    comm: Comm = "sim"  # communication model of the schedule: the simulator's bus, or the paper's contention-free
+
+    @classmethod
+    def method_name(cls):
+        return "m-sct"
+
+
+@dataclass(frozen=True)
+class TopoConfig(MethodConfig):
+    """Baechi's m-TOPO."""
+
+    devices: Devices = "gpus"  # place on the GPUs only (ops no GPU can run go where they can) or on all devices
+    memory: Memory = "conservative"  # what a device is charged: never-freed outputs too, or parameters only
+
+    @classmethod
+    def method_name(cls):
+        return "m-topo"
 
 
 @register("heft", "HEFT: upward-rank order, earliest-finish device with insertion (memory-aware)",
-          "list-scheduling", HEFT_PAPER)
-def heft(problem, budget: Budget, seed: int, ev: Evaluator, devices: str = "gpus", memory: str = "conservative",
-         comm: str = "free", **_):
-    s = heft_schedule(problem, ev.sim_params, _device_list(problem, devices), memory, comm)
-    return _finish("heft", problem, ev, s.placement, {"devices": devices, "memory": memory, "comm": comm},
-                   s.notes + [f"HEFT model makespan {s.makespan_us:.1f} us"])
+          "list-scheduling", HeftConfig, paper=HEFT_PAPER)
+def heft(problem, budget: Budget, seed: int, ev: Evaluator, cfg: HeftConfig):
+    s = heft_schedule(problem, ev.sim_params, _device_list(problem, cfg.devices), cfg.memory, cfg.comm)
+    return _finish("heft", problem, ev, s.placement, s.notes + [f"HEFT model makespan {s.makespan_us:.1f} us"],
+                   s.makespan_us)
 
 
 @register("m-etf", "Baechi m-ETF: earliest-start (op, device) pair first, memory-constrained",
-          "list-scheduling", BAECHI)
-def m_etf(problem, budget: Budget, seed: int, ev: Evaluator, devices: str = "gpus", memory: str = "conservative",
-          comm: str = "free", **_):
-    s = etf_schedule(problem, ev.sim_params, _device_list(problem, devices), memory, comm=comm)
-    return _finish("m-etf", problem, ev, s.placement, {"devices": devices, "memory": memory, "comm": comm},
-                   s.notes + [f"ETF model makespan {s.makespan_us:.1f} us"])
+          "list-scheduling", EtfConfig, paper=BAECHI)
+def m_etf(problem, budget: Budget, seed: int, ev: Evaluator, cfg: EtfConfig):
+    s = etf_schedule(problem, ev.sim_params, _device_list(problem, cfg.devices), cfg.memory, comm=cfg.comm)
+    return _finish("m-etf", problem, ev, s.placement, s.notes + [f"ETF model makespan {s.makespan_us:.1f} us"],
+                   s.makespan_us)
 
 
 @register("m-sct", "Baechi m-SCT: ETF keeping LP favourite children with their parents, memory-constrained",
-          "list-scheduling", BAECHI)
-def m_sct(problem, budget: Budget, seed: int, ev: Evaluator, devices: str = "gpus", memory: str = "conservative",
-          comm: str = "free", **_):
-    s = sct_schedule(problem, ev.sim_params, _device_list(problem, devices), memory, comm)
-    return _finish("m-sct", problem, ev, s.placement, {"devices": devices, "memory": memory, "comm": comm},
-                   s.notes + [f"SCT model makespan {s.makespan_us:.1f} us"])
+          "list-scheduling", SctConfig, paper=BAECHI)
+def m_sct(problem, budget: Budget, seed: int, ev: Evaluator, cfg: SctConfig):
+    s = sct_schedule(problem, ev.sim_params, _device_list(problem, cfg.devices), cfg.memory, cfg.comm)
+    return _finish("m-sct", problem, ev, s.placement, s.notes + [f"SCT model makespan {s.makespan_us:.1f} us"],
+                   s.makespan_us)
 
 
 @register("m-topo", "Baechi m-TOPO: topological order, fill each device to its compute share or memory",
-          "list-scheduling", BAECHI)
-def m_topo(problem, budget: Budget, seed: int, ev: Evaluator, devices: str = "gpus", memory: str = "conservative", **_):
-    p = topo_placement(problem, _device_list(problem, devices), memory)
-    return _finish("m-topo", problem, ev, p, {"devices": devices, "memory": memory}, [])
+          "list-scheduling", TopoConfig, paper=BAECHI)
+def m_topo(problem, budget: Budget, seed: int, ev: Evaluator, cfg: TopoConfig):
+    p = topo_placement(problem, _device_list(problem, cfg.devices), cfg.memory)
+    return _finish("m-topo", problem, ev, p, [])

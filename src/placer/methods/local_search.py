@@ -1,20 +1,28 @@
 """Search over the simulator: local search (iterated, best-of-sample hill climbing) and simulated
 annealing (Kirkpatrick et al. 1983), each moving one op or one colocation group to another device.
 
-Both start from the best of the classical heuristics (single GPU, the expert rule, METIS, m-TOPO,
-m-ETF, HEFT, m-ETF / HEFT with the bus-aware communication model, m-SCT, cheapest first, for at most
-a quarter of the time limit; their simulations are counted like every other), then repeat: propose ``batch`` moves from
-the current placement, simulate them in one batch call through the evaluator (the simulator's
-compiled batch path), and take the best; an accepted placement is simulated once more in full, for
-the critical path the next moves draw from. A move takes a unit
-(op or colocation group) either from the critical path of the current simulated step (half of the
-time) or uniformly, and sends it either to a device one of its neighbours is on or to a random
-device that can run all its ops; three moves in ten carry a whole run of consecutive ops (in
-topological order, mean length 6) together with the ops mirroring them. Local search accepts only improvements and, after ``patience``
-batches without one, restarts from its best placement with ``kick`` random unit moves (iterated
-local search); annealing accepts a worse placement with probability exp(-delta / T), T cooling
-geometrically from ``t0`` x the start objective to ``t1`` x it over the budget.
+Both start from the best of the classical heuristics (:data:`SEEDS`: single GPU, the expert rule,
+m-TOPO, METIS, HEFT, m-ETF, HEFT / m-ETF with the bus-aware communication model, m-SCT, cheapest
+first). Seeding is paid in placements like everything else: each seed's placement is simulated once
+through the evaluator, the seeds together may use at most ``seed_share`` of the budget, a seed whose
+placements do not fit what is left of that share is skipped, and a heuristic whose own computation
+grows as n^2 or worse (HEFT's insertion search, ETF's scan of the ready list, SCT's linear program)
+is skipped on graphs of more than ``seed_max_ops`` ops: a size rule, never a clock.
 
+Then repeat: propose ``batch`` moves from the current placement, simulate them in one batch call
+through the evaluator (the simulator's compiled batch path), and take the best; an accepted
+placement is simulated once more in full, for the critical path the next moves draw from. A move
+takes a unit (op or colocation group) either from the critical path of the current simulated step
+(half of the time) or uniformly, and sends it either to a device one of its neighbours is on or to
+a random device that can run all its ops; three moves in ten carry a whole run of consecutive ops
+(in topological order, mean length 6) together with the ops mirroring them. Local search accepts
+only improvements and, after ``patience`` batches without one, restarts from its best placement
+with ``kick`` random unit moves (iterated local search); annealing accepts a worse placement with
+probability exp(-delta / T), T cooling geometrically from ``t0`` x the start objective to ``t1`` x
+it as the placement budget is used (:meth:`Evaluator.fraction_used`), so two runs with the same
+seed and budget take the same steps under any machine load.
+
+Both stop when the placement budget is spent (or, only when asked, at ``Budget.seconds``).
 What is minimised is ``(OOM, objective)``: a memory-feasible placement always beats one that
 overflows, then the simulator's memory-penalised step time.
 """
@@ -22,64 +30,202 @@ overflows, then the simulator's memory-penalised step time.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
-from placer.methods.base import Budget, Evaluator, register
-from placer.methods.support import gpu_devices, make_units, repair_memory
-
-DEFAULT_PLACEMENTS = 20000
-DEFAULT_SECONDS = 60.0
+from placer.methods.base import Budget, Evaluator, MethodConfig, NotApplicable, register
+from placer.grouping import colocation_units
+from placer.methods.support import gpu_devices, repair_memory
 
 
-SEEDS = ("single-gpu", "expert", "metis", "m-topo", "m-etf", "heft", "heft:bus", "m-etf:bus", "m-sct")
-
-
-def seed_placements(problem, ev: Evaluator, names=SEEDS, seconds: float | None = None):
-    """Candidate starting points from the classical heuristics (computed without the simulator,
-    cheapest first; with ``seconds``, no new heuristic starts once that much wall-clock is spent)."""
-    from placer.methods import list_scheduling as ls
-    from placer.methods.expert import expert_placement
-    from placer.methods.partitioning import metis_placement
-
-    gpus = gpu_devices(problem)
-    out = {}
-    for name in names:
-        if seconds is not None and out and ev.clock() >= seconds:
-            break
-        try:
-            if name == "single-gpu":
-                for d in gpus:
-                    if np.isfinite(problem.compute_us[:, d]).all():
-                        out[f"single-gpu:{d}"] = np.full(problem.n_ops, d, dtype=np.int64)
-            elif name == "expert":
-                out[name] = expert_placement(problem, ev)[0]
-            elif name == "metis":
-                out[name] = metis_placement(problem, gpus)
-            elif name == "m-topo":
-                out[name] = ls.topo_placement(problem)
-            elif name in ("m-etf", "m-etf:bus"):
-                out[name] = ls.etf_schedule(problem, ev.sim_params, gpus, comm=name[6:] or "free").placement
-            elif name in ("heft", "heft:bus"):
-                out[name] = ls.heft_schedule(problem, ev.sim_params, gpus, comm=name[5:] or "free").placement
-            elif name == "m-sct":
-                out[name] = ls.sct_schedule(problem, ev.sim_params, gpus).placement
-        except (ValueError, RuntimeError):  # a heuristic that does not apply here is skipped
+# ---------------------------------------------------------------------- seeding heuristics
+def _single_gpu(problem, ev, gpus):
+    """Every op on one GPU: one placement per class of identical GPUs (same costs and memory)."""
+    out, seen = {}, set()
+    for d in gpus:
+        if not np.isfinite(problem.compute_us[:, d]).all():
             continue
+        key = (problem.compute_us[:, d].tobytes(), float(problem.memory_bytes[d]))
+        if key not in seen:
+            seen.add(key)
+            out[f"single-gpu:{d}"] = np.full(problem.n_ops, d, dtype=np.int64)
     return out
 
 
+def _expert(problem, ev, gpus):
+    from placer.methods.expert import expert_placement
+
+    return {"expert": expert_placement(problem)[0]}
+
+
+def _metis(problem, ev, gpus):
+    from placer.methods.partitioning import metis_placement
+
+    return {"metis": metis_placement(problem, gpus)}
+
+
+def _topo(problem, ev, gpus):
+    from placer.methods.list_scheduling import topo_placement
+
+    return {"m-topo": topo_placement(problem, gpus)}
+
+
+def _list(kind: str, comm: str):
+    def make(problem, ev, gpus):
+        from placer.methods import list_scheduling as ls
+
+        fn = {"heft": ls.heft_schedule, "m-etf": ls.etf_schedule, "m-sct": ls.sct_schedule}[kind]
+        return {kind + (":" + comm if comm != "sim" else ""): fn(problem, ev.sim_params, gpus, comm=comm).placement}
+
+    return make
+
+
+@dataclass(frozen=True)
+class Seed:
+    """A seeding heuristic: its name, whether its own computation grows as n^2 or worse, how many
+    placements it proposes (each simulated once), and the function computing them."""
+
+    name: str
+    quadratic: bool
+    placements: Callable[[Any, list[int]], int]
+    make: Callable
+
+
+SEEDS: dict[str, Seed] = {s.name: s for s in [  # cheapest first
+    Seed("single-gpu", False, lambda pr, gpus: len(gpus), _single_gpu),
+    Seed("expert", False, lambda pr, gpus: 1, _expert),
+    Seed("m-topo", False, lambda pr, gpus: 1, _topo),
+    Seed("metis", False, lambda pr, gpus: 1, _metis),
+    Seed("heft", True, lambda pr, gpus: 1, _list("heft", "sim")),
+    Seed("m-etf", True, lambda pr, gpus: 1, _list("m-etf", "sim")),
+    Seed("heft:free", True, lambda pr, gpus: 1, _list("heft", "free")),
+    Seed("m-etf:free", True, lambda pr, gpus: 1, _list("m-etf", "free")),
+    Seed("m-sct", True, lambda pr, gpus: 1, _list("m-sct", "sim")),
+]}
+DEFAULT_SEEDS = ",".join(SEEDS)
+
+
+def seed_placements(problem, ev: Evaluator, names=tuple(SEEDS), max_placements: int | None = None,
+                    max_ops: int | None = None, skipped: list[str] | None = None) -> dict[str, np.ndarray]:
+    """Candidate starting points from the seeding heuristics, in the given order (cheapest first).
+
+    A heuristic proposing more placements than are left of ``max_placements`` is skipped (its
+    placements would be simulated once each); one marked quadratic is skipped when the graph has
+    more than ``max_ops`` ops. A heuristic that does not apply here (``NotApplicable``) is skipped.
+    Placements equal to an earlier seed's are dropped. ``skipped`` collects why each was left out.
+    Nothing here reads the clock."""
+    gpus = gpu_devices(problem)
+    out: dict[str, np.ndarray] = {}
+    skipped = skipped if skipped is not None else []
+    for name in names:
+        s = SEEDS[name]
+        left = None if max_placements is None else max_placements - len(out)
+        if left is not None and left < 1:
+            skipped.append(f"{name} (no seeding placements left)")
+            continue
+        if s.quadratic and max_ops is not None and problem.n_ops > max_ops:
+            skipped.append(f"{name} (n^2 heuristic, {problem.n_ops} ops > seed_max_ops={max_ops})")
+            continue
+        try:
+            got = s.make(problem, ev, gpus)
+        except NotApplicable:
+            skipped.append(f"{name} (does not apply)")
+            continue
+        for k, p in got.items():
+            if left is not None and left < 1:
+                skipped.append(f"{k} (no seeding placements left)")
+                break
+            if not any(np.array_equal(p, q) for q in out.values()):
+                out[k] = np.asarray(p, dtype=np.int64)
+                left = None if left is None else left - 1
+    return out
+
+
+# ---------------------------------------------------------------------- configs
+def _seed_checks(cfg) -> list[tuple[bool, str, str]]:
+    names = [s for s in cfg.seeds.split(",") if s]
+    return [(cfg.placements >= 1, "placements", ">= 1"),
+            (cfg.batch >= 1, "batch", ">= 1"),
+            (0.0 < cfg.seed_share <= 1.0, "seed_share", "in (0, 1]"),
+            (cfg.seed_max_ops >= 1, "seed_max_ops", ">= 1"),
+            (all(s in SEEDS for s in names), "seeds", f"a comma-separated list of {', '.join(SEEDS)}"),
+            (cfg.start is None or all(isinstance(d, int) and d >= 0 for d in cfg.start), "start",
+             "a sequence of device indices, one per op")]
+
+
+def _normalise_start(cfg) -> None:
+    if cfg.start is not None and not isinstance(cfg.start, tuple):
+        try:
+            start = tuple(int(d) for d in np.asarray(getattr(cfg.start, "devices", cfg.start)).ravel())
+        except (TypeError, ValueError):
+            start = ("?",)
+        object.__setattr__(cfg, "start", start)
+
+
+@dataclass(frozen=True)
+class LocalSearchConfig(MethodConfig):
+    """Iterated hill climbing over the simulator."""
+
+    placements: int = 20000  # placements simulated in all, seeding included (Budget.placements overrides)
+    batch: int = 8  # moves proposed and simulated together per step; the best of them is taken
+    patience: int = 20  # steps without a new best before restarting from the best with a kick
+    kick: int = 4  # random unit moves applied to the best placement at a restart
+    seeds: str = DEFAULT_SEEDS  # seeding heuristics, comma-separated, run cheapest first
+    seed_share: float = 0.25  # at most this share of the placement budget goes to simulating seeds
+    seed_max_ops: int = 20000  # graphs with more ops skip the n^2 (or worse) seeding heuristics
+    start: Any = None  # a starting placement (one device per op) instead of the seeding heuristics
+
+    def __post_init__(self):
+        _normalise_start(self)
+        super().__post_init__()
+
+    @classmethod
+    def method_name(cls):
+        return "local-search"
+
+    def checks(self):
+        return _seed_checks(self) + [(self.patience >= 1, "patience", ">= 1"), (self.kick >= 1, "kick", ">= 1")]
+
+
+@dataclass(frozen=True)
+class AnnealConfig(MethodConfig):
+    """Simulated annealing (Kirkpatrick, Gelatt, Vecchi 1983) over the simulator."""
+
+    placements: int = 20000  # placements simulated in all, seeding included (Budget.placements overrides)
+    batch: int = 4  # moves proposed and simulated together per step; the best of them is the candidate
+    t0: float = 0.02  # start temperature, as a fraction of the start objective
+    t1: float = 1e-4  # end temperature (reached when the budget is spent), as a fraction of it
+    seeds: str = DEFAULT_SEEDS  # seeding heuristics, comma-separated, run cheapest first
+    seed_share: float = 0.25  # at most this share of the placement budget goes to simulating seeds
+    seed_max_ops: int = 20000  # graphs with more ops skip the n^2 (or worse) seeding heuristics
+    start: Any = None  # a starting placement (one device per op) instead of the seeding heuristics
+
+    def __post_init__(self):
+        _normalise_start(self)
+        super().__post_init__()
+
+    @classmethod
+    def method_name(cls):
+        return "anneal"
+
+    def checks(self):
+        return _seed_checks(self) + [(self.t0 > 0, "t0", "> 0"), (0 < self.t1 <= self.t0, "t1", "in (0, t0]")]
+
+
+# ---------------------------------------------------------------------- the search
 class _Search:
     """The state of one search: units, neighbours, current and best placements."""
 
     def __init__(self, problem, ev: Evaluator, rng: np.random.Generator):
         self.problem, self.ev, self.rng = problem, ev, rng
-        self.units = make_units(problem)
-        self.U = self.units.n_units
-        self.ok = np.isfinite(self.units.compute_us)
-        xadj, adj, _ = self.units.undirected_csr()
+        self.units = colocation_units(problem)
+        self.U = self.units.n_groups
+        self.ok = np.isfinite(self.units.compute_us(problem))
+        xadj, adj, _ = self.units.undirected_csr(problem.graph)
         self.xadj, self.adj = xadj, adj
-        self.first = np.array([m[0] for m in self.units.members], dtype=np.int64)
+        self.first = self.units.first
         self.cur = self.best = None  # (key, placement, SimResult)
         self.seg_prob, self.seg_mean = 0.3, 6.0
 
@@ -115,7 +261,7 @@ class _Search:
             cands = np.asarray(cands)
             i = int(cands[np.argmax(end[cands])])
             path.append(i)
-        return np.unique(self.units.unit_of[path])
+        return np.unique(self.units.op_group[path])
 
     def segment(self, u: int) -> np.ndarray:
         """Units of a run of consecutive ops (in topological order) starting at unit u's first op,
@@ -127,7 +273,7 @@ class _Search:
         mir = g.mirror[ops]
         back = np.flatnonzero(np.isin(g.mirror, ops))
         ops = np.unique(np.concatenate([ops, mir[mir >= 0], back]))
-        return np.unique(self.units.unit_of[ops])
+        return np.unique(self.units.op_group[ops])
 
     def propose(self, p: np.ndarray, critical: np.ndarray) -> np.ndarray | None:
         rng = self.rng
@@ -145,7 +291,7 @@ class _Search:
         d = int(rng.choice(nbd)) if len(nbd) and rng.random() < 0.5 else int(rng.choice(devs))
         q = p.copy()
         for v in us:
-            q[self.units.members[v]] = d
+            q[self.units.groups[v]] = d
         return q
 
     def kick(self, p: np.ndarray, moves: int) -> np.ndarray:
@@ -153,24 +299,36 @@ class _Search:
         for _ in range(moves):
             u = int(self.rng.integers(self.U))
             devs = np.flatnonzero(self.ok[u])
-            q[self.units.members[u]] = int(self.rng.choice(devs))
+            q[self.units.groups[u]] = int(self.rng.choice(devs))
         return q
 
 
-def search(problem, budget: Budget, seed: int, ev: Evaluator, anneal: bool, batch: int = 8, patience: int = 20,
-           kick: int = 4, t0: float = 0.02, t1: float = 1e-4, start=None, seeds=None):
-    """The shared loop of ``local-search`` and ``anneal``; returns (best placement, notes)."""
+def search(problem, seed: int, ev: Evaluator, cfg, anneal: bool):
+    """The shared loop of ``local-search`` and ``anneal``; returns (best placement, notes).
+
+    Stops when the evaluator's placement budget is spent (``ev.out_of_budget()``); nothing here
+    reads the clock (an opt-in ``Budget.seconds`` is enforced by the evaluator)."""
+    if getattr(ev.objective, "contiguous", False):  # a published objective: moves that keep contiguity
+        from placer.objectives.search import interval_search
+
+        return interval_search(problem, ev.objective, ev, seed, anneal, start=cfg.start,
+                               **{k: getattr(cfg, k) for k in ("batch", "patience", "kick", "t0", "t1") if hasattr(cfg, k)})
     rng = np.random.default_rng(seed)
     s = _Search(problem, ev, rng)
-    limit = budget.placements if budget.placements is not None else DEFAULT_PLACEMENTS
-    seconds = budget.seconds if budget.seconds is not None else (DEFAULT_SECONDS if budget.placements is None else None)
-    b = Budget(limit, seconds)
-    seed_s = None if seconds is None else 0.25 * seconds  # at most a quarter of the time on seeding
-    starts = {"given": np.asarray(start, dtype=np.int64)} if start is not None else seed_placements(
-        problem, ev, seeds or SEEDS, seed_s)
+    skipped: list[str] = []
+    if cfg.start is not None:
+        if len(cfg.start) != problem.n_ops:
+            raise NotApplicable(type(cfg).method_name(), f"the start placement has {len(cfg.start)} entries "
+                                f"for {problem.n_ops} ops", "give one device per op")
+        starts = {"given": np.asarray(cfg.start, dtype=np.int64)}
+    else:
+        room = ev.remaining()
+        share = None if room is None else max(1, int(cfg.seed_share * room))
+        starts = seed_placements(problem, ev, [n for n in cfg.seeds.split(",") if n], share, cfg.seed_max_ops,
+                                 skipped)
     origin = None
     for name, p in starts.items():
-        if ev.out_of_budget(b):
+        if ev.out_of_budget():
             break
         p = repair_memory(problem, p, s.units)
         cand = s.simulate(p)
@@ -178,13 +336,16 @@ def search(problem, budget: Budget, seed: int, ev: Evaluator, anneal: bool, batc
             s.cur, origin = cand, name
         s.offer(cand)
     if s.cur is None:
-        raise RuntimeError("no starting placement could be evaluated within the budget")
+        raise NotApplicable(type(cfg).method_name(), "no seeding heuristic gave a starting placement",
+                            "give more seeds (seeds=...) or a start placement")
     critical = s.critical_units(s.cur[2])
     stale, moves, accepted = 0, 0, 0
     f0 = s.cur[0][1]
-    while not ev.out_of_budget(b):
-        room = batch if limit is None else max(0, min(batch, limit - ev.placements - 1))
-        props = [q for q in (s.propose(s.cur[1], critical) for _ in range(room)) if q is not None]
+    while not ev.out_of_budget():
+        room = ev.remaining()
+        # keep one placement for the full simulation of an accepted move (unless only one is left)
+        k_props = cfg.batch if room is None else max(1, min(cfg.batch, room - 1))
+        props = [q for q in (s.propose(s.cur[1], critical) for _ in range(k_props)) if q is not None]
         if not props:
             break
         br = ev.evaluate_batch(np.stack(props))
@@ -192,16 +353,14 @@ def search(problem, budget: Budget, seed: int, ev: Evaluator, anneal: bool, batc
         k = min(range(len(props)), key=lambda j: (bool(br.oom[j]), float(br.objective[j])))
         top_key = (bool(br.oom[k]), float(br.objective[k]))
         if anneal:
-            frac = min(1.0, max(ev.placements / limit if limit else 0.0,
-                                ev.clock() / seconds if seconds else 0.0))
-            T = f0 * t0 * (t1 / t0) ** frac
+            T = f0 * cfg.t0 * (cfg.t1 / cfg.t0) ** ev.fraction_used()
             delta = top_key[1] - s.cur[0][1]
             worse_mem = top_key[0] and not s.cur[0][0]
             take = top_key < s.cur[0] or (not worse_mem and T > 0 and rng.random() < math.exp(-delta / T))
         else:
             take = top_key < s.cur[0]
         improved = s.best is None or top_key < s.best[0]
-        if take:  # the full simulation gives the critical path for the next proposals
+        if take and not ev.out_of_budget():  # the full simulation gives the critical path for the next proposals
             s.cur = s.simulate(props[k])
             s.offer(s.cur)
             critical = s.critical_units(s.cur[2])
@@ -209,29 +368,30 @@ def search(problem, budget: Budget, seed: int, ev: Evaluator, anneal: bool, batc
         elif improved:
             s.offer((top_key, props[k], None))
         stale = 0 if improved else stale + 1
-        if not anneal and stale >= patience and not ev.out_of_budget(b):
-            s.cur = s.simulate(s.kick(s.best[1], kick))
+        if not anneal and stale >= cfg.patience and not ev.out_of_budget():
+            s.cur = s.simulate(s.kick(s.best[1], cfg.kick))
             s.offer(s.cur)
             critical = s.critical_units(s.cur[2])
             stale = 0
-    notes = [f"started from {origin} ({f0:.1f} us)", f"{moves} moves simulated, {accepted} accepted"]
+    notes = [f"started from {origin} ({f0:.1f} us) among {len(starts)} seed(s)",
+             f"{moves} moves simulated, {accepted} accepted"]
+    if skipped:
+        notes.append("seeds skipped: " + "; ".join(skipped))
     if s.best[0][0]:
         notes.append("OOM: no memory-feasible placement found")
     return s.best[1], notes
 
 
 @register("local-search", "iterated hill climbing over the simulator, one op or colocation group per move, "
-          "seeded from the best classical heuristic", "search", "local search over a simulator (Baechi section 6; "
-          "Placeto's comparisons)")
-def local_search(problem, budget: Budget, seed: int, ev: Evaluator, batch: int = 8, patience: int = 20, kick: int = 4,
-                 start=None, **_):
-    p, notes = search(problem, budget, seed, ev, anneal=False, batch=batch, patience=patience, kick=kick, start=start)
-    return ev.result("local-search", p, params={"batch": batch, "patience": patience, "kick": kick}, notes=notes)
+          "seeded from the best classical heuristic", "search", LocalSearchConfig,
+          paper="local search over a simulator (Baechi section 6; Placeto's comparisons)")
+def local_search(problem, budget: Budget, seed: int, ev: Evaluator, cfg: LocalSearchConfig):
+    p, notes = search(problem, seed, ev, cfg, anneal=False)
+    return ev.result("local-search", p, notes=notes)
 
 
 @register("anneal", "simulated annealing over the simulator, one op or colocation group per move", "search",
-          "Kirkpatrick, Gelatt, Vecchi 1983")
-def anneal(problem, budget: Budget, seed: int, ev: Evaluator, batch: int = 4, t0: float = 0.02, t1: float = 1e-4,
-           start=None, **_):
-    p, notes = search(problem, budget, seed, ev, anneal=True, batch=batch, t0=t0, t1=t1, start=start)
-    return ev.result("anneal", p, params={"batch": batch, "t0": t0, "t1": t1}, notes=notes)
+          AnnealConfig, paper="Kirkpatrick, Gelatt, Vecchi 1983")
+def anneal(problem, budget: Budget, seed: int, ev: Evaluator, cfg: AnnealConfig):
+    p, notes = search(problem, seed, ev, cfg, anneal=True)
+    return ev.result("anneal", p, notes=notes)

@@ -16,10 +16,13 @@ a byte on each link (inverse bandwidth), Scotch's dual recursive bipartitioning 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from placer.methods.base import Budget, Evaluator, register
-from placer.methods.support import Units, gpu_devices, link_arrays, make_units, relieve_oom
+from placer.methods.base import Budget, Evaluator, MethodConfig, register
+from placer.grouping import Grouping, colocation_units
+from placer.methods.support import gpu_devices, link_arrays, relieve_oom
 
 
 def _int_weights(x: np.ndarray, top: int) -> np.ndarray:
@@ -31,28 +34,28 @@ def _int_weights(x: np.ndarray, top: int) -> np.ndarray:
     return np.maximum(1, np.round(x / m * top)).astype(np.int64)
 
 
-def _unit_cost(units: Units, devs: list[int]) -> np.ndarray:
+def _unit_cost(problem, units: Grouping, devs: list[int]) -> np.ndarray:
     """A unit's compute cost on the target devices: its mean over those it can run on."""
-    c = units.compute_us[:, devs]
+    c = units.compute_us(problem)[:, devs]
     fin = np.isfinite(c)
     mean = np.where(fin, c, 0.0).sum(axis=1) / np.maximum(fin.sum(axis=1), 1)
-    fallback = np.where(np.isfinite(units.compute_us), units.compute_us, np.inf).min(axis=1)
+    fallback = np.where(np.isfinite(units.compute_us(problem)), units.compute_us(problem), np.inf).min(axis=1)
     return np.where(fin.any(axis=1), mean, fallback)
 
 
-def _runnable_targets(problem, units: Units, devs: list[int]) -> list[int]:
+def _runnable_targets(problem, units: Grouping, devs: list[int]) -> list[int]:
     """Target devices that can run at least half of the work (a CPU with no costs is left out)."""
-    ok = np.isfinite(units.compute_us)
+    ok = np.isfinite(units.compute_us(problem))
     return [d for d in devs if ok[:, d].mean() >= 0.5] or devs
 
 
-def _finish_parts(problem, units: Units, unit_dev: np.ndarray) -> np.ndarray:
+def _finish_parts(problem, units: Grouping, unit_dev: np.ndarray) -> np.ndarray:
     """Per-op placement; a unit mapped to a device it cannot run on goes to the runnable device
     with the least compute so far."""
     udev = np.asarray(unit_dev, dtype=np.int64).copy()
-    comp = units.compute_us
+    comp = units.compute_us(problem)
     load = np.zeros(problem.n_devices)
-    ok_now = np.isfinite(comp[np.arange(units.n_units), udev])
+    ok_now = np.isfinite(comp[np.arange(units.n_groups), udev])
     np.add.at(load, udev[ok_now], comp[np.flatnonzero(ok_now), udev[ok_now]])
     for u in np.flatnonzero(~ok_now):
         cand = np.flatnonzero(np.isfinite(comp[u]))
@@ -67,12 +70,12 @@ def metis_placement(problem, devices: list[int], seed: int = 0, ufactor: int = 3
     """k-way METIS over the unit graph, k = number of devices, part k -> devices[k]."""
     import pymetis
 
-    units = make_units(problem)
+    units = colocation_units(problem)
     devs = _runnable_targets(problem, units, list(devices))
-    if len(devs) == 1 or units.n_units <= 1:
-        return _finish_parts(problem, units, np.full(units.n_units, devs[0]))
-    xadj, adj, w = units.undirected_csr()
-    vw = _int_weights(_unit_cost(units, devs), 10**5)
+    if len(devs) == 1 or units.n_groups <= 1:
+        return _finish_parts(problem, units, np.full(units.n_groups, devs[0]))
+    xadj, adj, w = units.undirected_csr(problem.graph)
+    vw = _int_weights(_unit_cost(problem, units, devs), 10**5)
     ew = _int_weights(w, 10**5) if len(w) else w.astype(np.int64)
     opts = pymetis.Options(seed=int(seed) % (2**31), ufactor=int(ufactor))
     graph = pymetis.CSRAdjacency(xadj.tolist(), adj.tolist()) if hasattr(pymetis, "CSRAdjacency") else None
@@ -82,6 +85,10 @@ def metis_placement(problem, devices: list[int], seed: int = 0, ufactor: int = 3
 
 
 # ---------------------------------------------------------------------- Scotch
+SCOTCH_OPTIONNUMDETERMINISTIC = 0  # scotch.h (Scotch 7): deterministic behaviour of the threaded algorithms
+SCOTCH_OPTIONNUMRANDOMFIXEDSEED = 1  # scotch.h: the random generator starts from the context's fixed seed
+
+
 def scotch_available() -> str | None:
     try:
         import scotchpy  # noqa: F401
@@ -90,25 +97,38 @@ def scotch_available() -> str | None:
     return None
 
 
-def scotch_placement(problem, devices: list[int], seed: int = 0, sim_params=None) -> np.ndarray:
+def scotch_placement(problem, devices: list[int], seed: int = 0, sim_params=None,
+                     balance: float = 0.05) -> np.ndarray:
     """Scotch static mapping of the unit graph onto the devices (target graph: device speeds as
     vertex weights, inverse link bandwidths as edge weights)."""
     import scotchpy
 
-    units = make_units(problem)
+    units = colocation_units(problem)
     devs = _runnable_targets(problem, units, list(devices))
-    if len(devs) == 1 or units.n_units <= 1:
-        return _finish_parts(problem, units, np.full(units.n_units, devs[0]))
-    scotchpy.common.random_seed(int(seed) % (2**31))
+    if len(devs) == 1 or units.n_groups <= 1:
+        return _finish_parts(problem, units, np.full(units.n_groups, devs[0]))
+    # Scotch draws random numbers (coarsening matchings, initial bipartitions) and, when built with
+    # threads, splits work between them: a context with a fixed seed, the deterministic option and a
+    # single thread gives the same mapping for the same seed under any load (Scotch 7 user's guide,
+    # SCOTCH_contextRandomSeed / SCOTCH_contextOptionSetNum(SCOTCH_OPTIONNUMDETERMINISTIC)).
+    scotchpy.common.random_seed(int(seed) % (2**31))  # the process-wide generator (used by Arch.build)
     scotchpy.common.random_reset()
+    ctx = scotchpy.Context()
+    ctx.option_set_num(SCOTCH_OPTIONNUMDETERMINISTIC, 1)
+    ctx.option_set_num(SCOTCH_OPTIONNUMRANDOMFIXEDSEED, 1)
+    ctx.random_clone()  # the context's own generator, not the process-wide one
+    # SCOTCH_contextRandomSeed returns void in libscotch 7 (scotchpy reads its return value as an
+    # error code), so it is called directly
+    scotchpy.common.libscotch.SCOTCH_contextRandomSeed(ctx._contextptr, scotchpy.common.proper_int(int(seed) % (2**31)))
+    ctx.thread_spawn(1, None)
     # process graph
-    xadj, adj, w = units.undirected_csr()
+    xadj, adj, w = units.undirected_csr(problem.graph)
     proc = scotchpy.Graph()
     proc.build(baseval=0, verttab=xadj.astype(np.int64), edgetab=adj.astype(np.int64),
-               velotab=_int_weights(_unit_cost(units, devs), 10**5),
+               velotab=_int_weights(_unit_cost(problem, units, devs), 10**5),
                edlotab=_int_weights(w, 10**5) if len(w) else np.ones(0, dtype=np.int64))
     # target architecture: complete graph over the devices
-    comp = units.compute_us
+    comp = units.compute_us(problem)
     fast = np.where(np.isfinite(comp), comp, np.inf).min(axis=1)
     speed = []
     for d in devs:
@@ -124,39 +144,76 @@ def scotch_placement(problem, devices: list[int], seed: int = 0, sim_params=None
               edlotab=_int_weights(inv, 1000))
     arch = scotchpy.Arch()
     arch.build(tgt, np.arange(k, dtype=np.int64), scotchpy.Strat())
-    parts = np.zeros(units.n_units, dtype=np.int64)
-    proc.map(arch, parttab=parts)
+    parts = np.zeros(units.n_groups, dtype=np.int64)
+    bound = scotchpy.Graph()
+    ctx.bind_graph(proc, bound)
+    bound._data(store=True)  # the Python side's vertex count, read back from the bound C graph
+    strat = scotchpy.Strat()
+    strat.graph_map_build(scotchpy.STRATQUALITY, k, float(balance))
+    bound.map(arch, strat=strat, parttab=parts)
+    bound.exit()
+    ctx.exit()
     return _finish_parts(problem, units, np.asarray(devs)[parts])
 
 
 # ---------------------------------------------------------------------- registered methods
-def _finish(name, problem, ev: Evaluator, placement, params):
+def _finish(name, problem, ev: Evaluator, placement):
     p, r = relieve_oom(problem, placement, ev)
     notes = []
     if r.oom:
         notes.append("OOM: no memory-feasible placement found by this method")
     elif not np.array_equal(p, placement):
         notes.append("moved ops off a device whose memory overflowed")
-    return ev.result(name, p, params=params, notes=notes)
+    return ev.result(name, p, notes=notes)
+
+
+@dataclass(frozen=True)
+class MetisConfig(MethodConfig):
+    """METIS k-way partitioning (Karypis and Kumar 1998) of the unit graph."""
+
+    ufactor: int = 30  # METIS load imbalance allowed, in thousandths (30: parts up to 1.03 x the mean)
+
+    def checks(self):
+        return [(1 <= self.ufactor <= 1000, "ufactor", "in [1, 1000]")]
+
+
+@dataclass(frozen=True)
+class ScotchConfig(MethodConfig):
+    """Scotch static mapping (Pellegrini and Roman 1996) onto the devices."""
+
+    balance: float = 0.05  # Scotch's load imbalance ratio allowed between target devices
+
+    def checks(self):
+        return [(0.0 <= self.balance <= 1.0, "balance", "in [0, 1]")]
+
+
+@dataclass(frozen=True)
+class MinCutConfig(MethodConfig):
+    """Scotch static mapping onto the GPUs only (the Hierarchical Planner's MinCut)."""
+
+    balance: float = 0.05  # Scotch's load imbalance ratio allowed between target GPUs
+
+    def checks(self):
+        return [(0.0 <= self.balance <= 1.0, "balance", "in [0, 1]")]
 
 
 @register("metis", "METIS k-way partition (compute as vertex weights, bytes as edge weights), one part per GPU",
-          "partitioning", "Karypis and Kumar 1998; Post baseline (Gao et al. 2018, section 4)")
-def metis(problem, budget: Budget, seed: int, ev: Evaluator, ufactor: int = 30, **_):
-    p = metis_placement(problem, gpu_devices(problem), seed, ufactor)
-    return _finish("metis", problem, ev, p, {"ufactor": ufactor})
+          "partitioning", MetisConfig, paper="Karypis and Kumar 1998; Post baseline (Gao et al. 2018, section 4)")
+def metis(problem, budget: Budget, seed: int, ev: Evaluator, cfg: MetisConfig):
+    p = metis_placement(problem, gpu_devices(problem), seed, cfg.ufactor)
+    return _finish("metis", problem, ev, p)
 
 
 @register("scotch", "Scotch static mapping onto every device (compute and link capacities)", "partitioning",
-          "Pellegrini and Roman 1996; Hierarchical Planner baseline (Mirhoseini et al. 2018)",
+          ScotchConfig, paper="Pellegrini and Roman 1996; Hierarchical Planner baseline (Mirhoseini et al. 2018)",
           available=scotch_available)
-def scotch(problem, budget: Budget, seed: int, ev: Evaluator, **_):
-    p = scotch_placement(problem, list(range(problem.n_devices)), seed, ev.sim_params)
-    return _finish("scotch", problem, ev, p, {})
+def scotch(problem, budget: Budget, seed: int, ev: Evaluator, cfg: ScotchConfig):
+    p = scotch_placement(problem, list(range(problem.n_devices)), seed, ev.sim_params, cfg.balance)
+    return _finish("scotch", problem, ev, p)
 
 
-@register("mincut", "Scotch static mapping onto the GPUs only", "partitioning",
-          "Hierarchical Planner baseline (Mirhoseini et al. 2018, section 3)", available=scotch_available)
-def mincut(problem, budget: Budget, seed: int, ev: Evaluator, **_):
-    p = scotch_placement(problem, gpu_devices(problem), seed, ev.sim_params)
-    return _finish("mincut", problem, ev, p, {})
+@register("mincut", "Scotch static mapping onto the GPUs only", "partitioning", MinCutConfig,
+          paper="Hierarchical Planner baseline (Mirhoseini et al. 2018, section 3)", available=scotch_available)
+def mincut(problem, budget: Budget, seed: int, ev: Evaluator, cfg: MinCutConfig):
+    p = scotch_placement(problem, gpu_devices(problem), seed, ev.sim_params, cfg.balance)
+    return _finish("mincut", problem, ev, p)

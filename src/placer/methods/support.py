@@ -1,98 +1,19 @@
-"""Helpers the classical placers share: placement units (colocation groups), link costs as the
-evaluator's simulator sees them, per-op memory footprints and memory repair.
+"""Helpers the classical placers share: link costs as the evaluator's simulator sees them, per-op
+memory footprints and memory repair.
 
-A *unit* is what a classical method moves as one piece: a colocation group
-(``graph.colocation_groups()``) or a single free op. Every method here places units, so a
-placement it returns never splits a colocation group.
+A *unit* is what a classical method moves as one piece: a colocation group or a single free op,
+the groups of :func:`placer.grouping.colocation_units` (a :class:`placer.grouping.Grouping`: its
+``op_group``, ``groups``, ``compute_us(problem)``, ``edges(graph)``, ``expand``). Every method here
+places units, so a placement it returns never splits a colocation group.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cached_property
-
 import numpy as np
 
+from placer.errors import InputError
 
-# ---------------------------------------------------------------------- units
-@dataclass(eq=False)
-class Units:
-    """Ops merged into placement units (colocation groups and single ops)."""
-
-    problem: object
-    unit_of: np.ndarray  # (n,) unit index of each op
-    members: list[np.ndarray]  # per unit: its ops (ascending)
-
-    @property
-    def n_units(self) -> int:
-        return len(self.members)
-
-    @cached_property
-    def compute_us(self) -> np.ndarray:
-        """(U, D) summed cost of a unit's ops per device; inf where one of them cannot run."""
-        return np.add.reduceat(self.problem.compute_us[self._order], self._starts, axis=0)
-
-    @cached_property
-    def param_bytes(self) -> np.ndarray:
-        return np.bincount(self.unit_of, weights=self.problem.graph.param_bytes, minlength=self.n_units)
-
-    @cached_property
-    def _order(self) -> np.ndarray:
-        return np.concatenate(self.members)
-
-    @cached_property
-    def _starts(self) -> np.ndarray:
-        return np.cumsum([0] + [len(m) for m in self.members[:-1]])
-
-    @cached_property
-    def edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Edges between distinct units (src unit, dst unit, summed bytes), sorted, merged."""
-        g = self.problem.graph
-        a, b = self.unit_of[g.edge_src], self.unit_of[g.edge_dst]
-        keep = a != b
-        key = a[keep] * self.n_units + b[keep]
-        uk, inv = np.unique(key, return_inverse=True)
-        w = np.bincount(inv, weights=g.edge_bytes[keep], minlength=len(uk))
-        return uk // self.n_units, uk % self.n_units, w
-
-    def undirected_csr(self, edge_weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Symmetric adjacency (xadj, adjncy, weights) of the unit graph, both directions merged."""
-        s, d, w = self.edges
-        if edge_weight is not None:
-            w = edge_weight
-        U = self.n_units
-        a = np.concatenate([s, d])
-        b = np.concatenate([d, s])
-        ww = np.concatenate([w, w])
-        key = a * U + b
-        uk, inv = np.unique(key, return_inverse=True)
-        wsum = np.bincount(inv, weights=ww, minlength=len(uk))
-        a, b = uk // U, uk % U
-        xadj = np.zeros(U + 1, dtype=np.int64)
-        np.add.at(xadj, a + 1, 1)
-        return np.cumsum(xadj), b.astype(np.int64), wsum
-
-    def expand(self, unit_device: np.ndarray) -> np.ndarray:
-        """A per-op placement from one device per unit."""
-        return np.asarray(unit_device, dtype=np.int64)[self.unit_of]
-
-
-def make_units(problem) -> Units:
-    g = problem.graph
-    unit_of = np.full(g.n_ops, -1, dtype=np.int64)
-    members: list[np.ndarray] = []
-    for grp in g.colocation_groups():
-        unit_of[grp] = len(members)
-        members.append(np.asarray(grp, dtype=np.int64))
-    # remaining ops become singleton units, numbered so that unit order follows first-op order
-    free = np.flatnonzero(unit_of < 0)
-    first = np.array([m[0] for m in members] + free.tolist(), dtype=np.int64)
-    allm = members + [np.array([i], dtype=np.int64) for i in free]
-    order = np.argsort(first, kind="stable")
-    members = [allm[k] for k in order]
-    for u, m in enumerate(members):
-        unit_of[m] = u
-    return Units(problem, unit_of, members)
+from placer.grouping import Grouping, colocation_units
 
 
 # ---------------------------------------------------------------------- links as simulated
@@ -132,14 +53,18 @@ def op_memory_bytes(problem, model: str = "conservative") -> np.ndarray:
     """Bytes an op is charged on its device by the memory-aware list schedulers.
 
     ``conservative`` (Baechi, Jeon et al. 2020, section 3: memory is never freed during the step):
-    parameters + output tensor + workspace; ``params``: the persistent bytes only (what
+    parameters + output buffer as the simulator sizes it (the larger of the output bytes and the
+    largest out-edge) + workspace; ``params``: the persistent bytes only (what
     :meth:`Problem.memory_feasible` checks)."""
     g = problem.graph
     if model == "params":
         return np.asarray(g.param_bytes, dtype=np.float64)
     if model == "conservative":
-        return np.asarray(g.param_bytes + g.output_bytes + g.temp_bytes, dtype=np.float64)
-    raise ValueError(f"unknown memory model {model!r}: use 'conservative' or 'params'")
+        out = np.asarray(g.output_bytes, dtype=np.float64).copy()
+        if g.n_edges:
+            np.maximum.at(out, g.edge_src, g.edge_bytes)
+        return np.asarray(g.param_bytes + out + g.temp_bytes, dtype=np.float64)
+    raise InputError("list scheduler", f"memory={model!r}", "is not a memory model", "use conservative or params")
 
 
 def gpu_devices(problem) -> list[int]:
@@ -147,12 +72,12 @@ def gpu_devices(problem) -> list[int]:
     return problem.cluster.gpus() or list(range(problem.n_devices))
 
 
-def usable_devices(problem, devices: list[int] | None, units: Units | None = None) -> np.ndarray:
+def usable_devices(problem, devices: list[int] | None, units: Grouping | None = None) -> np.ndarray:
     """(n, D) bool: devices an op may go to, the same for every op of a colocation group: those of
     ``devices`` that can run all the group's ops, or, when there are none (e.g. a CPU-only op
     while the method places on GPUs), any device that can."""
-    units = units or make_units(problem)
-    uok = np.isfinite(units.compute_us)
+    units = units or colocation_units(problem)
+    uok = np.isfinite(units.compute_us(problem))
     if devices is not None:
         allow = np.zeros(problem.n_devices, dtype=bool)
         allow[list(devices)] = True
@@ -160,30 +85,29 @@ def usable_devices(problem, devices: list[int] | None, units: Units | None = Non
         none = ~inside.any(axis=1)
         inside[none] = uok[none]
         uok = inside
-    return uok[units.unit_of]
+    return uok[units.op_group]
 
 
-def repair_memory(problem, placement: np.ndarray, units: Units | None = None,
+def repair_memory(problem, placement: np.ndarray, units: Grouping | None = None,
                   allowed: np.ndarray | None = None) -> np.ndarray:
     """Move units off devices whose persistent bytes exceed capacity, largest first, each to the
     allowed device (runnable for all its ops) that has room and holds most of its neighbours'
     traffic, else the one with most room. Returns the placement unchanged when it already fits or
     when no move helps."""
     p = np.asarray(placement, dtype=np.int64).copy()
-    units = units or make_units(problem)
+    units = units or colocation_units(problem)
     cap = problem.memory_bytes
-    ucomp = units.compute_us
-    uok = np.isfinite(ucomp)
+    uok = np.isfinite(units.compute_us(problem))
     if allowed is not None:
-        uallowed = np.ones((units.n_units, problem.n_devices), dtype=bool)
-        np.logical_and.at(uallowed, units.unit_of, allowed)
+        uallowed = np.ones((units.n_groups, problem.n_devices), dtype=bool)
+        np.logical_and.at(uallowed, units.op_group, allowed)
         uok &= uallowed
-    udev = p[[m[0] for m in units.members]]
-    upar = units.param_bytes
+    udev = p[units.first]
+    upar = units.param_bytes(problem.graph)
     used = np.bincount(udev, weights=upar, minlength=problem.n_devices)
     if (used <= cap).all():
         return p
-    xadj, adj, w = units.undirected_csr()
+    xadj, adj, w = units.undirected_csr(problem.graph)
     for d in np.argsort(-(used - cap)):
         if used[d] <= cap[d]:
             continue
@@ -207,26 +131,25 @@ def repair_memory(problem, placement: np.ndarray, units: Units | None = None,
     return units.expand(udev)
 
 
-def relieve_oom(problem, placement: np.ndarray, ev, units: Units | None = None, max_rounds: int = 48,
+def relieve_oom(problem, placement: np.ndarray, ev, units: Grouping | None = None, max_rounds: int = 48,
                 allowed: np.ndarray | None = None, top_units: int = 6) -> tuple[np.ndarray, object]:
     """If the simulated peak memory overflows a device, move units off it until it fits: each round
     tries the ``top_units`` units holding most memory there (parameters + outputs + workspace) on
     every other device that can run them, simulates all those candidates in one batch through the
     evaluator, and keeps the best by (OOM, objective). Returns (placement, its SimResult)."""
-    units = units or make_units(problem)
+    units = units or colocation_units(problem)
     p = repair_memory(problem, placement, units, allowed)
     r = ev.simulate(p)
     if not r.oom:
         return p, r
     g = problem.graph
-    umem = np.bincount(units.unit_of, weights=g.param_bytes + g.output_bytes + g.temp_bytes,
-                       minlength=units.n_units)
-    uok = np.isfinite(units.compute_us)
+    umem = units.total(g.param_bytes + g.output_bytes + g.temp_bytes)
+    uok = np.isfinite(units.compute_us(problem))
     if allowed is not None:
         ua = np.ones_like(uok)
-        np.logical_and.at(ua, units.unit_of, allowed)
+        np.logical_and.at(ua, units.op_group, allowed)
         uok &= ua
-    first = np.array([m[0] for m in units.members], dtype=np.int64)
+    first = units.first
     key = (bool(r.oom), float(r.objective))
     for _ in range(max_rounds):
         over = r.peak_memory_bytes - problem.memory_bytes
@@ -242,7 +165,7 @@ def relieve_oom(problem, placement: np.ndarray, ev, units: Units | None = None, 
             for x in np.flatnonzero(uok[u]):
                 if x != d:
                     q = p.copy()
-                    q[units.members[u]] = x
+                    q[units.groups[u]] = x
                     cands.append(q)
         if not cands:
             break
