@@ -13,22 +13,27 @@ from typing import Optional
 import typer
 
 from placer.cli import app, console, err_console
+from placer.cli.options import at_least, output_file
 from placer.errors import InputError
 
 
 @app.command()
 def capture(source: str = typer.Argument(..., help="FILE.py:FACTORY, MODULE:FACTORY, or hf:NAME (a transformers model type)"),
-            out: Path = typer.Option(..., "--out", "-o", help="native JSON output (.json or .json.gz)"),
+            out: str = typer.Option(..., "--out", "-o", help="native JSON output (.json or .json.gz)",
+                                    callback=output_file),
             inputs: list[str] = typer.Option([], "--input", "-i", help="an input, SHAPE[:DTYPE[:HIGH]] without the batch "
                                              "dimension (3x224x224, 128:int64:30000); repeat for several"),
-            batch: int = typer.Option(None, "--batch", "-b", help="batch size, prepended to every --input (default 1; hf: 8)"),
-            seq: Optional[int] = typer.Option(None, "--seq", help="hf: tokens per sequence (default 128)"),
+            batch: int = typer.Option(None, "--batch", "-b", help="batch size, prepended to every --input (default 1; hf: 8)",
+                                      callback=at_least(1, 16)),
+            seq: Optional[int] = typer.Option(None, "--seq", help="hf: tokens per sequence (default 128)",
+                                              callback=at_least(1, 128)),
             loss: str = typer.Option("auto", "--loss", help="auto (the output if scalar, else its mean), mean, sum, "
                                      "cross-entropy, or FILE.py:FUNCTION(output) -> scalar"),
             optimizer: str = typer.Option("sgd-momentum", help="sgd, sgd-momentum or adam"),
             sets: list[str] = typer.Option([], "--set", help="KEY=VALUE (JSON value): a factory keyword argument, or an "
                                            "hf config field (n_layer=2)"),
-            seed: int = typer.Option(0, help="seeds the weights and inputs (used again by `placer run`)"),
+            seed: int = typer.Option(0, help="seeds the weights and inputs (used again by `placer run`)",
+                                     callback=at_least(0)),
             name: Optional[str] = typer.Option(None, help="graph name (default: the factory's file or the hf name)"),
             profile_cpu: bool = typer.Option(False, "--profile-cpu", help="also measure every op on this CPU "
                                              "(compute_us['cpu'] = measured medians)"),

@@ -12,6 +12,7 @@ import numpy as np
 import typer
 
 from placer.cli import ClusterOpt, GraphArg, JsonOpt, SimOpt, _emit, _gib, _us, app, console, load_problem, sim_params
+from placer.cli.options import at_least
 from placer.errors import InputError
 
 
@@ -20,9 +21,9 @@ def run(graph: str = GraphArg, cluster: str = ClusterOpt,
         placement: str = typer.Option(..., "--placement", "-p", help="placement JSON, or 'single:<device index>'"),
         map_: Optional[str] = typer.Option(None, "--map", help="cluster device -> real device, e.g. gpu:0=cuda:0,cpu:0=cpu "
                                            "(default: i-th cluster GPU -> cuda:i if present, everything else -> cpu)"),
-        steps: int = typer.Option(10, help="timed steps"),
-        warmup: int = typer.Option(2, help="untimed steps first (the first also counts memory)"),
-        threads: Optional[int] = typer.Option(None, help="torch CPU threads (default: torch's)"),
+        steps: int = typer.Option(10, help="timed steps", callback=at_least(1, 10)),
+        warmup: int = typer.Option(2, help="untimed steps first (the first also counts memory)", callback=at_least(0)),
+        threads: Optional[int] = typer.Option(None, help="torch CPU threads (default: torch's)", callback=at_least(1, 4)),
         sim: str = SimOpt, as_json: bool = JsonOpt):
     """Run a placement of a captured model for real: measured step time and peak memory per device,
     beside the simulator's prediction."""
