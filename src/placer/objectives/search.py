@@ -193,9 +193,12 @@ def interval_search(problem, objective, ev, seed: int, anneal: bool, batch: int 
 
     cur = best = None
     origin = None
+    runnable = np.isfinite(S.m.t_us)
     for name, order, p in S.starts(start):
         if room() <= 0 or ev.out_of_budget():
             break
+        if not runnable[np.arange(S.m.n), p].all():
+            continue
         v = float(ev.evaluate_batch(p[None, :]).objective[0])
         st = state_of(S.b, p, order)
         if S._normalise(st) is None:

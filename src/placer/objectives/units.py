@@ -196,8 +196,14 @@ def greedy_fill(problem, objective, order: np.ndarray | None = None) -> np.ndarr
     cpus = [int(d) for d in np.flatnonzero(~m.acc)] or accs[-1:]
     bdev = np.empty(b.B, dtype=np.int64)
     k, room = -1, -1.0
+    ok = np.isfinite(m.t_us)
     for blk in order:
         size = b.mem_bytes[blk]
+        if accs and not ok[b.members[blk], accs[0]].all():  # cannot run on an accelerator
+            bdev[blk] = cpus[0]
+            if k >= 0:
+                room = -1.0
+            continue
         if k >= 0 and size <= room:
             bdev[blk] = accs[k]
             room -= size
