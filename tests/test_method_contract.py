@@ -34,7 +34,9 @@ def contract_problem() -> Problem:
     cpu_only = int(np.flatnonzero(coloc < 0)[3])
     gpu = g.compute_us["gpu"].copy()
     gpu[cpu_only] = np.inf
-    g = g.replace(colocation=coloc, compute_us={**g.compute_us, "gpu": gpu})
+    # convolution op types: a CNN, so the rule-based ``expert`` applies too (the simulator ignores types)
+    types = [t.replace("op", "Conv2D") for t in g.op_types]
+    g = g.replace(colocation=coloc, compute_us={**g.compute_us, "gpu": gpu}, op_types=types)
     devs = [Device("gpu:0", "gpu", "k80", 12 * GiB), Device("gpu:1", "gpu", "k80", 12 * GiB),
             Device("cpu:0", "cpu", "cpu", 64 * GiB)]
     return Problem(g, make_cluster("contract", devs, 7600.0, 0.0))
