@@ -123,6 +123,28 @@ def test_p2p_sender_skips_a_transfer_to_a_busy_receiver():
     assert rows == [(0, 2, 10.0, 110.0), (2, 1, 21.0, 22.0), (1, 2, 110.0, 111.0)]
 
 
+def test_placeto_preset_breaks_ties_by_op_name():
+    # the issue-18 reproducer: r releases b and a at t=1; the reference queues a before b (name
+    # order), so a's tensor leaves early and c (on d1) overlaps b
+    def make(names):
+        r, b, a, c = names
+        return problem(names, [(r, b), (r, a), (a, c)], [1.0, 100.0, 1.0, 100.0], out=[7600.0] * 4)
+
+    P = make(["r", "b", "a", "c"])
+    r = both(P, [0, 0, 0, 1], PLACETO)
+    assert r.makespan_us == pytest.approx(119.1)
+    assert r.start_us == pytest.approx([0, 13.4, 6.7, 8.7])
+    assert simulate_reference(P, [0, 0, 0, 1], PLACETO)["makespan_us"] == r.makespan_us
+    # renamed so that names sort like the topological order: b first, as the reference does too
+    assert both(make(["n0", "n1", "n2", "n3"]), [0, 0, 0, 1], PLACETO).makespan_us == pytest.approx(220.1)
+    # placer's own order (the default) keeps ties by topological index whatever the names
+    assert both(P, [0, 0, 0, 1], SimParams.placeto(tie_break="index")).makespan_us == pytest.approx(220.1)
+    assert both(P, [0, 0, 0, 1], SimParams(op_gap_us=5.7, bus_gap_us=25.0)).makespan_us == pytest.approx(220.1)
+    assert evaluate_many(P, [[0, 0, 0, 1]], PLACETO).makespan_us.tolist() == [r.makespan_us]
+    # the kernel's successor lists are re-sorted by name: transfers still name the graph's ops
+    assert r.transfers["tensor"].tolist() == [2] and r.transfers["dst"].tolist() == [1]
+
+
 def test_latency_and_per_link_bandwidth():
     P = problem(["a", "b"], [("a", "b")], [1.0, 1.0], out=[1000, 0], bw=100.0, lat=3.0)
     assert both(P, [0, 1], NOGAP).start_us.tolist() == [0, 14]  # 1 + 3 + 1000 / 100
@@ -221,8 +243,11 @@ def test_sim_params_are_validated():
         SimParams(comm_model="bus")
     with pytest.raises(ValueError):
         SimParams(op_gap_us=-1)
+    with pytest.raises(ValueError):
+        SimParams(tie_break="random")
     p = SimParams.placeto()
     assert (p.op_gap_us, p.bus_gap_us, p.bandwidth_bytes_per_us, p.latency_us) == (5.7, 25.0, 7600.0, 0.0)
+    assert p.tie_break == "name" and SimParams().tie_break == "index"
 
 
 def test_chrome_trace(tmp_path):

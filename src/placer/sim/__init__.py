@@ -3,7 +3,7 @@
 Semantics
 ---------
 * Event-driven. Per device, a FIFO of runnable ops in the order they became runnable (ties: the
-  order the releasing events ran, i.e. by producer then consumer topological index, never by name).
+  order the releasing events ran, i.e. by producer then consumer priority, see below).
   An op is runnable on its device once every parent finished and the parent's tensor arrived there.
   One op at a time per device; communication overlaps compute.
 * After an op with non-zero cost the device idles ``op_gap_us``; ops with zero cost add no gap.
@@ -15,16 +15,22 @@ Semantics
   consumer there; a device sends one and receives one transfer at a time (so each directed link is
   serialised too); a free sender starts the oldest queued transfer whose receiver is free; a
   receiver becoming free wakes idle senders; ``bus_gap_us`` follows every send on the sender.
-* Simultaneous events run in the order (time, kind, index): op done / tensor arrived, then senders
-  waking, then devices waking; within a kind by producer op index (then destination device), or by
-  device index. The makespan is the time of the last event: last op end (+ its op gap) or last
-  arrival (+ bus gap). With ``SimParams.placeto()`` this is the published reference simulator
-  (aravic/generalizable-device-placement, ``sim/tf_placement_sim``): it returns the last event time
-  of a heap ordered by (time, event name, names), and its per-edge dependency events, bus queue
-  keyed by the producer's end time, and insertion-counter FIFOs give the same schedule. Deliberate
-  differences: ties use indices where it uses op and device names (equal when names sort like the
-  indices); an op has one output buffer (the reference sends one transfer per output slot; here one
-  per op, sized by its largest remote edge); links may have latency and per-pair bandwidth.
+* Simultaneous events run in the order (time, kind, priority): op done / tensor arrived, then
+  senders waking, then devices waking; within a kind by the producer op's priority (then
+  destination device), or by device index. An op's priority is its topological index
+  (``SimParams.tie_break="index"``, the default: placer's own deterministic order) or the rank of
+  its name in string order (``"name"``, what ``SimParams.placeto()`` uses). The makespan is the
+  time of the last event: last op end (+ its op gap) or last arrival (+ bus gap). With
+  ``SimParams.placeto()`` this is the published reference simulator
+  (aravic/generalizable-device-placement, ``sim/tf_placement_sim``) on any op names: it returns the
+  last event time of a heap ordered by (time, event name, (producer name, consumer name)), and its
+  per-edge dependency events, bus queue keyed by the producer's end time, and insertion-counter
+  FIFOs give the same schedule. Its zero-cost rule skips the op gap only for the integer cost 0;
+  placer treats every exact 0 as that integer (see ``SimParams.placeto``). Deliberate differences:
+  devices tie by index where it uses device names (equal for names like /GPU:0../GPU:9); ops with
+  no parents start in index order (it uses its graph_def order); an op has one output buffer (the
+  reference sends one transfer per output slot; here one per op, sized by its largest remote edge);
+  links may have latency and per-pair bandwidth.
 * Every op runs exactly once, or a RuntimeError names an op that never ran. Nothing survives
   between calls except caches of the Problem's arrays.
 * Memory (see :mod:`placer.sim.memory`): parameters for the whole step, outputs from start to the
@@ -37,7 +43,8 @@ Entry points
 ------------
 ``simulate`` (full SimResult), ``evaluate`` (objective only, fastest single call),
 ``evaluate_many`` (a (k, n) batch, ``n_jobs`` threads), ``IncrementalSim`` (progressive MDP: a few
-ops change device per step), ``simulate_reference`` (pure Python, for tests).
+ops change device per step; each change is a full objective run), ``simulate_reference`` (pure
+Python, for tests).
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@
   full :class:`SimResult`.
 * :func:`evaluate` / :func:`evaluate_many`: the objective of one placement / of a (k, n) batch, the
   batch optionally split over threads (``n_jobs``; the kernel releases the GIL).
-* :class:`IncrementalSim`: the progressive MDP's fast path. It keeps the last run's records and,
-  when ops change device, replays only from the earliest time the change can matter
-  (:mod:`placer.sim.restore`); the answer is bit-for-bit the full simulation's.
+* :class:`IncrementalSim`: the progressive MDP's interface (a few ops change device per step). Each
+  change is a full objective run: a restart from the first affected time was measured and removed
+  (see the class docstring).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import numpy as np
 from placer.sim import kernel as K
 from placer.sim.memory import live_at
 from placer.sim.prepare import config, prepared
-from placer.sim.restore import sim_from
 from placer.sim.result import SimParams, SimResult
 
 
@@ -33,7 +32,8 @@ class Engine:
     def __init__(self, problem, params: SimParams | None = None):
         self.problem = problem
         self.params = params or SimParams()
-        self.prep = prepared(problem)
+        self.prep = prepared(problem, self.params.tie_break)
+        self.PI = self.prep.PI
         self.CF, self.CI = config(problem, self.params)
         n, m, D = self.prep.n, self.prep.m, self.prep.D
         ni, nf = K.ws_sizes(n, m, D)
@@ -54,9 +54,13 @@ class Engine:
         """Simulate ``placement`` into the workspace (raises on a bad placement). ``record=False``
         keeps only what the objective needs (faster; :meth:`result` then re-runs)."""
         self.place[:] = self._as_array(placement)
-        st = K.sim_full(self.prep.GI, self.prep.GF, self.CF, self.CI, self.place, self.WI, self.WF, record)
+        st = self._sim(record)
         self.recorded = record
         self.check(st)
+
+    def _sim(self, record: bool) -> int:
+        p = self.prep
+        return K.sim_full(p.GI, p.GF, self.CF, self.CI, self.PI, self.place, self.WI, self.WF, record)
 
     def check(self, status: int) -> None:
         if status == K.OK:
@@ -66,7 +70,7 @@ class Engine:
             raise ValueError(f"placement rejected at op {int(self.WI[K.S_BAD])}")  # pragma: no cover
         if not self.recorded:  # find the op from a recorded run
             self.recorded = True
-            self.check(K.sim_full(self.prep.GI, self.prep.GF, self.CF, self.CI, self.place, self.WI, self.WF, True))
+            self.check(self._sim(True))
         ran = np.zeros(self.prep.n, dtype=bool)
         ran[self.vi[K.I_DISP][:int(self.WI[K.S_NRUN])]] = True
         i = int(np.flatnonzero(~ran)[0])
@@ -97,7 +101,8 @@ class Engine:
             self.run(self.place.copy() if placement is None else placement)
         g, p, vi, vf = self.problem.graph, self.place.copy(), self.vi, self.vf
         start, end = vf[K.F_START].copy(), vf[K.F_END].copy()
-        src, dst = g.edge_src, g.edge_dst
+        src = g.edge_src if self.prep.edge_src is None else self.prep.edge_src  # the kernel's edge numbering
+        dst = g.edge_dst if self.prep.edge_dst is None else self.prep.edge_dst
         reps = np.flatnonzero((p[src] != p[dst]) & (vi[K.I_COPYREP] == np.arange(len(src))))
         u, x = src[reps], p[dst[reps]]
         t0, t1, nb = vf[K.F_XFSTART][reps], vf[K.F_XFARR][reps], vf[K.F_CBYTES][reps]
@@ -156,7 +161,8 @@ def evaluate_many(problem, placements, params: SimParams | None = None, n_jobs: 
     calling thread; -1: one per core); rows are split into contiguous chunks, one per thread, each
     with its own workspace (the kernel releases the GIL). Results do not depend on ``n_jobs``."""
     params = params or SimParams()
-    prep = prepared(problem)
+    prep = prepared(problem, params.tie_break)
+    PI = prep.PI
     P = np.asarray(placements)
     if P.ndim == 1:
         P = P[None, :]
@@ -172,12 +178,12 @@ def evaluate_many(problem, placements, params: SimParams | None = None, n_jobs: 
     jobs = (os.cpu_count() or 1) if n_jobs == -1 else max(1, int(n_jobs or 1))
     jobs = min(jobs, k)
     if jobs <= 1:
-        K.sim_batch(prep.GI, prep.GF, CF, CI, P, 0, k, obj, mk, peak, status)
+        K.sim_batch(prep.GI, prep.GF, CF, CI, PI, P, 0, k, obj, mk, peak, status)
     else:
         bounds = np.linspace(0, k, jobs + 1).astype(int)
         with ThreadPoolExecutor(jobs) as pool:
-            list(pool.map(lambda j: K.sim_batch(prep.GI, prep.GF, CF, CI, P, bounds[j], bounds[j + 1], obj, mk, peak,
-                                                status), range(jobs)))
+            list(pool.map(lambda j: K.sim_batch(prep.GI, prep.GF, CF, CI, PI, P, bounds[j], bounds[j + 1], obj, mk,
+                                                peak, status), range(jobs)))
     if status.any():
         engine(problem, params).run(P[int(np.flatnonzero(status)[0])])  # raises the precise error
     return BatchResult(obj, mk, peak, (peak > np.asarray(problem.memory_bytes)).any(axis=1))
@@ -187,33 +193,30 @@ class IncrementalSim:
     """Objective of a placement that changes a few ops at a time (Placeto's progressive MDP).
 
     ``move(op, device)`` / ``update(placement)`` return the new objective R (us), equal to
-    ``simulate(problem, new placement, params).objective``. When ops change device the simulation
-    restarts at ``T0``, the earliest end time of a parent of a changed op (0 when a changed op has
-    no parent: then it is a full run), from state read back from the previous run's records.
-    ``stats`` counts full runs, restarts and calls that changed nothing.
+    ``simulate(problem, new placement, params).objective``; ``stats`` counts full runs and calls
+    that changed nothing.
 
-    Cost (measured by ``benchmarks/sim_speed.py``): a restart reads the old records back in
-    O(n + m) simple passes (10-25% of a full run) and replays the events after T0, and it must keep
-    the records a plain objective run skips (~15%). So it pays only when T0 is late: on inference
-    graphs a Placeto-style sweep is ~1.2-1.4x faster than full runs; on training graphs a backward
-    op's forward mirror feeds it, so T0 falls in the forward pass and the sweep is about break-even;
-    ops without parents (weights in operator graphs) always need a full run. Below ``full_below``
-    (T0 as a fraction of the makespan) it runs the whole simulation instead of restarting.
+    Every change is one full objective run on a kept workspace. An earlier version restarted the
+    event loop at T0, the earliest end time of a parent of a changed op, from state read back from
+    the previous run's records. It was removed because it cannot pay on training graphs: a
+    backward op's forward mirror feeds it, so T0 falls in the forward pass and a Placeto-style
+    sweep replays on average 65% of the timeline (10k-op generated training graph), which bounds
+    any restart at 1 / 0.65 = 1.5x even if reading the state back were free; measured, reading it
+    back (O(n + m)) and keeping the records a restart needs made a move 0.87-0.95x of a full run.
+    ``benchmarks/sim_speed.py`` prints a move's cost against a full run.
     """
 
-    full_below = 0.1  # restart only when T0 is past this fraction of the old makespan
+    full_below = 1.0  # kept for compatibility: every change is a full run
 
     def __init__(self, problem, params: SimParams | None = None, placement=None):
         self.problem = problem
         self.engine = Engine(problem, params)
-        g = problem.graph
-        self._pred_ptr, self._pred_idx = g.pred_ptr, g.pred_idx
         self.stats = {"full": 0, "restarts": 0, "unchanged": 0, "replayed_fraction_sum": 0.0}
         self._comp = problem.compute_us
         lead = self.engine.prep.leader
-        self._grouped = np.bincount(lead, minlength=g.n_ops)[lead] > 1  # ops that cannot move alone
-        p = np.zeros(g.n_ops, dtype=np.int64) if placement is None else placement
-        self.engine.run(p)
+        self._grouped = np.bincount(lead, minlength=problem.graph.n_ops)[lead] > 1  # ops that cannot move alone
+        p = np.zeros(problem.graph.n_ops, dtype=np.int64) if placement is None else placement
+        self.engine.run(p, record=False)
         self.stats["full"] += 1
 
     @property
@@ -237,8 +240,7 @@ class IncrementalSim:
         return self.engine.result()
 
     def move(self, op: int, device: int) -> float:
-        """Put ``op`` on ``device``; returns the new objective. O(degree) Python work before the
-        kernel (no copy of the placement)."""
+        """Put ``op`` on ``device``; returns the new objective."""
         e = self.engine
         op, device = int(op), int(device)
         if not 0 <= op < e.prep.n:
@@ -250,50 +252,32 @@ class IncrementalSim:
             new = e.place.copy()
             new[op] = device
             return self.update(new)  # raises the InputError that names the problem
-        T0 = self._restart_time([op])
         e.place[op] = device
-        return self._run(T0)
+        return self._run()
 
     def update(self, placement) -> float:
         """Switch to ``placement`` (any number of ops may differ); returns the new objective."""
         e = self.engine
         new = e._as_array(placement)
-        changed = np.flatnonzero(new != e.place)
-        if len(changed) == 0:
+        if np.array_equal(new, e.place):
             self.stats["unchanged"] += 1
             return e.last_objective
         prep = e.prep
+        changed = np.flatnonzero(new != e.place)
         ok = ((new[changed] >= 0) & (new[changed] < prep.D)).all()
         ok = ok and np.isfinite(self._comp[changed, new[changed]]).all()
         if ok and prep.has_colocation:
             ok = bool((new == new[prep.leader]).all())
         if not ok:
             self.problem.validate_placement(new)  # raises; the current state is untouched
-        T0 = self._restart_time(changed.tolist())
         e.place[:] = new
-        return self._run(T0)
+        return self._run()
 
-    def _run(self, T0: float) -> float:
-        e, prep = self.engine, self.engine.prep
-        if T0 <= 0.0 or T0 <= self.full_below * e.makespan_us:  # replaying (almost) all: a plain run is cheaper
-            st = K.sim_full(prep.GI, prep.GF, e.CF, e.CI, e.place, e.WI, e.WF, True)
-            self.stats["full"] += 1
-        else:
-            mk_old = e.makespan_us
-            st = sim_from(prep.GI, prep.GF, e.CF, e.CI, e.place, e.WI, e.WF, T0)
-            self.stats["restarts"] += 1
-            self.stats["replayed_fraction_sum"] += 1.0 - T0 / mk_old if mk_old > 0 else 1.0
+    def _run(self) -> float:
+        e = self.engine
+        st = e._sim(False)
+        e.recorded = False
+        self.stats["full"] += 1
         if st != K.OK:  # pragma: no cover - a valid placement always runs every op
             e.check(st)
         return e.last_objective
-
-    def _restart_time(self, changed) -> float:
-        end = self.engine.vf[K.F_END]
-        pp, pi = self._pred_ptr, self._pred_idx
-        T0 = np.inf
-        for v in changed:
-            a, b = pp[v], pp[v + 1]
-            if a == b:
-                return 0.0
-            T0 = min(T0, float(end[pi[a:b]].min()))
-        return T0

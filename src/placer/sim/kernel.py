@@ -1,7 +1,7 @@
 """The compiled event loop (numba, ``cache=True``): Placeto appendix A.5 over flat arrays.
 
-State lives in two workspace arrays (``WI`` int64, ``WF`` float64, laid out by :func:`layout`) so
-that a call passes seven arrays and the incremental simulator can restart from a saved run.
+State lives in two workspace arrays (``WI`` int64, ``WF`` float64, laid out by
+:func:`placer.sim.state.views`) so that a call passes a handful of arrays and allocates nothing.
 
 Events are popped from a binary heap in the order of the key ``(time, kind, a, b)``:
 
@@ -12,11 +12,14 @@ Events are popped from a binary heap in the order of the key ``(time, kind, a, b
 * kind 1: sender ``a`` (the bus of device ``a``) wakes up and starts the next queued transfer;
 * kind 2: device ``a`` wakes up and starts the next queued op.
 
-This is the order the published reference simulator gets from its heap of ``(time, event name,
-payload)`` tuples (dependency events sort before bus events before device events, then by producer,
-consumer and device name), with topological and device indices in place of names. Runnable ops and
-queued transfers are FIFO in the order they were queued, which is the reference's
-``(time queued, insertion counter)`` priority.
+``a`` of an op event is the op's priority ``prio[op]`` (``PI``, see :mod:`placer.sim.prepare`):
+its topological index, or with ``tie_break="name"`` the rank of its name. That is the order the
+published reference simulator gets from its heap of ``(time, event name, payload)`` tuples
+(dependency events sort before bus events before device events, then by producer and consumer
+name; devices by index here). An op's successors are visited in priority order (the CSR of
+:mod:`placer.sim.prepare` is sorted that way), so the ops one event releases are queued in the
+reference's order. Runnable ops and queued transfers are FIFO in the order they were queued, which
+is the reference's ``(time queued, insertion counter)`` priority.
 
 Memory: ``level[d]`` is device d's resident activation bytes (parameters are added at the end: they
 are constant over the step). An op's output and temp bytes are allocated when it starts; temp is
@@ -104,12 +107,14 @@ def init_state(GI, GF, CI, place, WI, WF, vi, vf):
 
 # ---------------------------------------------------------------------------- event loop
 @njit(cache=True, nogil=True)
-def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf, record):
+def run_loop(GI, GF, CF, CI, PI, place, WI, WF, vi, vf, record):
     """Process events until none is left; the state in WI/WF may be fresh or restored. ``record``:
     keep the per-op / per-transfer records (SimResult, restarts); off for the objective alone."""
     n, m, D, model = CI[0], CI[1], CI[2], CI[3]
     succ_ptr, succ_idx, pred_ptr, pred_edge, edge_src, leader, pred_idx, ebytes, obytes, tbytes, pbytes, comp = (
         gviews(GI, GF, n, m, D))
+    prio = PI[0:n]  # an op's rank among simultaneous events; inv: the op of a rank
+    inv = PI[n:2 * n]
     op_gap = CF[0]
     bus_gap = CF[1]
     bw = CF[5:5 + D * D]
@@ -175,7 +180,7 @@ def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf, record):
                 is_dirty[d] = 1
                 dirty[n_dirty] = d
                 n_dirty += 1
-            hsize = push(ht, hk, hp, hsize, e_t, key(0, c, 0), -1)
+            hsize = push(ht, hk, hp, hsize, e_t, key(0, prio[c], 0), -1)
             w = e_t + (op_gap if cost > 0 else 0.0)
             dev_free[d] = w
             # wake-ups are scheduled only for work: now if more ops wait, else when one is queued
@@ -183,8 +188,8 @@ def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf, record):
                 hsize = push(ht, hk, hp, hsize, w, key(2, d, 0), -1)
             else:
                 dev_act[d] = 0
-        elif kind == 0 and (k & 255) == 0:  # ----------------------- op a done
-            u = a
+        elif kind == 0 and (k & 255) == 0:  # ----------------------- op inv[a] done
+            u = inv[a]
             d = place[u]
             level[d] -= tbytes[u]
             for j in range(pred_ptr[u], pred_ptr[u + 1]):
@@ -298,8 +303,8 @@ def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf, record):
                                 bus_act[d] = 1
                                 hsize = push(ht, hk, hp, hsize, max(t, bus_free[d]), key(1, d, 0), -1)
                             first[x] = -1
-        elif kind == 0:  # ------------------------------------------ transfer pay of op a arrived
-            u = a
+        elif kind == 0:  # ------------------------------------------ transfer pay of op inv[a] arrived
+            u = inv[a]
             r = pay
             s = place[u]
             use_cnt[u] -= 1
@@ -411,7 +416,7 @@ def run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf, record):
                 xs_prev[n_xs] = bus_last[s]
                 bus_last[s] = n_xs
                 n_xs += 1
-            hsize = push(ht, hk, hp, hsize, arr, key(0, edge_src[r], b), r)
+            hsize = push(ht, hk, hp, hsize, arr, key(0, prio[edge_src[r]], b), r)
             bus_free[s] = arr + bus_gap
             if bus_head[s] >= 0:
                 hsize = push(ht, hk, hp, hsize, arr + bus_gap, key(1, s, 0), -1)
@@ -468,7 +473,7 @@ def finish(GF, CF, CI, place, WI, WF, vf):
 
 
 @njit(cache=True, nogil=True)
-def sim_full(GI, GF, CF, CI, place, WI, WF, record):
+def sim_full(GI, GF, CF, CI, PI, place, WI, WF, record):
     """One whole simulation into WI/WF. Returns OK, BAD_PLACEMENT (WI[S_BAD] = op) or NOT_ALL_RAN."""
     n, m, D = CI[0], CI[1], CI[2]
     comp = GF[m + 3 * n:m + 3 * n + n * D]
@@ -479,12 +484,12 @@ def sim_full(GI, GF, CF, CI, place, WI, WF, record):
         return BAD_PLACEMENT
     vi, vf = views(WI, WF, n, m, D)
     init_state(GI, GF, CI, place, WI, WF, vi, vf)
-    run_loop(GI, GF, CF, CI, place, WI, WF, vi, vf, record)
+    run_loop(GI, GF, CF, CI, PI, place, WI, WF, vi, vf, record)
     return finish(GF, CF, CI, place, WI, WF, vf)
 
 
 @njit(cache=True, nogil=True)
-def sim_batch(GI, GF, CF, CI, places, lo, hi, out_obj, out_mk, out_peak, out_status):
+def sim_batch(GI, GF, CF, CI, PI, places, lo, hi, out_obj, out_mk, out_peak, out_status):
     """Rows lo..hi-1 of ``places``: objective, makespan, peak bytes per device (params included)."""
     n, m, D = CI[0], CI[1], CI[2]
     ni, nf = ws_sizes(n, m, D)
@@ -492,7 +497,7 @@ def sim_batch(GI, GF, CF, CI, places, lo, hi, out_obj, out_mk, out_peak, out_sta
     WF = np.empty(nf, dtype=np.float64)
     o = NSF + 4 * n + 6 * m
     for row in range(lo, hi):
-        st = sim_full(GI, GF, CF, CI, places[row], WI, WF, False)
+        st = sim_full(GI, GF, CF, CI, PI, places[row], WI, WF, False)
         out_status[row] = st if st == OK else -1 - WI[S_BAD]
         out_obj[row] = WF[F_OBJ]
         out_mk[row] = WF[F_TMAX]

@@ -9,7 +9,16 @@ Packed layouts (all C-contiguous, so one call passes a handful of arrays, not fo
 ``GI`` int64   succ_ptr (n+1) | succ_idx (m) | pred_ptr (n+1) | pred_edge (m) | edge_src (m) | leader (n) | pred_idx (m)
 ``GF`` float64 edge_bytes (m) | out_bytes (n) | temp_bytes (n) | param_bytes (n) | compute_us (n*D, row-major)
 ``CF`` float64 op_gap, bus_gap, penalty_us_per_gb, oom_penalty_us, GB | bandwidth (D*D) | latency (D*D) | capacity (D)
-``CI`` int64   n, m, D, comm model (0 placeto, 1 p2p)
+``CI`` int64   n, m, D, comm model (0 placeto, 1 p2p), uniform links (1: every off-diagonal link alike)
+``PI`` int64   prio (n) | inv (n)   (``Prepared.order``; None: the identity)
+
+Tie-break orders (``SimParams.tie_break``): ``prio[i]`` is op i's rank among simultaneous events and
+``inv`` its inverse. ``"index"``: the topological index itself. ``"name"``: the rank of the op's name
+in string order (Python's ``sorted``, i.e. code points), as the reference simulator's heap of
+``(time, event name, (producer name, consumer name))`` tuples orders its dependency events. With
+``"name"`` each op's successor list (and so the kernel's edge numbering) is sorted by the
+consumers' rank, so that the consumers an event releases are queued in the reference's order;
+``Prepared.edge_src`` / ``edge_dst`` / ``edge_bytes`` give the edges in that numbering.
 """
 
 from __future__ import annotations
@@ -37,16 +46,66 @@ class Prepared:
     leader: np.ndarray  # (n,) first op of each op's colocation group (itself if none)
     has_colocation: bool
     out_bytes: np.ndarray  # (n,) bytes of an op's output buffer: max(output_bytes, bytes on any out-edge)
+    edge_src: np.ndarray | None = None  # (m,) the kernel's edge numbering (None: the graph's own)
+    edge_dst: np.ndarray | None = None
+    edge_bytes: np.ndarray | None = None
+    order: np.ndarray | None = None  # PI: prio (n) | inv (n); None for the identity
+
+    @property
+    def PI(self) -> np.ndarray:
+        if self.order is None:
+            ident = np.arange(self.n, dtype=np.int64)
+            object.__setattr__(self, "order", np.concatenate([ident, ident]))
+        return self.order
 
 
-def prepared(problem) -> Prepared:
-    """The cached :class:`Prepared` arrays of ``problem`` (built on first use)."""
+TIE_BREAKS = ("index", "name")
+
+
+def prepared(problem, tie_break: str = "index") -> Prepared:
+    """The cached :class:`Prepared` arrays of ``problem`` for a tie-break order (built on first use)."""
     cache = problem.__dict__
     p = cache.get("_sim_prepared")
     if p is None:
         p = _prepare(problem)
         cache["_sim_prepared"] = p
-    return p
+    if tie_break == "index":
+        return p
+    if tie_break != "name":
+        raise ValueError(f"tie_break must be one of {TIE_BREAKS}, not {tie_break!r}")
+    q = cache.get("_sim_prepared_name")
+    if q is None:
+        q = cache["_sim_prepared_name"] = _by_name(problem, p)
+    return q
+
+
+def name_rank(op_names) -> np.ndarray:
+    """(n,) int64: each op's position when the names are sorted as Python strings."""
+    order = sorted(range(len(op_names)), key=op_names.__getitem__)
+    rank = np.empty(len(op_names), dtype=np.int64)
+    rank[np.asarray(order, dtype=np.int64)] = np.arange(len(op_names), dtype=np.int64)
+    return rank
+
+
+def _by_name(problem, base: Prepared) -> Prepared:
+    """``base`` with name ranks as priorities and successor lists sorted by the consumer's rank."""
+    g = problem.graph
+    n, m = base.n, base.m
+    rank = name_rank(g.op_names)
+    if np.array_equal(rank, np.arange(n)):  # names sort like the indices: the same arrays
+        return base
+    src = g.edge_src.astype(np.int64)
+    dst = g.edge_dst.astype(np.int64)
+    perm = np.lexsort((rank[dst], src))  # new edge k is old edge perm[k]
+    src, dst, eb = src[perm], dst[perm], np.asarray(g.edge_bytes, dtype=np.float64)[perm]
+    pred_order = np.lexsort((src, dst))  # predecessors by (consumer, producer index), as the graph's
+    inv = np.argsort(rank).astype(np.int64)
+    GI = np.concatenate([g.succ_ptr, dst, g.pred_ptr, pred_order, src, base.leader, src[pred_order]]).astype(np.int64)
+    GF = np.concatenate([eb, base.GF[m:]]).astype(np.float64)
+    PI = np.concatenate([rank, inv])
+    for a in (GI, GF, src, dst, eb, PI):
+        a.flags.writeable = False
+    return Prepared(n, m, base.D, GI, GF, base.leader, base.has_colocation, base.out_bytes, src, dst, eb, PI)
 
 
 def _prepare(problem) -> Prepared:
@@ -71,7 +130,9 @@ def _prepare(problem) -> Prepared:
                          np.ascontiguousarray(problem.compute_us, dtype=np.float64).ravel()]).astype(np.float64)
     for a in (GI, GF, leader, out_bytes):
         a.flags.writeable = False
-    return Prepared(n, m, D, GI, GF, leader, has_coloc, out_bytes)
+    dst = g.edge_dst.astype(np.int64)
+    eb = np.asarray(g.edge_bytes, dtype=np.float64)
+    return Prepared(n, m, D, GI, GF, leader, has_coloc, out_bytes, src, dst, eb)
 
 
 def link_matrices(problem, params: SimParams) -> tuple[np.ndarray, np.ndarray]:
@@ -97,5 +158,7 @@ def config(problem, params: SimParams) -> tuple[np.ndarray, np.ndarray]:
         bw.ravel(), lat.ravel(), np.asarray(problem.memory_bytes, dtype=np.float64),
     ]).astype(np.float64)
     prep = prepared(problem)
-    CI = np.array([prep.n, prep.m, prep.D, COMM_MODELS[params.comm_model]], dtype=np.int64)
+    off = ~np.eye(D, dtype=bool)
+    uniform = D < 2 or (bool((bw[off] == bw[off][0]).all()) and bool((lat[off] == lat[off][0]).all()))
+    CI = np.array([prep.n, prep.m, prep.D, COMM_MODELS[params.comm_model], int(uniform)], dtype=np.int64)
     return CF, CI

@@ -16,8 +16,12 @@ Semantics (shared with the kernel, see :mod:`placer.sim` for the full statement)
   one transfer at a time and receives one at a time. A free sender starts the oldest transfer in its
   FIFO whose receiver is free (skipping, not waiting behind, transfers to busy receivers); a
   receiver that becomes free wakes the idle senders. ``bus_gap_us`` follows every send on the sender.
-* Simultaneous events run in the order (time, kind, producer/device index, destination) with kind:
-  op done / tensor arrived (0) < sender wakes (1) < device wakes (2).
+* Simultaneous events run in the order (time, kind, producer priority / device index, destination)
+  with kind: op done / tensor arrived (0) < sender wakes (1) < device wakes (2). An op's priority is
+  its topological index (``tie_break="index"``) or the rank of its name in string order
+  (``tie_break="name"``, the published reference simulator's order: its heap holds
+  ``(time, event, (producer name, consumer name))``). An event releases its consumers in priority
+  order too, so ops that become runnable together are queued in that order.
 * The makespan is the time of the last event: the last op's end plus its op gap, or the last
   arrival plus the bus gap, whichever is later (what the published reference simulator returns).
 """
@@ -44,8 +48,15 @@ def simulate_reference(problem, placement, params: SimParams) -> dict:
     cost = [float(problem.compute_us[i, p[i]]) for i in range(n)]
     bw, lat = link_matrices(problem, params)
     bw, lat = bw.tolist(), lat.tolist()
-    children = [[(int(g.succ_idx[e]), float(g.edge_bytes[e])) for e in range(g.succ_ptr[i], g.succ_ptr[i + 1])]
-                for i in range(n)]
+    if params.tie_break == "name":
+        order = sorted(range(n), key=g.op_names.__getitem__)
+        prio = [0] * n
+        for r, i in enumerate(order):
+            prio[i] = r
+    else:
+        prio = list(range(n))
+    children = [sorted(((int(g.succ_idx[e]), float(g.edge_bytes[e])) for e in range(g.succ_ptr[i], g.succ_ptr[i + 1])),
+                       key=lambda ce: prio[ce[0]]) for i in range(n)]
     missing = np.diff(g.pred_ptr).tolist()
     p2p = params.comm_model == "p2p"
     if params.comm_model not in ("placeto", "p2p"):
@@ -54,7 +65,7 @@ def simulate_reference(problem, placement, params: SimParams) -> dict:
     start = [None] * n
     end = [None] * n
     transfers = []
-    events: list = []  # (time, kind, a, b, payload)
+    events: list = []  # (time, kind, a, b, payload): a = priority of the op (kind 0) or a device
     dev_q = [deque() for _ in range(D)]
     dev_on = [False] * D  # running, idling in its gap, or a wake-up is pending
     send_q = [[] for _ in range(D)]  # FIFO of (tensor op, destinations, bytes)
@@ -82,13 +93,15 @@ def simulate_reference(problem, placement, params: SimParams) -> dict:
     while events:
         t, kind, a, b, item = heapq.heappop(events)
         last = t
+        if kind == OP_DONE_OR_ARRIVAL:
+            a, item = item  # the op, and the destinations of an arrival
         if kind == DEVICE_WAKE:
             if not dev_q[a]:
                 dev_on[a] = False
                 continue
             c = dev_q[a].popleft()
             start[c], end[c] = t, t + cost[c]
-            heapq.heappush(events, (end[c], OP_DONE_OR_ARRIVAL, c, 0, None))
+            heapq.heappush(events, (end[c], OP_DONE_OR_ARRIVAL, prio[c], 0, (c, None)))
             heapq.heappush(events, (end[c] + (params.op_gap_us if cost[c] > 0 else 0.0), DEVICE_WAKE, a, 0, None))
         elif kind == OP_DONE_OR_ARRIVAL and b == 0:  # op a finished
             s = p[a]
@@ -131,7 +144,7 @@ def simulate_reference(problem, placement, params: SimParams) -> dict:
                 transfers.append((u, a, x, t, arr, nb))
             if p2p:
                 recv_busy[dsts[0]] = True
-            heapq.heappush(events, (arr, OP_DONE_OR_ARRIVAL, u, 1 + (dsts[0] if p2p else 0), dsts))
+            heapq.heappush(events, (arr, OP_DONE_OR_ARRIVAL, prio[u], 1 + (dsts[0] if p2p else 0), (u, dsts)))
             heapq.heappush(events, (arr + params.bus_gap_us, SENDER_WAKE, a, 0, None))
 
     never = [i for i in range(n) if end[i] is None]

@@ -22,10 +22,14 @@ class SimParams:
     latency_us: float | None = None  # overrides every link's latency when set
     memory_penalty_us_per_gb: float = 2e6  # c in R = r + c * ReLU(m - M): Placeto uses c = 2 (s per GB)
     oom_penalty_us: float = 0.0  # added to the objective when any device runs out of memory
+    tie_break: str = "index"  # order of simultaneous events: "index" (topological index, placer's own) or
+    #                           "name" (op-name rank, as the reference simulator's heap of name tuples)
 
     def __post_init__(self):
         if self.comm_model not in ("placeto", "p2p"):
             raise ValueError(f"comm_model must be 'placeto' or 'p2p', not {self.comm_model!r}")
+        if self.tie_break not in ("index", "name"):
+            raise ValueError(f"tie_break must be 'index' or 'name', not {self.tie_break!r}")
         for name in ("op_gap_us", "bus_gap_us", "memory_penalty_us_per_gb", "oom_penalty_us"):
             v = getattr(self, name)
             if not (v >= 0 and v < float("inf")):
@@ -51,11 +55,20 @@ class SimParams:
 
     @classmethod
     def placeto(cls, **kw) -> "SimParams":
-        """The published reference simulator's constants (Placeto appendix A.5; the authors'
-        ``tf_sim`` defaults "optimized for p2.8xlarge"): 5.7 us idle gap after each op with non-zero
-        cost, 25 us bus gap after each transfer, 7600 bytes/us between any two devices, no latency,
-        first ops start at t = 0, one outgoing bus per device."""
-        base = dict(comm_model="placeto", op_gap_us=5.7, bus_gap_us=25.0, bandwidth_bytes_per_us=7600.0, latency_us=0.0)
+        """The published reference simulator (Placeto appendix A.5; the authors' ``tf_sim``
+        defaults "optimized for p2.8xlarge"): 5.7 us idle gap after each op with non-zero cost,
+        25 us bus gap after each transfer, 7600 bytes/us between any two devices, no latency, first
+        ops start at t = 0, one outgoing bus per device, and simultaneous events ordered by op name
+        (``tie_break="name"``) as its heap of ``(time, event, (producer, consumer) names)`` does.
+
+        Zero-cost ops: the reference skips the 5.7 us gap only when an op's cost is the integer
+        ``0`` (``cost is 0``; a float ``0.0`` still gets the gap). Its costs come from TensorFlow
+        step stats in integer microseconds, so every zero it sees is the integer 0. placer stores
+        costs as float64 microseconds and treats every exact zero as that integer 0: no gap after
+        an op whose cost is 0, whatever the input file spelled. (Feeding the reference simulator
+        float costs with 0.0 entries is the one case where the two differ.)"""
+        base = dict(comm_model="placeto", op_gap_us=5.7, bus_gap_us=25.0, bandwidth_bytes_per_us=7600.0, latency_us=0.0,
+                    tie_break="name")
         base.update(kw)
         return cls(**base)
 
