@@ -104,13 +104,19 @@ def classical(P: Problem, sim: SimParams, placements: int, seed: int) -> dict:
     return rows
 
 
-def trainer_for(gps, b: Budgets, episodes: int, seed: int, sim: SimParams):
-    from placer.nn.placeto import PolicyConfig
-    from placer.rl.env import EnvConfig
-    from placer.rl.reinforce import ReinforceConfig, Trainer
+def _grouping(b: Budgets) -> str:
+    from placer.methods.placeto import PlacetoConfig
 
-    rl = replace(ReinforceConfig.small_budget(), episodes=episodes, workers=b.workers, seed=seed)
-    return Trainer(gps, PolicyConfig(n_actions=gps[0].n_actions), EnvConfig(init="single"), rl, sim_params=sim)
+    kind = PlacetoConfig().grouping.split(":")[0]
+    return f"{kind}:{b.groups}"
+
+
+def trainer_for(gps, b: Budgets, episodes: int, seed: int, sim: SimParams):
+    from placer.methods.placeto import PlacetoConfig
+    from placer.rl.reinforce import Trainer
+
+    cfg = PlacetoConfig(workers=b.workers)  # the method's settings, written once
+    return Trainer(gps, cfg.policy_config(gps[0].n_actions), cfg.env(), cfg.reinforce(seed, episodes), sim_params=sim)
 
 
 def run_search(tr) -> dict:
@@ -151,7 +157,7 @@ def main(argv=None) -> int:
                     family_episodes=sc(b.family_episodes), family_search_episodes=sc(b.family_search_episodes))
     sim = SimParams.placeto()
     cluster = preset("k80x2")
-    from placer.rl.groups import group_problem
+    from placer.rl.task import make_task
 
     report = {"mode": "full" if args.full else "quick", "budgets": b.__dict__, "cluster": cluster.name,
               "sim": "SimParams.placeto()", "seed": args.seed, "models": {}, "transfer": {}, "families": {}}
@@ -170,7 +176,7 @@ def main(argv=None) -> int:
         cl = classical(P, sim, b.classical_placements, args.seed)
         ok = {k: v for k, v in cl.items() if "error" not in v}
         best_cl = min(ok, key=lambda k: ok[k]["objective_us"]) if ok else None
-        gp = group_problem(P, b.groups)
+        gp = make_task(P, _grouping(b))
         tr = trainer_for([gp], b, b.scratch_episodes, args.seed, sim)
         res = run_search(tr)
         states[name] = tr.state_dict()
@@ -217,10 +223,10 @@ def main(argv=None) -> int:
 
 
 def finetune_run(state: dict, P: Problem, b: Budgets, seed: int, sim: SimParams, goal: float) -> dict:
-    from placer.rl.groups import group_problem
+    from placer.rl.task import make_task
     from placer.rl.policy import place
 
-    gp = group_problem(P, b.groups)
+    gp = make_task(P, _grouping(b))
     zero = place(state, gp, greedy=True, episodes=1, seed=seed, sim_params=sim)
     tr = trainer_for([gp], b, b.finetune_episodes, seed, sim)
     tr.load_state_dict(state, weights_only=True)
@@ -246,7 +252,7 @@ _FAMILY_STATES: dict = {}
 
 def family_policy(fam: str, cluster, b: Budgets, seed: int, sim: SimParams, report: dict):
     """Train (once) a policy on the training half of a family; None when the family is missing."""
-    from placer.rl.groups import group_problem
+    from placer.rl.task import make_task
 
     if fam in _FAMILY_STATES:
         return _FAMILY_STATES[fam]
@@ -256,7 +262,7 @@ def family_policy(fam: str, cluster, b: Budgets, seed: int, sim: SimParams, repo
         report["families"][fam] = {"missing": why}
         _FAMILY_STATES[fam] = None
         return None
-    gps = [group_problem(Problem(g, cluster), b.groups) for g in graphs]
+    gps = [make_task(Problem(g, cluster), _grouping(b)) for g in graphs]
     tr = trainer_for(gps, b, b.family_episodes, seed, sim)
     t0 = time.perf_counter()
     try:
@@ -270,7 +276,7 @@ def family_policy(fam: str, cluster, b: Budgets, seed: int, sim: SimParams, repo
 
 
 def zero_shot_family(fam: str, cluster, b: Budgets, seed: int, sim: SimParams, report: dict) -> None:
-    from placer.rl.groups import group_problem
+    from placer.rl.task import make_task
     from placer.rl.policy import place
 
     state = family_policy(fam, cluster, b, seed, sim, report)
@@ -284,7 +290,7 @@ def zero_shot_family(fam: str, cluster, b: Budgets, seed: int, sim: SimParams, r
         tests = tests[:b.family_test_graphs]
     rows = []
     for g in tests:
-        gp = group_problem(Problem(g, cluster), b.groups)
+        gp = make_task(Problem(g, cluster), _grouping(b))
         zero = place(state, gp, greedy=True, episodes=1, seed=seed, sim_params=sim)
         search = run_search(trainer_for([gp], b, b.family_search_episodes, seed, sim))
         rows.append({"graph": g.name, "zero_shot_us": zero.objective_us, "zero_shot_sim_calls": zero.sim_calls,

@@ -32,9 +32,9 @@ def test_registered_as_learned_and_available():
 
 def test_search_mode_respects_the_budget_and_reports_honest_cost(problem):
     res = run_method("placeto", problem, Budget(placements=60), seed=0, sim_params=SimParams.placeto(),
-                     groups=8, workers=2, episodes=100, grouping="contiguous")
+                     grouping="contiguous:8", workers=2, episodes=100)
     assert res.method == "placeto"
-    assert 60 <= res.cost.sim_calls < 60 + 2 * 9  # stops at the first update past the budget
+    assert res.cost.sim_calls == 60  # the last round is capped at the placements left: never over
     assert res.cost.placements == res.cost.sim_calls
     p = problem.validate_placement(res.placement.devices)
     assert set(np.unique(p)) <= set(problem.cluster.gpus())
@@ -42,8 +42,31 @@ def test_search_mode_respects_the_budget_and_reports_honest_cost(problem):
     assert res.curve[-1][1] == pytest.approx(res.sim.objective)
     # same seed, same placement
     again = run_method("placeto", problem, Budget(placements=60), seed=0, sim_params=SimParams.placeto(),
-                       groups=8, workers=2, episodes=100, grouping="contiguous")
+                       grouping="contiguous:8", workers=2, episodes=100)
     assert np.array_equal(again.placement.devices, res.placement.devices)
+
+
+@pytest.mark.parametrize("budget", [500, 137])
+def test_never_overruns_its_budget(problem, budget):
+    """Asked 500 placements, Placeto sampled 698-750 (issue 11): the trainer now stops at exactly the
+    placements left, episodes of the last round capped."""
+    res = run_method("placeto", problem, Budget(placements=budget), seed=1, grouping="contiguous:16", workers=8)
+    assert res.cost.placements == budget
+
+
+def test_config_defaults_are_written_once():
+    """The small-budget hyperparameters live in PlacetoConfig only: the trainer built from it uses them."""
+    from placer.methods.placeto import PlacetoConfig
+
+    cfg = PlacetoConfig()
+    rl = cfg.reinforce(seed=3)
+    assert (rl.lr_start, rl.lr_end, rl.gamma, rl.entropy_start, rl.entropy_end, rl.workers) == (
+        cfg.lr_start, cfg.lr_end, cfg.gamma, cfg.entropy_start, cfg.entropy_end, cfg.workers)
+    from placer.rl.reinforce import ReinforceConfig
+
+    assert not hasattr(ReinforceConfig, "small_budget")
+    with pytest.raises(Exception, match="grouping"):
+        PlacetoConfig(grouping="nonsense")
 
 
 def run_cli(capsys, monkeypatch, *args):

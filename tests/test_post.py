@@ -169,12 +169,15 @@ def test_paper_ppo_update_increases_surrogate_and_favours_good_samples():
 
 # ---------------------------------------------------------------------- units and masks
 def test_units_follow_colocation_and_grouping():
+    from placer.grouping import Grouping
+
     pr = masked_problem()
-    units = placement_units(pr)
+    units = placement_units(pr).op_group
     assert units[3] == units[4] and len(np.unique(units)) == 5
-    ok = unit_feasible(pr, units)
+    ok = unit_feasible(pr, placement_units(pr))
     assert not ok[units[1], 2] and ok[units[3], 2]
-    units = placement_units(pr, np.array([0, 1, 1, 2, 3, 4]))  # a, b together; x, y via colocation
+    labels = Grouping.partition(np.array([0, 1, 1, 2, 3, 4]))  # a, b together; x, y via colocation
+    units = placement_units(pr, labels).op_group
     assert units[1] == units[2] and units[3] == units[4] and len(np.unique(units)) == 4
 
 
@@ -236,11 +239,11 @@ def test_grouping_object_and_spec():
 
     pr = offload_problem()
     g = grp.metis_groups(pr, 4)
-    units = placement_units(pr, g)
+    units = placement_units(pr, g).op_group
     for k in range(g.n_groups):
         assert len(np.unique(units[g.op_group == k])) == 1
     assert len(np.unique(units)) <= g.n_groups
-    assert np.array_equal(placement_units(pr, "metis:4"), units)
+    assert np.array_equal(placement_units(pr, "metis:4").op_group, units)
     r = run_method("post", pr, Budget(placements=60), seed=0, grouping="merge:5")
     assert r.params["units"] <= 5
     p = r.placement.devices
@@ -250,3 +253,5 @@ def test_grouping_object_and_spec():
 
     with pytest.raises(InputError):
         placement_units(pr, "metis")
+    with pytest.raises(InputError, match="grouping"):
+        run_method("post", pr, Budget(placements=12), seed=0, grouping="merge")

@@ -29,10 +29,10 @@ def test_ray_rollouts_equal_serial(local_ray):
     import placer.rl  # noqa: F401  (the package first: its modules import each other)
     from placer.nn.placeto import PolicyConfig
     from placer.rl.env import EnvConfig
-    from placer.rl.groups import group_problem
+    from placer.rl.task import make_task
     from placer.rl.workers import RolloutTask, make_backend
 
-    gp = group_problem(Problem(layered_training_graph(40, seed=2), preset("k80x2")), 6, grouping="contiguous")
+    gp = make_task(Problem(layered_training_graph(40, seed=2), preset("k80x2")), "contiguous:6")
     policy, env = PolicyConfig(n_actions=gp.n_actions), EnvConfig(init="random", order="random")
     serial = make_backend("serial", [gp], policy, env)
     from placer.nn.placeto import PlacetoNet

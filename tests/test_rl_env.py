@@ -12,7 +12,8 @@ pytest.importorskip("gymnasium")
 from placer.cluster import preset  # noqa: E402
 from placer.problem import Problem  # noqa: E402
 from placer.rl.env import EnvConfig, PlacementEnv  # noqa: E402
-from placer.rl.groups import contiguous_groups, group_problem  # noqa: E402
+from placer.grouping import contiguous, merge_and_colocate  # noqa: E402
+from placer.rl.task import PlacementTask, candidate_devices, make_task  # noqa: E402
 from placer.sim import SimParams, simulate  # noqa: E402
 from placer.zoo.synthetic import layered_training_graph  # noqa: E402
 
@@ -20,7 +21,7 @@ from placer.zoo.synthetic import layered_training_graph  # noqa: E402
 @pytest.fixture(scope="module")
 def gp():
     P = Problem(layered_training_graph(80, seed=3), preset("k80x2"))
-    return group_problem(P, 12, grouping="contiguous")
+    return make_task(P, "contiguous:12")
 
 
 def test_grouping_keeps_mirrors_together_and_is_a_topological_numbering(gp):
@@ -41,7 +42,7 @@ def test_grouping_keeps_mirrors_together_and_is_a_topological_numbering(gp):
 
 def test_contiguous_groups_cover_every_op_once():
     P = Problem(layered_training_graph(200, seed=1), preset("k80x4"))
-    gid = contiguous_groups(P, 17)
+    gid = contiguous(P, 17).op_group
     assert gid.shape == (P.n_ops,)
     assert len(np.unique(gid)) == 17
     assert set(np.unique(gid)) == set(range(17))
@@ -129,7 +130,7 @@ def test_initial_placements_and_seeding(gp):
 
 def test_infeasible_action_is_refused():
     P = Problem(layered_training_graph(40, seed=0), preset("k80x1"))
-    gp = group_problem(P, 5, devices="all", grouping="contiguous")
+    gp = make_task(P, "contiguous:5", devices="all")
     assert gp.n_actions == 2
     env = PlacementEnv(gp)
     env.reset(seed=0)
@@ -144,12 +145,37 @@ def test_gymnasium_env_checker_accepts_the_env(gp):
 
 
 def test_merge_and_colocate_grouping_keeps_tied_groups_together():
-    pytest.importorskip("placer.grouping")
     P = Problem(layered_training_graph(120, seed=5), preset("k80x2"))
-    gp = group_problem(P, 16, grouping="merge-and-colocate")
+    gr = merge_and_colocate(P, 16, mirrors=True)
+    gp = PlacementTask(P, gr, candidate_devices(P))
     g = P.graph
     bw = np.flatnonzero(g.mirror >= 0)
-    assert (gp.group_of[bw] == gp.group_of[g.mirror[bw]]).all()  # mirrors=True: one placement unit
+    assert (gp.group_of[bw] == gp.group_of[g.mirror[bw]]).all()  # mirrors tied: one placement unit
     assert 1 <= gp.n_groups <= 60  # fewer units than the 60 mirror pairs
+    tie = gr.group_colocation[gr.op_group]  # groups tied by colocation are one unit
+    for c in np.unique(tie[tie >= 0]):
+        assert len(np.unique(gp.group_of[tie == c])) == 1
+    assert make_task(P, "merge:16").n_groups >= 1
     with pytest.raises(Exception):
-        group_problem(P, 16, grouping="nonsense")
+        make_task(P, "nonsense")
+
+
+def test_a_unit_no_candidate_runs_is_fixed_on_a_device_that_runs_it():
+    from placer.cluster import Device, make_cluster
+
+    g = layered_training_graph(30, seed=1)
+    op = int(np.flatnonzero(g.colocation < 0)[5])
+    gpu = g.compute_us["gpu"].copy()
+    gpu[op] = np.inf  # only the CPU runs this op
+    g = g.replace(compute_us={**g.compute_us, "gpu": gpu})
+    devs = [Device("gpu:0", "gpu", "k80", 12 * 2**30), Device("gpu:1", "gpu", "k80", 12 * 2**30),
+            Device("cpu:0", "cpu", "cpu", 64 * 2**30)]
+    P = Problem(g, make_cluster("two-gpus-and-a-cpu", devs, 7600.0, 0.0))
+    gp = make_task(P, "ops")
+    v = gp.group_of[op]
+    assert gp.devices.tolist() == [0, 1]
+    assert gp.fixed[v] == 2 and gp.feasible[v].tolist() == [True, False]
+    assert (gp.fixed[np.arange(gp.n_groups) != v] == -1).all()
+    p = gp.expand(np.ones(gp.n_groups, dtype=np.int64))
+    assert p[op] == 2 and (np.delete(p, op) == 1).all()
+    P.validate_placement(p)

@@ -15,8 +15,9 @@ from placer.cluster import Device, make_cluster, preset  # noqa: E402
 from placer.graph import OpGraph  # noqa: E402
 from placer.problem import Problem  # noqa: E402
 from placer.rl.checkpoint import load_checkpoint  # noqa: E402
+from placer.nn.placeto import PlacetoNet, PolicyConfig  # noqa: E402
 from placer.rl.env import EnvConfig  # noqa: E402
-from placer.rl.groups import group_problem  # noqa: E402
+from placer.rl.task import make_task  # noqa: E402
 from placer.rl.policy import finetune, place  # noqa: E402
 from placer.rl.reinforce import ReinforceConfig, Trainer, linear  # noqa: E402
 from placer.sim import SimParams  # noqa: E402
@@ -36,11 +37,11 @@ def fast_slow_problem(n=12):
 
 @pytest.fixture(scope="module")
 def small_gp():
-    return group_problem(Problem(layered_training_graph(60, seed=2), preset("k80x2")), 8, grouping="contiguous")
+    return make_task(Problem(layered_training_graph(60, seed=2), preset("k80x2")), "contiguous:8")
 
 
 def test_reinforce_finds_the_obviously_best_placement():
-    gp = group_problem(fast_slow_problem(), 6, grouping="contiguous")
+    gp = make_task(fast_slow_problem(), "contiguous:6")
     rl = ReinforceConfig(episodes=120, workers=4, lr_start=1e-2, lr_end=1e-3, entropy_start=0.01, entropy_end=0.0, seed=0)
     tr = Trainer([gp], env=EnvConfig(init="random", order="random"), rl=rl, sim_params=SimParams())
     first = tr.step()
@@ -150,17 +151,56 @@ def test_process_backend_matches_serial(small_gp):
 
 
 def test_policy_mode_and_finetune(tmp_path):
-    graphs = [group_problem(Problem(layered_training_graph(n, seed=s), preset("k80x2")), k, grouping="contiguous")
+    graphs = [make_task(Problem(layered_training_graph(n, seed=s), preset("k80x2")), f"contiguous:{k}")
               for n, s, k in [(40, 0, 5), (70, 1, 9), (100, 2, 12)]]
     tr = Trainer(graphs, rl=ReinforceConfig(episodes=6, workers=3, seed=0))
     tr.train()
     assert sorted({i for i, b in enumerate(tr.best) if b["placement"] is not None}) != []
     tr.save(tmp_path / "p.pt")
     state = load_checkpoint(tmp_path / "p.pt")
-    target = group_problem(Problem(layered_training_graph(90, seed=9), preset("k80x2")), 10, grouping="contiguous")
+    target = make_task(Problem(layered_training_graph(90, seed=9), preset("k80x2")), "contiguous:10")
     ft = finetune(state, [target], ReinforceConfig(episodes=2, workers=2))
     assert all(torch.equal(ft.net.state_dict()[k], tr.net.state_dict()[k]) for k in state["model"])
     ft.train()
     assert ft.episode == 2 and ft.best[0]["placement"] is not None
     with pytest.raises(ValueError):
         Trainer([target], rl=ReinforceConfig(episodes=2, workers=2)).load_state_dict(state)  # other graphs
+
+
+@pytest.mark.parametrize("budget", [1, 7, 10, 45, 100])
+@pytest.mark.parametrize("reward", ["intermediate", "terminal"])
+def test_training_stops_at_exactly_the_placements_budget(small_gp, budget, reward):
+    """Placeto overran its budget (asked 500, it sampled 698-750): the last round is capped."""
+    tr = Trainer([small_gp], env=EnvConfig(init="random", reward=reward),
+                 rl=ReinforceConfig(episodes=10**6, workers=4, seed=2))
+    tr.train(max_placements=budget)
+    assert tr.sim_calls == budget
+    assert tr.best[0]["placement"] is not None
+
+
+def test_capped_episode_stops_before_the_step_that_would_simulate_too_many(small_gp):
+    from placer.rl.workers import RolloutTask, RolloutWorker
+
+    w = RolloutWorker([small_gp], PolicyConfig(n_actions=2), EnvConfig(init="random"))
+    w.load({k: v.detach().numpy() for k, v in PlacetoNet(PolicyConfig(n_actions=2)).state_dict().items()})
+    full = w.run(RolloutTask(graph=0, seed=3))
+    capped = w.run(RolloutTask(graph=0, seed=3, max_sim_calls=3))
+    assert full.sim_calls > 3 and capped.sim_calls == 3 and capped.truncated and not full.truncated
+    t = len(capped.actions)
+    assert 0 < t < len(full.actions) and np.array_equal(capped.actions, full.actions[:t])
+    assert len(capped.returns) == t and capped.grads is not None
+
+
+def test_the_loss_is_eq1_with_the_entropy_bonus():
+    from placer.rl.reinforce import reinforce_loss, returns_to_go
+
+    logits = torch.tensor([[0.0, 1.0], [2.0, 0.0], [0.0, float("-inf")]], requires_grad=True)
+    actions, rewards = np.array([1, 0, 0]), np.array([1.0, -2.0, 0.5])
+    G = returns_to_go(rewards)
+    assert G.tolist() == [-0.5, -1.5, 0.5]
+    b = np.array([0.5, 0.5, 0.5])
+    loss, ent = reinforce_loss(logits, actions, G, b, entropy_coef=0.1)
+    logp = torch.log_softmax(logits.detach(), dim=-1)
+    want = -(logp[0, 1] * -1.0 + logp[1, 0] * -2.0 + logp[2, 0] * 0.0) - 0.1 * ent.detach().sum()
+    assert float(loss.detach()) == pytest.approx(float(want), rel=1e-6)
+    assert float(ent[2].detach()) == 0.0  # a single feasible device: no entropy

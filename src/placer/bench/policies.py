@@ -70,28 +70,30 @@ def prepare(exp: Experiment, name: str, level: str, results_dir: Path, sim: dict
     ctx.problems = [Problem(g, c) for g, c in zip(graphs, clusters)]
     ctx.hash = stable_hash({"harness": HARNESS_VERSION, "graphs": [G.graph_fingerprint(g) for g in graphs],
                             "clusters": [G.cluster_fingerprint(c) for c in clusters], "placements": ctx.placements,
-                            "seed": spec.seed, "groups": spec.groups, "sim": sim, "trainer": "small_budget"})
+                            "seed": spec.seed, "sim": sim, "trainer": _placeto_config().to_dict()})
     ctx.path = Path(results_dir) / exp.name / "policies" / f"{slug(name)}__{ctx.hash}.pt"
     return ctx
+
+
+def _placeto_config():
+    from placer.methods.placeto import PlacetoConfig
+
+    return PlacetoConfig()
 
 
 def train(ctx: PolicyContext, sim_name: str) -> dict:
     """Train the policy within its simulator-call budget, save the checkpoint and its cost record."""
     from placer.bench.runner import sim_params
     from placer.frontends.native import dumps, write_text_atomic
-    from placer.nn.placeto import PolicyConfig
-    from placer.rl.env import EnvConfig
-    from placer.rl.groups import group_problem
-    from placer.rl.reinforce import ReinforceConfig, Trainer
+    from placer.rl.reinforce import Trainer
 
     t0 = time.perf_counter()
-    gps = [group_problem(P, ctx.spec.groups, "gpus", "auto") for P in ctx.problems]
-    per_episode = max(1, max(gp.n_groups for gp in gps) + 1)  # one simulation per step plus the initial one
-    episodes = max(8, ctx.placements // per_episode)
-    tr = Trainer(gps, PolicyConfig(n_actions=gps[0].n_actions), EnvConfig(),
-                 ReinforceConfig.small_budget(episodes=episodes, seed=ctx.spec.seed), sim_params=sim_params(sim_name))
+    cfg = _placeto_config()  # the settings the placeto method places and fine-tunes with
+    gps = [cfg.task(P, ctx.spec.seed) for P in ctx.problems]
+    tr = Trainer(gps, cfg.policy_config(gps[0].n_actions), cfg.env(), cfg.reinforce(ctx.spec.seed),
+                 sim_params=sim_params(sim_name))
     try:
-        tr.train(max_sim_calls=ctx.placements)
+        tr.train(max_placements=ctx.placements)
     finally:
         tr.close()
     tr.save(ctx.path)

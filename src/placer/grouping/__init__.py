@@ -2,6 +2,20 @@
 and the group placement is expanded back to every op (Placeto section 2: "we partition ops into
 predetermined groups and place ops from the same group on the same device").
 
+This module is the one place where ops are merged into groups: every method that places groups
+(the classical placers' colocation units, Post's softmax units, Placeto's op groups) gets a
+:class:`Grouping` from here, and ``--grouping`` names one with the spec language of
+:func:`parse_grouping`:
+
+* ``ops``: every op its own group, the graph's colocation groups merged (what must share a device
+  and nothing more; :func:`colocation_units`). The classical placers place these.
+* ``colocate``: the colocation rules of :func:`colocate` (parameters with their users, updates with
+  their parameter, the graph's own colocation groups), kept acyclic.
+* ``merge:N``: Placeto appendix A.6 Merge-and-Colocate down to N groups (:func:`merge_and_colocate`).
+* ``metis:K``: METIS coarsening into K groups (:func:`metis_groups`).
+* ``contiguous:N``: colocation groups and backward/forward mirror pairs merged, then cut into N
+  chunks of about equal work in op order (:func:`contiguous`; the group graph may have cycles).
+
 Ways to build a :class:`Grouping`, all starting from the colocation rules:
 
 * :func:`colocate`: only what must share a device (parameters with their users, optimizer updates
@@ -24,17 +38,25 @@ backward op can share a group only near the loss (the forward path to the rest o
 backward path from it close a cycle otherwise). A colocation set that cannot become one group stays
 several groups tied by a group-level colocation id (``Grouping.group_colocation``, the grouped
 graph's ``colocation``): every method must keep such groups on one device, as for any colocation.
+:meth:`Grouping.units` merges such ties (and the graph's colocation groups) into one group each:
+the *placement units*, one decision each, whose group graph may have cycles.
 :func:`group_problem` builds the grouped Problem; its placements expand back to every op and can be
 simulated on the group graph or on the full graph.
+
+Connected components (colocation sets, ties) are computed in one place, :func:`components`
+(scipy's ``connected_components``); the only union-find left is the incremental one of
+:class:`~placer.grouping.quotient.Quotient`, whose ties are refused when two families share no device.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Iterator
 
 import numpy as np
 
+from placer.errors import InputError
 from placer.graph import BACKWARD, FORWARD, UPDATE, OpGraph
 from placer.problem import Problem
 from placer.grouping.quotient import Quotient
@@ -42,11 +64,40 @@ from placer.grouping.quotient import Quotient
 PARAMETER_TYPES = frozenset({"parameter", "param", "variable", "get_attr", "buffer", "weight"})
 
 
+# ----------------------------------------------------------------------------- components
+def components(n: int, pairs) -> np.ndarray:
+    """(n,) label of each of n items, items joined by the (k, 2) ``pairs`` in one label: the
+    connected components (scipy.sparse.csgraph), numbered in the order of their first item."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    adj = coo_matrix((np.ones(len(pairs), dtype=np.int8), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
+    _, lab = connected_components(adj, directed=False)
+    return _by_first(lab)
+
+
+def _by_first(labels: np.ndarray) -> np.ndarray:
+    """Relabel 0..k-1 in the order of each label's first occurrence."""
+    _, first, inv = np.unique(np.asarray(labels), return_index=True, return_inverse=True)
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+    return rank[inv.reshape(-1)]
+
+
 # ----------------------------------------------------------------------------- the result
 @dataclass(frozen=True, eq=False)
 class Grouping:
-    """An op -> group map. Groups are numbered in a topological order of the (acyclic) group graph;
-    groups sharing a ``group_colocation`` value >= 0 must be placed on one device."""
+    """An op -> group map. Groups built by this module's acyclic builders are numbered in a
+    topological order of the group graph; :meth:`partition` numbers them by their first op. Groups
+    sharing a ``group_colocation`` value >= 0 must be placed on one device.
+
+    Besides the map it offers what a method placing groups needs: the members of every group
+    (:attr:`groups`), the group edges (:meth:`edges`, :meth:`undirected_csr`), per-group sums
+    (:meth:`compute_us` per device, :meth:`total` of any per-op quantity), :meth:`expand` and
+    :meth:`restrict`, and :meth:`units` (ties merged: one decision per unit)."""
 
     op_group: np.ndarray  # (n_ops,) int64
     n_groups: int
@@ -62,7 +113,20 @@ class Grouping:
         return np.bincount(self.op_group, minlength=self.n_groups)
 
     def members(self, g: int) -> np.ndarray:
-        return np.flatnonzero(self.op_group == g)
+        return self.groups[g]
+
+    @cached_property
+    def groups(self) -> list[np.ndarray]:
+        """Per group, its ops in ascending order."""
+        order = np.argsort(self.op_group, kind="stable")
+        return np.split(order, np.cumsum(self.sizes())[:-1])
+
+    @cached_property
+    def first(self) -> np.ndarray:
+        """(n_groups,) the first (lowest-numbered) op of every group."""
+        first = np.full(self.n_groups, -1, dtype=np.int64)
+        first[self.op_group[::-1]] = np.arange(self.n_ops)[::-1]
+        return first
 
     def expand(self, group_placement) -> np.ndarray:
         """The op placement that puts every op on its group's device."""
@@ -73,13 +137,103 @@ class Grouping:
 
     def restrict(self, op_placement) -> np.ndarray:
         """A group placement from an op placement: each group takes its first op's device."""
-        first = np.full(self.n_groups, -1, dtype=np.int64)
-        first[self.op_group[::-1]] = np.arange(self.n_ops)[::-1]
-        return np.asarray(op_placement, dtype=np.int64)[first]
+        return np.asarray(op_placement, dtype=np.int64)[self.first]
+
+    # -- per-group sums and edges
+    def total(self, per_op) -> np.ndarray:
+        """(n_groups,) the sum of a per-op quantity over each group's ops."""
+        return np.bincount(self.op_group, weights=np.asarray(per_op, dtype=np.float64), minlength=self.n_groups)
+
+    def compute_us(self, problem: Problem) -> np.ndarray:
+        """(n_groups, devices) summed compute time of a group's ops per device of ``problem``; inf
+        where one of them cannot run."""
+        key = ("compute_us", id(problem))
+        hit = self._cache.get(key)
+        if hit is None or hit[0] is not problem:
+            t = problem.compute_us
+            hit = (problem, np.stack([self.total(t[:, d]) for d in range(t.shape[1])], axis=1)
+                   if t.shape[1] else np.zeros((self.n_groups, 0)))
+            self._cache[key] = hit
+        return hit[1]
+
+    def param_bytes(self, graph: OpGraph) -> np.ndarray:
+        return self.total(graph.param_bytes)
+
+    def edges(self, graph: OpGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Edges between distinct groups (src group, dst group, summed edge bytes), sorted, merged."""
+        G = self.n_groups
+        a, b = self.op_group[graph.edge_src], self.op_group[graph.edge_dst]
+        keep = a != b
+        key = a[keep] * G + b[keep]
+        uk, inv = np.unique(key, return_inverse=True)
+        w = np.bincount(inv, weights=graph.edge_bytes[keep], minlength=len(uk))
+        return uk // G, uk % G, w
+
+    def undirected_csr(self, graph: OpGraph, edge_weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Symmetric adjacency (xadj, adjncy, weights) of the group graph, both directions merged."""
+        s, d, w = self.edges(graph)
+        if edge_weight is not None:
+            w = edge_weight
+        G = self.n_groups
+        a, b = np.concatenate([s, d]), np.concatenate([d, s])
+        key = a * G + b
+        uk, inv = np.unique(key, return_inverse=True)
+        wsum = np.bincount(inv, weights=np.concatenate([w, w]), minlength=len(uk))
+        a, b = uk // G, uk % G
+        xadj = np.zeros(G + 1, dtype=np.int64)
+        np.add.at(xadj, a + 1, 1)
+        return np.cumsum(xadj), b.astype(np.int64), wsum
+
+    def is_acyclic(self, graph: OpGraph) -> bool:
+        """True when the group graph has no cycle."""
+        from scipy.sparse import coo_matrix
+        from scipy.sparse.csgraph import connected_components
+
+        s, d, _ = self.edges(graph)
+        if not len(s):
+            return True
+        adj = coo_matrix((np.ones(len(s)), (s, d)), shape=(self.n_groups, self.n_groups))
+        k, _ = connected_components(adj, directed=True, connection="strong")
+        return k == self.n_groups
+
+    # -- building
+    @classmethod
+    def partition(cls, labels, method: str = "labels", group_colocation=None, meta: dict | None = None) -> "Grouping":
+        """The grouping whose groups are the distinct values of an op -> label map, numbered by
+        their first op (no acyclicity is promised; :func:`from_labels` repairs a map into an
+        acyclic grouping)."""
+        og = _by_first(labels)
+        G = int(og.max()) + 1 if len(og) else 0
+        coloc = np.full(G, -1, dtype=np.int64) if group_colocation is None else np.asarray(group_colocation, np.int64)
+        return cls(og.astype(np.int64), G, coloc, method, dict(meta or {}))
 
     @classmethod
     def identity(cls, graph: OpGraph) -> "Grouping":
         return cls(np.arange(graph.n_ops, dtype=np.int64), graph.n_ops, graph.colocation.copy(), "identity")
+
+    def units(self, graph: OpGraph | None = None) -> "Grouping":
+        """The placement units: groups tied by a colocation id merged into one group (and, given
+        the graph, its colocation groups too), numbered by first op. Each unit is one decision;
+        the unit graph may have cycles."""
+        n, G = self.n_ops, self.n_groups
+        pairs = [np.stack([np.arange(n), n + self.op_group], axis=1)]
+        c = np.asarray(self.group_colocation, dtype=np.int64)
+        tied = np.flatnonzero(c >= 0)
+        pairs.append(np.stack([n + tied, n + G + c[tied]], axis=1))
+        extra = 0 if not len(tied) else int(c.max()) + 1
+        if graph is not None:
+            oc = np.asarray(graph.colocation, dtype=np.int64)
+            ops = np.flatnonzero(oc >= 0)
+            pairs.append(np.stack([ops, n + G + extra + oc[ops]], axis=1))
+            extra += 0 if not len(ops) else int(oc.max()) + 1
+        lab = components(n + G + extra, np.concatenate(pairs))[:n]
+        return Grouping.partition(lab, f"{self.method}/units", meta={**self.meta, "groups": G})
+
+    def _renamed(self, method: str) -> "Grouping":
+        return Grouping(self.op_group, self.n_groups, self.group_colocation, method, self.meta)
+
+    def __post_init__(self):
+        object.__setattr__(self, "_cache", {})
 
 
 # ----------------------------------------------------------------------------- colocation rules
@@ -103,26 +257,17 @@ def colocation_sets(graph: OpGraph, *, parameters: bool = True, updates: bool = 
     parameter bytes, else the op it mirrors); ``mirrors``: a backward op with its forward op;
     ``user``: the graph's own colocation groups."""
     n = graph.n_ops
-    parent = list(range(n))
-
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
+    pairs: list[np.ndarray] = []
 
     def union(a, b):
-        a, b = find(int(a)), find(int(b))
-        if a != b:
-            parent[max(a, b)] = min(a, b)
+        pairs.append(np.stack(np.broadcast_arrays(np.asarray(a, np.int64), np.asarray(b, np.int64)), axis=-1).reshape(-1, 2))
 
     params = parameter_ops(graph)
     is_param = np.zeros(n, bool)
     is_param[params] = True
     if parameters:
         for p in params:
-            for c in graph.successors(p):
-                union(p, c)
+            union(p, graph.successors(p))
     if updates:
         for u in np.flatnonzero(graph.role == UPDATE):
             preds = graph.predecessors(u)
@@ -131,16 +276,14 @@ def colocation_sets(graph: OpGraph, *, parameters: bool = True, updates: bool = 
                 owners = preds[(graph.param_bytes[preds] > 0) & (graph.role[preds] == FORWARD)]
             if not len(owners) and graph.mirror[u] >= 0:
                 owners = graph.mirror[u:u + 1]
-            for p in owners:
-                union(u, p)
+            union(u, owners)
     if mirrors:
-        for b in np.flatnonzero((graph.role == BACKWARD) & (graph.mirror >= 0)):
-            union(b, graph.mirror[b])
+        b = np.flatnonzero((graph.role == BACKWARD) & (graph.mirror >= 0))
+        union(b, graph.mirror[b])
     if user:
         for members in graph.colocation_groups():
-            for x in members[1:]:
-                union(members[0], x)
-    roots = np.fromiter((find(i) for i in range(n)), dtype=np.int64, count=n)
+            union(members[0], members[1:])
+    roots = components(n, np.concatenate(pairs) if pairs else np.zeros((0, 2), np.int64))
     order = np.argsort(roots, kind="stable")
     bounds = np.flatnonzero(np.diff(roots[order])) + 1
     return [s for s in np.split(order, bounds) if len(s) > 1]
@@ -271,6 +414,97 @@ def metis_groups(source, n_groups: int, *, seed: int = 0, base: Grouping | None 
     after_repair = q.n_alive
     q.greedy({r: q.work[r] for r in q.live()}, lambda a, b: a + b, n_groups, None, "any")
     return _result(q, "metis", dict(rules, n_groups=n_groups, seed=seed, metis_parts=k, groups_after_repair=after_repair))
+
+
+def colocation_units(source) -> Grouping:
+    """Every op its own group, the graph's colocation groups merged into one (what must share a
+    device and nothing more), numbered by first op: the units the classical placers move."""
+    g = source.graph if isinstance(source, Problem) else source
+    return Grouping.identity(g).units(g)._renamed("ops")
+
+
+def contiguous(source, n_groups: int) -> Grouping:
+    """Colocation groups and every backward op with the forward op it mirrors merged (TensorFlow
+    colocates gradients with their forward op), then these components, in the order of their first
+    op, cut into ``n_groups`` contiguous chunks of about equal work (fastest compute of a Problem,
+    else FLOPs). The group graph may have cycles (a forward op and its backward op in one group)."""
+    P = source if isinstance(source, Problem) else None
+    g = source.graph if P is not None else source
+    bw = np.flatnonzero((g.role == BACKWARD) & (g.mirror >= 0))
+    pairs = [np.stack([bw, g.mirror[bw]], axis=1)]
+    pairs += [np.stack(np.broadcast_arrays(m[0], m[1:]), axis=1) for m in g.colocation_groups()]
+    comp = components(g.n_ops, np.concatenate(pairs))
+    c = int(comp.max()) + 1 if g.n_ops else 0
+    work = P.fastest_us if P is not None else g.flops.astype(np.float64)
+    cw = np.bincount(comp, weights=work, minlength=c)
+    k = max(1, min(int(n_groups), c))
+    # k - 1 cuts where the cumulative work crosses j/k of the total, moved so that every chunk
+    # keeps at least one component
+    cum = np.cumsum(cw)
+    cuts = np.searchsorted(cum, np.arange(1, k) * cum[-1] / k, side="right").astype(np.int64)
+    for j in range(k - 1):  # cut j is the first component of chunk j + 1
+        lo = cuts[j - 1] + 1 if j else 1
+        cuts[j] = min(max(cuts[j], lo), c - (k - 1 - j))
+    chunk = np.zeros(c, dtype=np.int64)
+    chunk[cuts] = 1
+    return Grouping.partition(np.cumsum(chunk)[comp], "contiguous", meta={"n_groups": int(n_groups)})
+
+
+# ----------------------------------------------------------------------------- the spec language
+GROUPING_KINDS = {"ops": False, "colocate": False, "merge": True, "metis": True, "contiguous": True}
+GROUPING_HELP = ("ops (each op, colocation groups merged), colocate (colocation rules), merge:N (Placeto A.6 "
+                 "Merge-and-Colocate to N groups), metis:K (METIS coarsening to K groups), contiguous:N "
+                 "(N chunks of equal work)")
+
+
+@dataclass(frozen=True)
+class GroupingSpec:
+    """A grouping named by the spec language (see :func:`parse_grouping`)."""
+
+    kind: str  # one of GROUPING_KINDS
+    n: int | None = None  # N or K for the kinds that take one
+
+    def __str__(self) -> str:
+        return self.kind if self.n is None else f"{self.kind}:{self.n}"
+
+    def build(self, source, seed: int = 0) -> Grouping:
+        """The grouping of a Problem (or OpGraph) this spec names."""
+        if self.kind == "ops":
+            return colocation_units(source)
+        if self.kind == "colocate":
+            return colocate(source)
+        if self.kind == "merge":
+            return merge_and_colocate(source, self.n)
+        if self.kind == "metis":
+            return metis_groups(source, self.n, seed=seed)
+        return contiguous(source, self.n)
+
+
+def parse_grouping(spec, where: str = "--grouping") -> GroupingSpec:
+    """The one parser of grouping specs, for the CLI and every method: ``ops``, ``colocate``,
+    ``merge:N``, ``metis:K`` or ``contiguous:N`` (N, K >= 1). Raises InputError otherwise."""
+    if isinstance(spec, GroupingSpec):
+        return spec
+    text = str(spec).strip().lower()
+    kind, sep, arg = text.partition(":")
+    if kind in GROUPING_KINDS:
+        if not GROUPING_KINDS[kind] and not sep:
+            return GroupingSpec(kind)
+        if GROUPING_KINDS[kind] and arg.isdigit() and 0 < int(arg) < 10**9:
+            return GroupingSpec(kind, int(arg))
+    raise InputError(where, f"grouping '{spec}'", "is not a grouping spec", f"use one of: {GROUPING_HELP}")
+
+
+def make_grouping(source, spec, seed: int = 0) -> Grouping:
+    """A Grouping from a spec string, a :class:`GroupingSpec` or a Grouping (returned as it is,
+    after checking it has one group per op of ``source``)."""
+    if isinstance(spec, Grouping):
+        n = (source.graph if isinstance(source, Problem) else source).n_ops
+        if spec.n_ops != n:
+            raise InputError("grouping", f"grouping '{spec.method}'", f"has {spec.n_ops} ops, the graph {n}",
+                             "build the grouping from this graph")
+        return spec
+    return parse_grouping(spec).build(source, seed)
 
 
 # ----------------------------------------------------------------------------- the grouped graph

@@ -2,19 +2,31 @@
 group, trained with REINFORCE (:mod:`placer.rl`, :mod:`placer.nn.placeto`).
 
 As a method with the common contract it runs in *search mode*: it trains a policy on the one graph
-it is given, within the budget (placements = simulator calls), and returns the best placement it
-evaluated. Its defaults are :meth:`ReinforceConfig.small_budget` (lr 1e-2 -> 1e-3, gamma 0.9,
-entropy 0.01 -> 0.0002) and episodes starting from everything on one device: at a few hundred
-episodes the paper's lr 1e-3 -> 1e-4 barely moves the policy. With ``policy=<checkpoint>`` it starts from a trained policy instead: ``finetune=N``
-trains N more episodes on this graph first, then ``place_episodes`` greedy (or sampled) episodes
-place it.
+it is given, within the budget (every simulated placement counts, never more than the budget: the
+trainer caps its last round at ``ev.remaining()``), and returns the best placement it evaluated.
+With ``policy=<checkpoint>`` it starts from a trained policy instead: ``finetune=N`` trains up to N
+more episodes on this graph first, then ``place_episodes`` greedy (or sampled) episodes place it.
+
+:class:`PlacetoConfig` is the one place where Placeto's hyperparameters are written (the method,
+``placer train`` and the bench's policies all build their trainer from it). Its defaults are the
+paper's (section 2, appendix A.6 and A.7) except where stated in the field's comment and here:
+
+* ``lr_start``/``lr_end`` 1e-2 -> 1e-3 (A.7: initial rates between 1e-3 and 1e-4 work best) and
+  ``gamma`` 0.9 (the paper's REINFORCE is undiscounted), ``entropy_start``/``entropy_end`` 0.01 ->
+  2e-4: at this project's budgets (a few thousand placements, the paper's runs take 3.7-28.8 K) the
+  paper's learning rate barely moves the policy within the budget;
+* ``stop_window`` 0 (A.7 stops when the reward changes < 2% over 1000 episodes, more episodes than
+  a default budget holds): the placement budget stops training;
+* schedules (learning rate, entropy) follow the fraction of the placement budget used.
 """
 
 from __future__ import annotations
 
-import numpy as np
+from dataclasses import dataclass
 
-from placer.methods.base import Budget, Evaluator, register
+from placer.methods.base import Budget, Evaluator, MethodConfig, register
+
+PAPER = "Addanki et al., Placeto: Learning Generalizable Device Placement Algorithms, NeurIPS 2019"
 
 
 def _available() -> str | None:
@@ -26,78 +38,134 @@ def _available() -> str | None:
     return None
 
 
-def _charge(ev: Evaluator, calls: int, curve: list[tuple[int, float]], best_placement, best_objective: float) -> None:
-    """Put the simulations done inside the trainer's workers on the evaluator's bill."""
-    base = ev.sim_calls
-    ev.sim_calls += calls
-    ev.placements += calls
-    for x, y in curve:
-        if y < ev.best_objective:
-            ev.curve.append((base + x, float(y)))
-            ev.best_objective = float(y)
-    if best_placement is not None and best_objective <= ev.best_objective:
-        ev.best_objective = float(best_objective)
-        ev.best = np.asarray(best_placement, dtype=np.int64)
-    ev.curve.append((ev.placements, ev.best_objective))
+@dataclass(frozen=True)
+class PlacetoConfig(MethodConfig):
+    """Placeto's hyperparameters (paper section 2, appendix A.6 and A.7; departures in the module docstring)."""
+
+    placements: int = 2000  # placements simulated in all (Budget.placements overrides; Table 1: 3.7-28.8 K)
+    grouping: str = "contiguous:64"  # op groups (placer.grouping spec; ties merged into one unit each)
+    devices: str = "gpus"  # candidate devices, the action space: gpus (the paper's 2 K80s) or all
+    sweeps: int = 1  # n: visits of every group per episode (A.7: n = 1 or 2)
+    order: str = "topological"  # visiting order: topological or random (a permutation per sweep)
+    init: str = "single"  # episode start: single (all on the first candidate), random, given
+    reward: str = "intermediate"  # intermediate (r_t = R(p_t) - R(p_t+1), A.4) or terminal (-R(p_T))
+    workers: int = 8  # W: episodes per update, gradients summed (A.7: 8 workers)
+    episodes: int | None = None  # training episodes at most (None: as many as the placement budget allows)
+    rounds: int = 8  # k: message-passing rounds per direction (A.7: k = 4 or 8)
+    lr_start: float = 1e-2  # Adam learning rate at the start (A.7: 1e-3 .. 1e-4; see the module docstring)
+    lr_end: float = 1e-3  # ... decayed linearly to this (A.7: linear decay)
+    gamma: float = 0.9  # discount of the return-to-go (paper: 1, undiscounted)
+    entropy_start: float = 0.01  # entropy bonus at the start (A.7: high at first) ...
+    entropy_end: float = 2e-4  # ... decayed linearly to this (A.7: low at the end)
+    baseline_window: int = 10  # k: episodes in the per-step moving-average baseline (A.7: k = 10)
+    stop_window: int = 0  # A.7 stopping rule window in episodes (paper: 1000); 0 = the budget stops training
+    backend: str = "serial"  # rollout workers: serial, process or ray (results do not depend on it)
+    processes: int | None = None  # worker processes for the process / ray backends
+    policy: str | None = None  # checkpoint of a trained policy to start from (None: train from scratch)
+    finetune: int = 0  # with a policy: episodes of fine-tuning on this graph before placing
+    place_episodes: int = 1  # with a policy: episodes that place the graph (the best placement wins)
+    greedy: bool = True  # with a policy: place with the most likely device (False: sample)
+    log: str | None = None  # JSON-lines training log, one line per episode
+
+    def checks(self):
+        from placer.grouping import GROUPING_HELP, parse_grouping
+        from placer.errors import InputError
+
+        try:
+            parse_grouping(self.grouping)
+            ok_grouping = True
+        except InputError:
+            ok_grouping = False
+        return [(self.placements >= 1, "placements", ">= 1"),
+                (ok_grouping, "grouping", f"one of: {GROUPING_HELP}"),
+                (self.devices in ("gpus", "all"), "devices", "gpus or all"),
+                (self.sweeps >= 1, "sweeps", ">= 1"),
+                (self.order in ("topological", "random"), "order", "topological or random"),
+                (self.init in ("single", "random"), "init", "single or random"),
+                (self.reward in ("intermediate", "terminal"), "reward", "intermediate or terminal"),
+                (self.workers >= 1, "workers", ">= 1"),
+                (self.episodes is None or self.episodes >= 1, "episodes", ">= 1 or None"),
+                (self.rounds >= 1, "rounds", ">= 1"),
+                (self.lr_start > 0 and self.lr_end > 0, "lr_start", "> 0 (and lr_end > 0)"),
+                (0 < self.gamma <= 1, "gamma", "in (0, 1]"),
+                (self.entropy_start >= 0 and self.entropy_end >= 0, "entropy_start", ">= 0 (and entropy_end >= 0)"),
+                (self.baseline_window >= 1, "baseline_window", ">= 1"),
+                (self.stop_window >= 0, "stop_window", ">= 0"),
+                (self.backend in ("serial", "process", "ray"), "backend", "serial, process or ray"),
+                (self.processes is None or self.processes >= 1, "processes", ">= 1 or None"),
+                (self.finetune >= 0, "finetune", ">= 0"),
+                (self.place_episodes >= 1, "place_episodes", ">= 1")]
+
+    # -- the trainer's pieces, built from this one config
+    def env(self):
+        from placer.rl.env import EnvConfig
+
+        return EnvConfig(sweeps=self.sweeps, order=self.order, init=self.init, reward=self.reward)
+
+    def policy_config(self, n_actions: int):
+        from placer.nn.placeto import PolicyConfig
+
+        return PolicyConfig(n_actions=n_actions, rounds=self.rounds)
+
+    def reinforce(self, seed: int, episodes: int | None = None):
+        """The REINFORCE settings; ``episodes`` overrides the config's (None: effectively unbounded,
+        the placement budget stops training)."""
+        from placer.rl.reinforce import ReinforceConfig
+
+        n = episodes if episodes is not None else (self.episodes if self.episodes is not None else 10**9)
+        return ReinforceConfig(episodes=n, workers=self.workers, lr_start=self.lr_start, lr_end=self.lr_end,
+                               entropy_start=self.entropy_start, entropy_end=self.entropy_end,
+                               baseline_window=self.baseline_window, gamma=self.gamma,
+                               stop_window=self.stop_window, seed=seed)
+
+    def task(self, problem, seed: int = 0):
+        from placer.rl.task import make_task
+
+        return make_task(problem, self.grouping, self.devices, seed)
 
 
 @register("placeto", "Placeto: graph-embedding policy, progressive placement MDP, REINFORCE (search mode on this graph)",
-          "learned", paper="Addanki et al., Placeto: Learning Generalizable Device Placement Algorithms, NeurIPS 2019",
-          available=_available)
-def placeto(problem, budget: Budget, seed: int, ev: Evaluator, *, groups: int = 64, devices="gpus",
-            grouping: str = "auto", sweeps: int = 1, order: str = "topological", init: str = "single",
-            reward: str = "intermediate", workers: int = 8, episodes: int = 200, rounds: int = 8,
-            lr_start: float = 1e-2, lr_end: float = 1e-3, gamma: float = 0.9, entropy_start: float = 0.01,
-            entropy_end: float = 2e-4, stop_window: int = 0, backend: str = "serial", processes: int | None = None,
-            policy: str | None = None, finetune: int = 0, place_episodes: int = 1, greedy: bool = True,
-            log: str | None = None, **_):
-    from placer.nn.placeto import PolicyConfig
-    from placer.rl.env import EnvConfig
-    from placer.rl.groups import group_problem
-    from placer.rl.reinforce import ReinforceConfig, Trainer
+          "learned", PlacetoConfig, paper=PAPER, available=_available)
+def placeto(problem, budget: Budget, seed: int, ev: Evaluator, cfg: PlacetoConfig):
+    from placer.rl.reinforce import Trainer
 
-    gp = group_problem(problem, groups, devices, grouping)
-    env = EnvConfig(sweeps=sweeps, order=order, init=init, reward=reward)
-    params = dict(groups=gp.n_groups, sweeps=sweeps, order=order, init=init, reward=reward, workers=workers,
-                  episodes=episodes, rounds=rounds, policy=policy, finetune=finetune)
-    if policy is not None:
-        return _with_policy(problem, budget, seed, ev, gp, policy, finetune, place_episodes, greedy, workers,
-                            backend, processes, log, params)
-    rl = ReinforceConfig(episodes=episodes, workers=workers, lr_start=lr_start, lr_end=lr_end, gamma=gamma,
-                         entropy_start=entropy_start, entropy_end=entropy_end, stop_window=stop_window, seed=seed)
-    tr = Trainer([gp], PolicyConfig(n_actions=gp.n_actions, rounds=rounds), env, rl, sim_params=ev.sim_params,
-                 backend=backend, processes=processes, log_path=log)
+    gp = cfg.task(problem, seed)
+    if cfg.policy is not None:
+        return _with_policy(gp, budget, seed, ev, cfg)
+    tr = Trainer([gp], cfg.policy_config(gp.n_actions), cfg.env(), cfg.reinforce(seed), sim_params=ev.sim_params,
+                 backend=cfg.backend, processes=cfg.processes, log_path=cfg.log)
     try:
-        tr.train(max_sim_calls=budget.placements, max_seconds=budget.seconds)
+        tr.train(max_placements=ev.remaining(), max_seconds=budget.seconds)
     finally:
         tr.close()
-    _charge(ev, tr.sim_calls, tr.curve[0], tr.best_op_placement(0), tr.best[0]["objective_us"])
-    return ev.result("placeto", params=params, notes=[f"{tr.episode} episodes, {gp.n_groups} groups"])
+    ev.charge(tr.sim_calls, tr.curve[0], tr.best_op_placement(0), tr.best[0]["objective_us"])
+    return ev.result("placeto", notes=[f"{tr.episode} episodes, {gp.n_groups} units of {cfg.grouping}"])
 
 
-def _with_policy(problem, budget, seed, ev, gp, path, finetune_episodes, place_episodes, greedy, workers,
-                 backend, processes, log, params):
+def _with_policy(gp, budget: Budget, seed: int, ev: Evaluator, cfg: PlacetoConfig):
     from placer.rl.checkpoint import load_checkpoint
     from placer.rl.policy import env_config, finetune, place
     from placer.rl.reinforce import ReinforceConfig, config_from_dict
 
-    state = load_checkpoint(path)
+    state = load_checkpoint(cfg.policy)
     env = env_config(state)  # place the way the policy was trained
     notes = []
-    if finetune_episodes > 0:
+    if cfg.finetune > 0:
         base = config_from_dict(ReinforceConfig, state["rl_config"])
-        rl = ReinforceConfig(**{**base.to_dict(), "episodes": finetune_episodes, "workers": workers, "seed": seed,
+        rl = ReinforceConfig(**{**base.to_dict(), "episodes": cfg.finetune, "workers": cfg.workers, "seed": seed,
                                 "stop_window": 0})
-        tr = finetune(state, [gp], rl, env=env, sim_params=ev.sim_params, backend=backend, processes=processes,
-                      log_path=log)
+        tr = finetune(state, [gp], rl, env=env, sim_params=ev.sim_params, backend=cfg.backend,
+                      processes=cfg.processes, log_path=cfg.log)
         try:
-            tr.train(max_sim_calls=budget.placements, max_seconds=budget.seconds)
+            tr.train(max_placements=ev.remaining(), max_seconds=budget.seconds)
         finally:
             tr.close()
-        _charge(ev, tr.sim_calls, tr.curve[0], tr.best_op_placement(0), tr.best[0]["objective_us"])
+        ev.charge(tr.sim_calls, tr.curve[0], tr.best_op_placement(0), tr.best[0]["objective_us"])
         state = {**state, "model": tr.net.state_dict()}
         notes.append(f"fine-tuned {tr.episode} episodes")
-    out = place(state, gp, env=env, greedy=greedy, episodes=place_episodes, seed=seed, sim_params=ev.sim_params)
-    _charge(ev, out.sim_calls, [(out.sim_calls, out.objective_us)], out.placement, out.objective_us)
-    notes.append(f"placed with {'greedy' if greedy else 'sampled'} policy, {out.episodes} episode(s)")
-    return ev.result("placeto", params=params, notes=notes)
+    out = place(state, gp, env=env, greedy=cfg.greedy, episodes=cfg.place_episodes, seed=seed,
+                sim_params=ev.sim_params, max_placements=ev.remaining())
+    if out is not None:
+        ev.charge(out.sim_calls, [(out.sim_calls, out.objective_us)], out.placement, out.objective_us)
+        notes.append(f"placed with {'greedy' if cfg.greedy else 'sampled'} policy, {out.episodes} episode(s)")
+    return ev.result("placeto", notes=notes)

@@ -31,20 +31,20 @@ Where this differs from the paper, and why:
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
 from placer.errors import InputError
-from placer.methods.base import Budget, Evaluator, register
+from placer.grouping import Grouping, make_grouping
+from placer.methods.base import Budget, Evaluator, MethodConfig, register
 
 PAPER = "Gao, Chen, Li. Post: Device Placement with Cross-Entropy Minimization and Proximal Policy Optimization. NeurIPS 2018"
 VARIANTS = ("post", "ce", "ppo", "pg")
 
 
 @dataclass(frozen=True)
-class PostConfig:
+class PostConfig(MethodConfig):
     """Hyperparameters of Algorithm 1 with the paper's defaults (section 4)."""
 
     placements: int = 2400  # L: placements sampled in all (Budget.placements overrides)
@@ -59,78 +59,46 @@ class PostConfig:
     eps_end: float = 0.0  # ... decayed linearly to this at the end (of placements or seconds)
     advantage: str = "relative"  # "relative": (b - T) / b; "seconds": b - T in seconds, the paper's units
     oom_penalty_us: float = 1e8  # step time added to an out-of-memory placement's T (paper: 100 s)
+    grouping: str = "ops"  # placement units: a placer.grouping spec (ops: one softmax per op, Eq. 3)
+
+    @classmethod
+    def method_name(cls) -> str:
+        return "post"
+
+    def checks(self):
+        from placer.grouping import GROUPING_HELP, parse_grouping
+
+        try:
+            parse_grouping(self.grouping)
+            ok_grouping = True
+        except InputError:
+            ok_grouping = False
+        return [(self.placements >= 1, "placements", ">= 1"),
+                (self.placements_per_iter >= 1, "placements_per_iter", ">= 1"),
+                (self.ce_every >= 1, "ce_every", ">= 1"), (0 < self.rho <= 1, "rho", "in (0, 1]"),
+                (self.ppo_steps >= 0, "ppo_steps", ">= 0"), (self.lr >= 0, "lr", ">= 0"),
+                (self.kl_beta >= 0, "kl_beta", ">= 0"),
+                (0 <= self.baseline_decay < 1, "baseline_decay", "in [0, 1)"),
+                (0 <= self.eps_start <= 1, "eps_start", "in [0, 1]"), (0 <= self.eps_end <= 1, "eps_end", "in [0, 1]"),
+                (self.advantage in ("relative", "seconds"), "advantage", "'relative' or 'seconds'"),
+                (self.oom_penalty_us >= 0, "oom_penalty_us", ">= 0"),
+                (ok_grouping, "grouping", f"one of: {GROUPING_HELP}")]
 
 
 # ---------------------------------------------------------------------- placement units (Eq. 3)
-def placement_units(problem, grouping=None) -> np.ndarray:
-    """(n_ops,) index of the softmax each op samples from: its colocation group's, or its group's in
-    ``grouping`` (an (n_ops,) array of group ids, a :class:`placer.grouping.Grouping`, whose
-    ``group_colocation`` ties are honoured, or a :func:`grouping_from_spec` string), merged with the
-    colocation groups so that neither is split."""
-    n = problem.n_ops
-    if isinstance(grouping, str):
-        grouping = grouping_from_spec(problem, grouping)
-    group_colocation = getattr(grouping, "group_colocation", None)  # placer.grouping.Grouping
-    if grouping is None:
-        labels = np.arange(n)
-    else:
-        for attr in ("op_group", "op_to_group", "assignment"):
-            if hasattr(grouping, attr) and not callable(getattr(grouping, attr)):
-                grouping = getattr(grouping, attr)
-                break
-        labels = np.asarray(grouping)
-        if labels.shape != (n,) or not np.issubdtype(labels.dtype, np.integer):
-            raise InputError("grouping", "op -> group map", f"is not {n} integer group ids", "give one group id per op")
-    parent = np.arange(n)
-
-    def find(i):
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    def union_all(members):
-        r = find(members[0])
-        for i in members[1:]:
-            parent[find(i)] = r
-
-    for members in problem.graph.colocation_groups():
-        union_all(members)
-    if grouping is not None:
-        order = np.argsort(labels, kind="stable")
-        cuts = np.flatnonzero(np.diff(labels[order])) + 1
-        for members in np.split(order, cuts):
-            union_all(members)
-        if group_colocation is not None:  # groups tied by a group-level colocation id share a device
-            tie = np.asarray(group_colocation)[labels]
-            for c in np.unique(tie[tie >= 0]):
-                union_all(np.flatnonzero(tie == c))
-    roots = np.array([find(i) for i in range(n)])
-    _, units = np.unique(roots, return_inverse=True)
-    return units.astype(np.int64)
+def placement_units(problem, grouping: Grouping | str = "ops", seed: int = 0) -> Grouping:
+    """The units Post keeps one softmax for: the units (:meth:`placer.grouping.Grouping.units`:
+    groups tied by colocation merged, the graph's colocation groups merged) of ``grouping``, a
+    :class:`placer.grouping.Grouping` or a spec of :func:`placer.grouping.parse_grouping`."""
+    return make_grouping(problem, grouping, seed).units(problem.graph)
 
 
-def grouping_from_spec(problem, spec: str, seed: int = 0):
-    """A :mod:`placer.grouping` grouping named by a string: ``colocate``, ``merge:N`` (Merge-and-Colocate
-    down to N groups, Placeto A.6) or ``metis:K`` (METIS coarsening into K groups)."""
-    from placer import grouping as grp
-
-    kind, _, arg = spec.partition(":")
-    if kind == "colocate" and not arg:
-        return grp.colocate(problem)
-    if kind in ("merge", "metis") and arg.isdigit() and int(arg) > 0:
-        return grp.merge_and_colocate(problem, int(arg)) if kind == "merge" else grp.metis_groups(problem, int(arg), seed=seed)
-    raise InputError("grouping", f"'{spec}'", "is not a grouping spec", "use colocate, merge:N or metis:K")
-
-
-def unit_feasible(problem, units: np.ndarray) -> np.ndarray:
+def unit_feasible(problem, units: Grouping) -> np.ndarray:
     """(G, D) bool: devices every op of a unit can run on (finite cost)."""
-    G = int(units.max()) + 1
-    ok = np.ones((G, problem.n_devices), dtype=bool)
-    np.logical_and.at(ok, units, np.isfinite(problem.compute_us))
+    ok = np.isfinite(units.compute_us(problem))
     if not ok.any(axis=1).all():
         g = int(np.flatnonzero(~ok.any(axis=1))[0])
-        op = problem.graph.op_names[int(np.flatnonzero(units == g)[0])]
+        op = problem.graph.op_names[int(units.first[g])]
         raise InputError("grouping", f"group of '{op}'", "its ops share no device they can all run on",
                          "use a grouping that keeps ops with disjoint devices apart")
     return ok
@@ -228,40 +196,34 @@ def pg_update(u: np.ndarray, S: np.ndarray, lr: float) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- Algorithm 1
-def run_post(problem, budget: Budget, seed: int, ev: Evaluator, variant: str = "post", grouping=None,
-             **params):
-    """Algorithm 1 (``variant="post"``) or one of its ablations ``ce``, ``ppo``, ``pg``."""
+def run_post(problem, budget: Budget, seed: int, ev: Evaluator, cfg: PostConfig, variant: str = "post",
+             grouping: Grouping | None = None):
+    """Algorithm 1 (``variant="post"``) or one of its ablations ``ce``, ``ppo``, ``pg``. The units
+    are those of ``cfg.grouping``, or of ``grouping`` when given (a Grouping built by the caller)."""
     if variant not in VARIANTS:
         raise InputError("--method", f"variant '{variant}'", "is not a Post variant", f"use one of {VARIANTS}")
-    fields = {f.name for f in dataclasses.fields(PostConfig)}
-    unknown = sorted(set(params) - fields)
-    if unknown:
-        raise InputError(variant, f"parameter(s) {unknown}", "are not Post parameters", f"use some of {sorted(fields)}")
-    cfg = PostConfig(**params)
-    _check(cfg)
     rng = np.random.default_rng(seed)
-    units = placement_units(problem, grouping)
+    units = placement_units(problem, grouping if grouping is not None else cfg.grouping, seed)
     feasible = unit_feasible(problem, units)
     D = problem.n_devices
     u = initial_logits(feasible)
-    total = budget.placements if budget.placements is not None else cfg.placements
     K = cfg.placements_per_iter
     b = None
     window_units, window_t = [], []  # the samples since the last CE update
     it = 0
     curves = {"placements": [], "mean_us": [], "median_us": [], "best_us": [], "best_so_far_us": [], "oom": [],
               "update": [], "eps": []}
-    while not ev.out_of_budget(budget, default_placements=total):
-        k = min(K, total - ev.placements)
+    while not ev.out_of_budget():
+        room = ev.remaining()
+        k = K if room is None else min(K, room)
         samples = sample_units(softmax(u), k, rng)
-        batch = ev.evaluate_batch(samples[:, units])
+        batch = ev.evaluate_batch(samples[:, units.op_group])
         times = batch.objective + cfg.oom_penalty_us * batch.oom
         it += 1
         if b is None:
             b = float(times.mean())
         adv = (b - times) / (max(b, 1e-9) if cfg.advantage == "relative" else 1e6)  # b - T in units of b or s
-        progress = max(ev.placements / total, ev.clock() / budget.seconds if budget.seconds else 0.0)
-        eps = cfg.eps_start + (cfg.eps_end - cfg.eps_start) * min(1.0, progress)
+        eps = cfg.eps_start + (cfg.eps_end - cfg.eps_start) * ev.fraction_used()
         window_units.append(samples)
         window_t.append(times)
         if variant in ("post", "ce") and it % cfg.ce_every == 0:
@@ -285,33 +247,20 @@ def run_post(problem, budget: Budget, seed: int, ev: Evaluator, variant: str = "
         curves["mean_us"].append(float(times.mean()))
         curves["median_us"].append(float(np.median(times)))
         curves["best_us"].append(float(times.min()))
-        curves["best_so_far_us"].append(float(ev.best_objective))
+        curves["best_so_far_us"].append(float(ev.best_objective_us))
         curves["oom"].append(int(batch.oom.sum()))
         curves["update"].append(update)
         curves["eps"].append(float(eps))
-    how = grouping if isinstance(grouping, str) or grouping is None else getattr(grouping, "method", "labels")
-    res = ev.result(variant, params={"variant": variant, **dataclasses.asdict(cfg), "grouping": how,
-                                     "units": int(units.max()) + 1}, seed=seed)
+    how = cfg.grouping if grouping is None else grouping.method
+    res = ev.result(variant, params={"variant": variant, "grouping": how, "units": int(units.n_groups)}, seed=seed)
     res.cost.extra["iterations"] = curves
     res.cost.extra["final_probs_max_mean"] = float(softmax(u).max(axis=1).mean())
     return res
 
 
-def _check(cfg: PostConfig) -> None:
-    bad = [(cfg.placements >= 1, "placements", ">= 1"), (cfg.placements_per_iter >= 1, "placements_per_iter", ">= 1"),
-           (cfg.ce_every >= 1, "ce_every", ">= 1"), (0 < cfg.rho <= 1, "rho", "in (0, 1]"),
-           (cfg.ppo_steps >= 0, "ppo_steps", ">= 0"), (0 <= cfg.baseline_decay < 1, "baseline_decay", "in [0, 1)"),
-           (0 <= cfg.eps_start <= 1 and 0 <= cfg.eps_end <= 1, "eps_start / eps_end", "in [0, 1]"),
-           (cfg.advantage in ("relative", "seconds"), "advantage", "'relative' or 'seconds'"),
-           (cfg.oom_penalty_us >= 0, "oom_penalty_us", ">= 0")]
-    for ok, name, want in bad:
-        if not ok:
-            raise InputError("post", f"parameter {name}", f"must be {want}", f"set {name} {want}")
-
-
 def _method(variant: str):
-    def run(problem, budget: Budget, seed: int, ev: Evaluator, **params):
-        return run_post(problem, budget, seed, ev, variant=variant, **params)
+    def run(problem, budget: Budget, seed: int, ev: Evaluator, cfg: PostConfig):
+        return run_post(problem, budget, seed, ev, cfg, variant=variant)
 
     run.__name__ = f"run_{variant}"
     run.__doc__ = f"Post's Algorithm 1 as variant '{variant}' (see :func:`run_post`)."
@@ -319,8 +268,9 @@ def _method(variant: str):
 
 
 register("post", "Post: cross-entropy updates (Eq. 10) joined with PPO (Eq. 11) over softmax placement "
-         "distributions", "learned", PAPER)(_method("post"))
-register("ce", "Post's ablation: cross-entropy minimisation (Eq. 10) + uniform mixing only", "learned", PAPER)(_method("ce"))
-register("ppo", "Post's ablation: PPO (Eq. 11) over softmax placement distributions only", "learned", PAPER)(_method("ppo"))
+         "distributions", "learned", PostConfig, PAPER)(_method("post"))
+register("ce", "Post's ablation: cross-entropy minimisation (Eq. 10) + uniform mixing only", "learned", PostConfig, PAPER)(_method("ce"))
+register("ppo", "Post's ablation: PPO (Eq. 11) over softmax placement distributions only", "learned", PostConfig,
+         PAPER)(_method("ppo"))
 register("pg", "Post's ablation: REINFORCE policy gradient over softmax placement distributions", "learned",
-         PAPER)(_method("pg"))
+         PostConfig, PAPER)(_method("pg"))

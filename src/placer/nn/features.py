@@ -116,7 +116,7 @@ class GraphTensors:
 
     @classmethod
     def from_grouped(cls, gp) -> "GraphTensors":
-        """From a :class:`placer.rl.groups.GroupedProblem`."""
+        """From a :class:`placer.rl.task.PlacementTask`."""
         cap = float(gp.problem.memory_bytes[gp.devices].min())
         static = static_features(gp.compute_us, gp.output_bytes, gp.memory_bytes, cap)
         return cls.build(static, gp.dag_src, gp.dag_dst, gp.feasible)

@@ -27,7 +27,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from placer.rl.groups import GroupedProblem
+from placer.rl.task import PlacementTask
 from placer.sim import SimParams, simulate
 
 Scorer = Callable[[np.ndarray], tuple[float, float]]  # op placement -> (objective_us, step_time_us)
@@ -54,7 +54,7 @@ class EnvConfig:
         return asdict(self)
 
 
-def simulator_scorer(gp: GroupedProblem, params: SimParams | None = None) -> Scorer:
+def simulator_scorer(gp: PlacementTask, params: SimParams | None = None) -> Scorer:
     """Score op placements with the simulator: (memory-penalised objective, step time) in us.
     Uses the simulator's incremental fast path (``placer.sim.fast.IncrementalSim``: a step moves one
     group, so only the part of the timeline after the first affected op is replayed, with the full
@@ -90,7 +90,7 @@ class PlacementEnv(gym.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, gp: GroupedProblem, config: EnvConfig | None = None, *, scorer: Scorer | None = None,
+    def __init__(self, gp: PlacementTask, config: EnvConfig | None = None, *, scorer: Scorer | None = None,
                  sim_params: SimParams | None = None, initial: np.ndarray | None = None,
                  scale_us: float | None = None):
         self.gp = gp
@@ -140,6 +140,17 @@ class PlacementEnv(gym.Env):
     def _obs(self) -> dict:
         t = min(self._t, self.episode_length - 1)
         return {"placement": self.placement.copy(), "node": int(self._order[t]), "placed": self.placed.copy()}
+
+    def would_simulate(self, action: int) -> bool:
+        """True when taking ``action`` now costs a simulation (so a rollout with no simulations
+        left in its budget stops before it)."""
+        if self.config.reward == "intermediate":
+            return int(self.placement[self.current_node]) != int(action)
+        return self._t + 1 == self.episode_length
+
+    @property
+    def episode_sim_calls(self) -> int:
+        return self.sim_calls - self._calls_at_reset
 
     @property
     def current_node(self) -> int:

@@ -9,7 +9,7 @@ import numpy as np
 
 from placer.nn.placeto import PlacetoNet, PolicyConfig
 from placer.rl.env import EnvConfig
-from placer.rl.groups import GroupedProblem
+from placer.rl.task import PlacementTask
 from placer.rl.reinforce import ReinforceConfig, Trainer, config_from_dict, task_seed
 from placer.rl.workers import RolloutTask, RolloutWorker
 from placer.sim import SimParams
@@ -40,10 +40,13 @@ class PlaceOutcome:
     final_objective_us: list[float] = field(default_factory=list)  # each episode's final placement
 
 
-def place(net_or_state, gp: GroupedProblem, *, env: EnvConfig | None = None, greedy: bool = True,
-          episodes: int = 1, seed: int = 0, sim_params: SimParams | None = None) -> PlaceOutcome:
+def place(net_or_state, gp: PlacementTask, *, env: EnvConfig | None = None, greedy: bool = True,
+          episodes: int = 1, seed: int = 0, sim_params: SimParams | None = None,
+          max_placements: int | None = None) -> PlaceOutcome | None:
     """Run ``episodes`` episodes of the policy on ``gp`` (greedy: most likely device at each step;
-    else sampled) and return the best placement evaluated on the way."""
+    else sampled) and return the best placement evaluated on the way; never more than
+    ``max_placements`` simulations in all (an episode stops before the step that would pass it;
+    None when no placement could be evaluated)."""
     if isinstance(net_or_state, dict):
         state = net_or_state
         net = net_from_state(state)
@@ -57,17 +60,25 @@ def place(net_or_state, gp: GroupedProblem, *, env: EnvConfig | None = None, gre
     worker = RolloutWorker([gp], net.cfg, env, sim_params)
     worker.load({k: v.detach().numpy() for k, v in net.state_dict().items()})
     best, finals, calls = None, [], 0
+    done = 0
     for e in range(max(1, episodes)):
-        r = worker.run(RolloutTask(graph=0, seed=task_seed(seed, e), greedy=greedy, compute_grad=False))
+        room = None if max_placements is None else max_placements - calls
+        if room is not None and room <= 0:
+            break
+        r = worker.run(RolloutTask(graph=0, seed=task_seed(seed, e), greedy=greedy, compute_grad=False,
+                                   max_sim_calls=room))
         calls += r.sim_calls
+        done += 1
         finals.append(r.final_objective_us)
         if r.best_placement is not None and (best is None or r.best_objective_us < best.best_objective_us):
             best = r
+    if best is None:
+        return None
     return PlaceOutcome(gp.expand(best.best_placement), best.best_placement, best.best_objective_us, best.best_step_us,
-                        max(1, episodes), calls, finals)
+                        done, calls, finals)
 
 
-def finetune(state: dict, graphs: list[GroupedProblem], rl: ReinforceConfig, *, env: EnvConfig | None = None,
+def finetune(state: dict, graphs: list[PlacementTask], rl: ReinforceConfig, *, env: EnvConfig | None = None,
              sim_params: SimParams | None = None, backend: str = "serial", processes: int | None = None,
              log_path=None) -> Trainer:
     """A trainer on ``graphs`` that starts from the checkpoint's policy weights (fresh Adam and

@@ -10,7 +10,14 @@ for each update u:
     decayed linearly from lr_start to lr_end; beta decays linearly from entropy_start to entropy_end.
 training stops after ``episodes`` episodes, or earlier when the stopping rule of A.7 fires: the mean
 final objective of the last ``stop_window`` episodes differs by less than ``stop_tol`` (2%) from that
-of the window before.
+of the window before, or when a placement budget is spent: an episode simulates up to one placement
+per step, so the last round's episodes are capped to share exactly the placements left (a capped
+episode stops before the step that would simulate one placement too many).
+
+The loss of one episode (eq. 1 with the entropy bonus) is :func:`reinforce_loss`; the workers
+(:mod:`placer.rl.workers`) roll out and call it. :class:`ReinforceConfig` holds the paper's values
+(A.7); the Placeto method's config (:class:`placer.methods.placeto.PlacetoConfig`) is the one place
+where this project's defaults, and their departures from the paper, are written.
 
 Every episode is one JSON line in the log (see :meth:`Trainer._log_line`); the trainer's whole state
 (weights, Adam moments, baselines, counters, best placements) is a checkpoint that resumes bit for bit.
@@ -28,10 +35,9 @@ from typing import Callable
 import numpy as np
 import torch
 
-from placer.nn.placeto import PlacetoNet, PolicyConfig
+from placer.nn.placeto import PlacetoNet, PolicyConfig, entropy_of
 from placer.rl.env import EnvConfig
-from placer.rl.groups import GroupedProblem
-from placer.rl.workers import RolloutResult, RolloutTask, make_backend
+from placer.rl.task import PlacementTask
 from placer.sim import SimParams
 
 CHECKPOINT_FORMAT = "placer-placeto-1"
@@ -51,18 +57,10 @@ class ReinforceConfig:
     normalize_advantages: bool = False  # divide G_t - b_t by its RMS over the baseline's episodes (not in the paper)
     stop_window: int = 0  # stopping rule window in episodes (A.7 uses 1000); 0 = run all episodes
     stop_tol: float = 0.02  # ... stop when the windowed objective changes less than this fraction
-    seed: int = 0
+    seed: int = 0  # seeds the initial weights, the episodes and the graph each worker gets
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-    @classmethod
-    def small_budget(cls, **kw) -> "ReinforceConfig":
-        """Settings measured to learn within a few hundred episodes (this project's budgets; the paper
-        trains far longer): lr 1e-2 -> 1e-3, gamma 0.9, entropy 0.01 -> 0.0002. See the benchmark."""
-        base = dict(lr_start=1e-2, lr_end=1e-3, gamma=0.9, entropy_start=0.01, entropy_end=2e-4)
-        base.update(kw)
-        return cls(**base)
 
     @property
     def updates(self) -> int:
@@ -78,6 +76,33 @@ def task_seed(seed: int, episode: int) -> int:
     return int(np.random.SeedSequence([int(seed), int(episode)]).generate_state(1, dtype=np.uint64)[0] >> 1)
 
 
+def returns_to_go(rewards: np.ndarray, gamma: float = 1.0) -> np.ndarray:
+    """G_t = sum_{t' >= t} gamma^(t' - t) r_t'."""
+    r = np.asarray(rewards, dtype=np.float64)
+    if gamma == 1.0:
+        return np.cumsum(r[::-1])[::-1].copy()
+    G, acc = np.empty_like(r), 0.0
+    for t in range(len(r) - 1, -1, -1):
+        acc = r[t] + gamma * acc
+        G[t] = acc
+    return G
+
+
+def reinforce_loss(logits: torch.Tensor, actions, returns, baseline=None, entropy_coef: float = 0.0,
+                   adv_scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Appendix A.1 eq. 1 with A.7's entropy bonus, for one episode of T steps:
+    ``loss = -sum_t [log pi(a_t | s_t) (G_t - b_t) / adv_scale + beta H(pi(. | s_t))]``, whose
+    gradient is the REINFORCE estimate (the policy moves towards actions whose return-to-go beats
+    the baseline). ``logits`` (T, A), ``actions`` (T,), ``returns`` G (T,), ``baseline`` b (T,) or
+    None (0). Returns (loss, per-step entropy)."""
+    T = logits.shape[0]
+    logp = torch.log_softmax(logits, dim=-1).gather(1, torch.as_tensor(np.asarray(actions), dtype=torch.int64)[:, None])[:, 0]
+    ent = entropy_of(logits)
+    b = np.zeros(T) if baseline is None else np.asarray(baseline, dtype=np.float64)[:T]
+    adv = torch.as_tensor((np.asarray(returns, dtype=np.float64) - b) / adv_scale, dtype=torch.float32)
+    return -(logp * adv).sum() - entropy_coef * ent.sum(), ent
+
+
 def linear(start: float, end: float, u: int, n: int) -> float:
     """Value at update u of a linear schedule over n updates."""
     return start + (end - start) * (u / max(n - 1, 1))
@@ -86,7 +111,7 @@ def linear(start: float, end: float, u: int, n: int) -> float:
 class Trainer:
     """Synchronous data-parallel REINFORCE over one graph (search mode) or several (policy mode)."""
 
-    def __init__(self, graphs: list[GroupedProblem], policy: PolicyConfig | None = None, env: EnvConfig | None = None,
+    def __init__(self, graphs: list[PlacementTask], policy: PolicyConfig | None = None, env: EnvConfig | None = None,
                  rl: ReinforceConfig | None = None, *, sim_params: SimParams | None = None, backend: str = "serial",
                  processes: int | None = None, log_path: str | Path | None = None, initial: list | None = None):
         if not graphs:
@@ -109,7 +134,6 @@ class Trainer:
         self.log_path = Path(log_path) if log_path else None
         self.episode = 0
         self.update = 0
-        self.placements = 0  # placements proposed by the policy (one per step) + initial placements scored
         self.sim_calls = 0
         self.wall_s = 0.0
         self.baselines = [deque(maxlen=self.cfg.baseline_window) for _ in graphs]
@@ -118,11 +142,19 @@ class Trainer:
                      for _ in graphs]
         self.curve: list[list[tuple[int, float]]] = [[] for _ in graphs]  # (sim calls so far, best objective)
         self.stopped = False
+        self.schedule_placements: int | None = None  # set by train(max_placements=...)
+
+    @property
+    def placements(self) -> int:
+        """Placements simulated so far (every simulation is one placement)."""
+        return self.sim_calls
 
     # ------------------------------------------------------------------ workers
     @property
     def backend(self):
         if self._backend is None:
+            from placer.rl.workers import make_backend
+
             self._backend = make_backend(self.backend_name, self.graphs, self.policy_cfg, self.env_cfg,
                                          self.sim_params, self.initial, self.processes)
         return self._backend
@@ -155,16 +187,46 @@ class Trainer:
         rms = float(np.sqrt(np.mean((H - H.mean(axis=0)) ** 2)))
         return rms if rms > 1e-12 else 1.0
 
-    def step(self) -> list[RolloutResult]:
-        """One synchronous update: W episodes, summed gradients, one Adam step."""
+    def max_sims_per_episode(self, g: int) -> int:
+        """Placements an episode on graph g may simulate: the initial one and one per step
+        (intermediate rewards), or the final one (terminal reward)."""
+        if self.env_cfg.reward == "terminal":
+            return 1
+        return self.env_cfg.sweeps * self.graphs[g].n_groups + 1
+
+    def caps(self, graphs: list[int], room: int | None) -> list[int | None]:
+        """Per episode of this round, the most placements it may simulate: no cap while the round
+        fits in ``room`` placements; else the first ceil(room / per-episode) episodes share ``room``
+        evenly (the rest are not run), so the round never simulates more than ``room``."""
+        if room is None:
+            return [None] * len(graphs)
+        per = [self.max_sims_per_episode(g) for g in graphs]
+        if sum(per) <= room:
+            return [None] * len(graphs)
+        k = int(min(len(graphs), room, max(1, -(-room // max(1, int(np.mean(per)))))))
+        return [room // k + (1 if i < room % k else 0) for i in range(k)]
+
+    def step(self, room: int | None = None) -> list["RolloutResult"]:
+        """One synchronous update: W episodes (fewer, capped, when fewer than a round's placements
+        are left in ``room``), summed gradients, one Adam step."""
+        from placer.rl.workers import RolloutTask
+
         t0 = time.perf_counter()
         cfg, U = self.cfg, self.cfg.updates
         W = min(cfg.workers, cfg.episodes - self.episode) if cfg.episodes > self.episode else cfg.workers
-        beta = linear(cfg.entropy_start, cfg.entropy_end, self.update, U)
-        lr = linear(cfg.lr_start, cfg.lr_end, min(self.update, U - 1), U)
+        if self.schedule_placements:  # schedules follow the fraction of the placement budget used
+            f = min(1.0, self.sim_calls / self.schedule_placements)
+            beta = cfg.entropy_start + (cfg.entropy_end - cfg.entropy_start) * f
+            lr = cfg.lr_start + (cfg.lr_end - cfg.lr_start) * f
+        else:  # ... or of the updates
+            beta = linear(cfg.entropy_start, cfg.entropy_end, self.update, U)
+            lr = linear(cfg.lr_start, cfg.lr_end, min(self.update, U - 1), U)
+        graphs = self._graphs_for_update(W)
+        caps = self.caps(graphs, room)
         tasks = [RolloutTask(graph=g, seed=task_seed(cfg.seed, self.episode + i), entropy_coef=beta,
-                             baseline=self._baseline(g), gamma=cfg.gamma, adv_scale=self._adv_scale(g))
-                 for i, g in enumerate(self._graphs_for_update(W))]
+                             baseline=self._baseline(g), gamma=cfg.gamma, adv_scale=self._adv_scale(g),
+                             max_sim_calls=cap)
+                 for i, (g, cap) in enumerate(zip(graphs, caps))]
         results = self.backend.run(self.weights(), tasks)
         params = list(self.net.parameters())
         for p, *gs in zip(params, *[r.grads for r in results]):
@@ -181,16 +243,16 @@ class Trainer:
         for r in results:
             self._account(r, dt / len(results))
         for r in results:  # after the whole update: no episode's baseline contains itself or its round
-            self.baselines[r.graph].append(r.returns)
+            if not r.truncated:  # a capped episode's returns are not those of a whole episode
+                self.baselines[r.graph].append(r.returns)
         self.update += 1
         self._check_stop()
         return results
 
-    def _account(self, r: RolloutResult, wall_s: float) -> None:
+    def _account(self, r: "RolloutResult", wall_s: float) -> None:
         gp = self.graphs[r.graph]
         self.episode += 1
         self.sim_calls += r.sim_calls
-        self.placements += len(r.actions) + (1 if self.env_cfg.reward == "intermediate" else 0)
         self.wall_s += wall_s
         b = self.best[r.graph]
         if r.best_placement is not None and r.best_objective_us < b["objective_us"]:
@@ -204,7 +266,7 @@ class Trainer:
             with open(self.log_path, "a") as f:
                 f.write(json.dumps(self._log_line(r, b)) + "\n")
 
-    def _log_line(self, r: RolloutResult, best: dict) -> dict:
+    def _log_line(self, r: "RolloutResult", best: dict) -> dict:
         return {"episode": self.episode, "update": self.update, "graph": self.graphs[r.graph].name,
                 "placements": self.placements, "sim_calls": self.sim_calls, "reward": float(r.rewards.sum()),
                 "initial_us": r.initial_objective_us, "final_us": r.final_objective_us, "final_step_us": r.final_step_us,
@@ -219,15 +281,20 @@ class Trainer:
                 self.stopped = True
 
     # ------------------------------------------------------------------ the loop
-    def train(self, on_update: Callable[["Trainer", list[RolloutResult]], None] | None = None,
-              max_sim_calls: int | None = None, max_seconds: float | None = None) -> "Trainer":
+    def train(self, on_update: Callable[["Trainer", list["RolloutResult"]], None] | None = None,
+              max_placements: int | None = None, max_seconds: float | None = None) -> "Trainer":
+        """Train until ``cfg.episodes`` episodes, the stopping rule, exactly ``max_placements``
+        simulated placements in all (counting those of earlier calls), or the opt-in wall-clock
+        limit ``max_seconds`` (not reproducible)."""
         t0 = time.perf_counter()
+        self.schedule_placements = max_placements
         while self.episode < self.cfg.episodes and not self.stopped:
-            if max_sim_calls is not None and self.sim_calls >= max_sim_calls:
+            room = None if max_placements is None else max_placements - self.sim_calls
+            if room is not None and room <= 0:
                 break
             if max_seconds is not None and time.perf_counter() - t0 >= max_seconds:
                 break
-            results = self.step()
+            results = self.step(room)
             if on_update is not None:
                 on_update(self, results)
         return self
@@ -262,7 +329,7 @@ class Trainer:
             raise ValueError("the checkpoint was trained on other graphs; resume with the same ones or fine-tune")
         self.opt.load_state_dict(state["optimizer"])
         self.episode, self.update = int(state["episode"]), int(state["update"])
-        self.placements, self.sim_calls = int(state["placements"]), int(state["sim_calls"])
+        self.sim_calls = int(state["sim_calls"])
         self.wall_s, self.stopped = float(state["wall_s"]), bool(state["stopped"])
         self.baselines = [deque((x.numpy() for x in q), maxlen=self.cfg.baseline_window) for q in state["baselines"]]
         self.history = state["history"].tolist()

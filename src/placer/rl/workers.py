@@ -25,7 +25,8 @@ from placer.nn.fast import NumpyPolicy, softmax
 from placer.nn.features import GraphTensors
 from placer.nn.placeto import PlacetoNet, PolicyConfig, entropy_of
 from placer.rl.env import EnvConfig, PlacementEnv
-from placer.rl.groups import GroupedProblem
+from placer.rl.reinforce import reinforce_loss, returns_to_go
+from placer.rl.task import PlacementTask
 from placer.sim import SimParams
 
 
@@ -39,6 +40,7 @@ class RolloutTask:
     compute_grad: bool = True
     gamma: float = 1.0  # discount of the return-to-go (1: the paper's undiscounted REINFORCE)
     adv_scale: float = 1.0  # advantages are divided by this (see ReinforceConfig.normalize_advantages)
+    max_sim_calls: int | None = None  # the episode stops before the step that would simulate more (None: no cap)
 
 
 @dataclass
@@ -61,24 +63,15 @@ class RolloutResult:
     wall_s: float
     grads: list[np.ndarray] | None = field(default=None, repr=False)
     loss: float = 0.0
+    truncated: bool = False  # stopped early by the task's max_sim_calls
 
 
-def returns_to_go(rewards: np.ndarray, gamma: float = 1.0) -> np.ndarray:
-    """G_t = sum_{t' >= t} gamma^(t' - t) r_t'."""
-    r = np.asarray(rewards, dtype=np.float64)
-    if gamma == 1.0:
-        return np.cumsum(r[::-1])[::-1].copy()
-    G, acc = np.empty_like(r), 0.0
-    for t in range(len(r) - 1, -1, -1):
-        acc = r[t] + gamma * acc
-        G[t] = acc
-    return G
 
 
 class RolloutWorker:
     """One worker: its own copy of the network and one environment per graph."""
 
-    def __init__(self, graphs: list[GroupedProblem], policy: PolicyConfig, env: EnvConfig,
+    def __init__(self, graphs: list[PlacementTask], policy: PolicyConfig, env: EnvConfig,
                  sim_params: SimParams | None = None, initial: list | None = None):
         torch.set_num_threads(1)
         self.net = PlacetoNet(policy)
@@ -105,6 +98,7 @@ class RolloutWorker:
         nodes = np.empty(T, dtype=np.int64)
         actions = np.empty(T, dtype=np.int64)
         rewards = np.empty(T, dtype=np.float64)
+        truncated = False
         for t in range(T):
             placements[t], placed[t], nodes[t] = obs["placement"], obs["placed"], obs["node"]
             logits = self.fast.logits(gt, cache, placements[t], int(nodes[t]), placed[t])
@@ -113,19 +107,24 @@ class RolloutWorker:
             else:
                 cum = np.cumsum(softmax(logits))
                 a = int(np.searchsorted(cum, rng.random() * cum[-1], side="right"))
+            if task.max_sim_calls is not None and env.episode_sim_calls >= task.max_sim_calls and env.would_simulate(a):
+                truncated = True  # the budget has no placement left for this step
+                break
             actions[t] = a
             obs, rewards[t], _, _, info = env.step(a)
+        else:
+            t = T
+        if truncated:
+            placements, placed, nodes, actions, rewards = placements[:t], placed[:t], nodes[:t], actions[:t], rewards[:t]
         G = returns_to_go(rewards, task.gamma)
         grads, loss_value, ent_mean = None, 0.0, float("nan")
-        if task.compute_grad:
+        if len(actions) == 0:
+            if task.compute_grad:
+                grads = [np.zeros(tuple(p.shape), np.float32) for p in self.net.parameters()]
+        elif task.compute_grad:
             self.net.zero_grad(set_to_none=True)
             logits = self.net(gt, torch.as_tensor(placements), torch.as_tensor(nodes), torch.as_tensor(placed))
-            logp = torch.log_softmax(logits, dim=-1).gather(1, torch.as_tensor(actions)[:, None])[:, 0]
-            ent = entropy_of(logits)
-            b = np.zeros(T) if task.baseline is None else np.asarray(task.baseline, dtype=np.float64)
-            adv = torch.as_tensor((G - b) / task.adv_scale, dtype=torch.float32)
-            # REINFORCE (appendix A.1, eq. 1) with an entropy bonus: minimise -sum_t [log pi(a_t|s_t) (G_t - b_t) + beta H_t]
-            loss = -(logp * adv).sum() - task.entropy_coef * ent.sum()
+            loss, ent = reinforce_loss(logits, actions, G, task.baseline, task.entropy_coef, task.adv_scale)
             loss.backward()
             grads = [p.grad.detach().numpy().copy() if p.grad is not None else np.zeros(tuple(p.shape), np.float32)
                      for p in self.net.parameters()]
@@ -141,7 +140,8 @@ class RolloutWorker:
             final_placement=env.placement.copy(), best_objective_us=float(env.best_objective_us),
             best_step_us=float(env.best_step_us),
             best_placement=None if env.best_placement is None else env.best_placement.copy(),
-            sim_calls=env.sim_calls - calls0, wall_s=time.perf_counter() - t0, grads=grads, loss=loss_value)
+            sim_calls=env.sim_calls - calls0, wall_s=time.perf_counter() - t0, grads=grads, loss=loss_value,
+            truncated=truncated)
 
 
 # ---------------------------------------------------------------------- backends
