@@ -314,7 +314,8 @@ def _load_plugins() -> None:
     """Sub-command groups of other layers (zoo, bench, rl) register themselves on ``app``."""
     import importlib
 
-    for mod in ("placer.cli.zoo", "placer.cli.bench", "placer.cli.learn", "placer.cli.capture", "placer.cli.run"):
+    for mod in ("placer.cli.zoo", "placer.cli.bench", "placer.cli.learn", "placer.cli.capture", "placer.cli.run",
+                "placer.cli.pretrain"):
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as e:

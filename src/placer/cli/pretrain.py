@@ -1,0 +1,104 @@
+"""`placer pretrain`: self-supervised (Deep Graph Infomax) pre-training of the graph encoder Mars reads
+graphs with (:mod:`placer.nn.pretrain`), on a set of graphs: the training half of a generated family
+and/or zoo graphs. Writes a weights_only-safe encoder checkpoint that ``mars`` loads with
+``--set pretrained=FILE``; reports the loss per epoch and how well the discriminator separates real
+from corrupted graphs on held-out graphs (the family's test half, or ``--held-out`` graphs).
+
+Registered on :data:`placer.cli.app` when imported (``placer.cli._load_plugins``)."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import typer
+
+from placer.cli import _emit, app, console, err_console, load_problem
+from placer.cli.options import at_least, one_of, output_file, positive_finite
+from placer.errors import InputError
+
+
+def _graphs(family: list[str], graph: list[str], cluster: str, split: str, nodes: int):
+    from placer.nn.encoder import graph_data, placement_nodes
+    from placer.problem import Problem
+    from placer.resolve import resolve_cluster
+
+    problems = []
+    for fam in family:
+        from placer.zoo import families
+
+        c = resolve_cluster(cluster)
+        problems += [Problem(g, c) for g in families.load_family(fam, split=split)]
+    problems += [load_problem(g, cluster) for g in graph]
+    return [graph_data(placement_nodes(P, nodes, "all")) for P in problems]
+
+
+@app.command()
+def pretrain(family: Optional[List[str]] = typer.Option(None, "--family", "-f",
+                                                       help="pre-train on the training half of this graph family "
+                                                            "(cifar10, ptb, nmt; repeat for several)"),
+             graph: Optional[List[str]] = typer.Option(None, "--graph", "-g",
+                                                      help="also pre-train on this graph (zoo name or file; repeat)"),
+             held_out: Optional[List[str]] = typer.Option(None, "--held-out",
+                                                         help="score the discriminator on this graph (default: the "
+                                                              "families' test halves)"),
+             out: str = typer.Option(..., "--out", "-o", help="encoder checkpoint to write", callback=output_file),
+             cluster: str = typer.Option("k80x4", "--cluster", "-c", help="preset name or cluster JSON (for costs)"),
+             epochs: int = typer.Option(50, help="passes over the graphs, one Adam step per graph",
+                                        callback=at_least(1, 50)),
+             lr: float = typer.Option(1e-3, help="Adam learning rate (DGI's)", callback=positive_finite(1e-3)),
+             kind: str = typer.Option("gcn", help="encoder layers: gcn (Mars) or sage (GDP)", callback=one_of("gcn", "sage")),
+             hidden: int = typer.Option(128, help="embedding size (Mars's hidden must match)", callback=at_least(1, 128)),
+             layers: int = typer.Option(3, help="message-passing layers (Mars's gnn_layers must match)",
+                                        callback=at_least(1, 3)),
+             nodes: int = typer.Option(1024, help="most nodes per graph (Mars's nodes)", callback=at_least(1, 1024)),
+             seed: int = typer.Option(0, callback=at_least(0)),
+             as_json: bool = typer.Option(False, "--json")):
+    """Pre-train Mars's graph encoder with Deep Graph Infomax and write it."""
+    from placer.methods.mars import _available
+
+    why = _available()
+    if why:
+        raise InputError("placer pretrain", "graph encoder", why, "install the extra")
+    if not family and not graph:
+        raise InputError("placer pretrain", "graphs", "none were given", "give --family NAME and/or --graph NAME")
+    import torch
+
+    from placer.methods.gdp import one_thread
+    from placer.nn.encoder import EncoderConfig
+    from placer.nn.pretrain import PretrainConfig, discrimination, pretrain as run_pretrain, save_encoder
+
+    with one_thread():
+        train = _graphs(list(family or []), list(graph or []), cluster, "train", nodes)
+        test = (_graphs([], list(held_out), cluster, "test", nodes) if held_out
+                else _graphs(list(family or []), [], cluster, "test", nodes))
+        torch.manual_seed(seed)
+        enc_cfg = EncoderConfig(kind, hidden, layers)
+        before = None
+        if test:
+            from placer.nn.encoder import GraphEncoder
+            from placer.nn.pretrain import dgi_model
+
+            before = discrimination(dgi_model(GraphEncoder(enc_cfg), seed), test)
+
+        def on_epoch(e, loss):
+            if (e + 1) % max(1, epochs // 10) == 0 or e + 1 == epochs:
+                err_console.print(f"epoch {e + 1}/{epochs}: DGI loss {loss:.4f}")
+
+        res = run_pretrain(train, enc_cfg, PretrainConfig(epochs=epochs, lr=lr, seed=seed), on_epoch=on_epoch)
+        after = discrimination(res.model, test) if test else None
+        save_encoder(res, out, extra={"held_out": [g.name for g in test]})
+    data = {"out": str(out), "graphs": res.graphs, "held_out": [g.name for g in test], "epochs": epochs,
+            "encoder": enc_cfg.to_dict(), "loss_first": res.losses[0], "loss_last": res.losses[-1],
+            "losses": res.losses, "seconds": res.seconds, "held_out_before": before, "held_out_after": after}
+
+    def render(d):
+        console.print(f"pre-trained a {d['encoder']['kind']} encoder ({d['encoder']['layers']} x {d['encoder']['hidden']}) "
+                      f"on {len(d['graphs'])} graph(s), {d['epochs']} epochs, {d['seconds']:.1f} s: "
+                      f"DGI loss {d['loss_first']:.4f} -> {d['loss_last']:.4f}")
+        if d["held_out_after"]:
+            b, a = d["held_out_before"], d["held_out_after"]
+            console.print(f"held-out graphs ({len(d['held_out'])}): discriminator accuracy {b['accuracy']:.1%} -> "
+                          f"{a['accuracy']:.1%}, real {a['real_score']:.3f} vs corrupted {a['corrupted_score']:.3f}")
+        err_console.print(f"wrote {d['out']}")
+
+    _emit(data, as_json, render)

@@ -1,0 +1,183 @@
+"""Self-supervised pre-training of the graph encoder with Deep Graph Infomax, as Mars does it
+(papers/003_a13e6b8ab67acb3a.txt; Lan et al., ICPP 2021, section 3.2; Velickovic et al., DGI, 2019).
+
+For each graph (X, A):
+
+* positive sample: the graph itself; negative sample: C(X, A) = (X~, A), the corruption function
+  of DGI, which shuffles the rows of X (every node gets another node's features) and keeps A;
+* local representations H = E(X, A) and H~ = E(X~, A) from the encoder (:class:`GraphEncoder`);
+* readout: the mean-pooling summary with a logistic sigmoid, s = sigma((1/N) sum_i h_i);
+* discriminator: the bilinear score D(h, s) = sigma(h^T W s);
+* objective: the Jensen-Shannon (binary cross-entropy) estimator of the mutual information between
+  local and global representations,
+  L = -1/(N+N) ( sum_i log D(h_i, s) + sum_j log(1 - D(h~_j, s)) ), minimised.
+  (The seed text writes the second term as log D(h~_j, s); DGI's eq. 1, which it summarises, has
+  log(1 - D): corrupted pairs must score low. With N positives and N negatives, the 1/(N+N) average
+  equals the mean of the two per-sample means, which is PyG's ``DeepGraphInfomax.loss``.)
+
+PyTorch Geometric's ``DeepGraphInfomax`` holds W and computes D and the loss; we give it the encoder,
+the readout and the corruption (with its own seeded generator, so pre-training is reproducible).
+
+Training (our choices, the paper gives no schedule): Adam, lr 1e-3 (DGI's), ``epochs`` passes over
+the graphs in a seeded order, one step per graph; the encoder weights of the last step are kept.
+The checkpoint is a plain state dict (``format: placer-encoder-1``) that loads with
+``torch.load(weights_only=True)``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from placer.errors import InputError
+from placer.nn.encoder import EncoderConfig, GraphData, GraphEncoder
+
+ENCODER_FORMAT = "placer-encoder-1"
+
+
+def readout(z: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+    """R(H) = sigma(mean_i h_i): the graph summary (Mars eq. 1)."""
+    return torch.sigmoid(z.mean(dim=0))
+
+
+class Corruption:
+    """C(X, A) = (row-shuffled X, A), the permutation drawn from a seeded generator."""
+
+    def __init__(self, seed: int = 0):
+        self.gen = torch.Generator().manual_seed(int(seed))
+
+    def __call__(self, x: torch.Tensor, edge_index: torch.Tensor):
+        perm = torch.randperm(x.shape[0], generator=self.gen)
+        return x[perm], edge_index
+
+
+def dgi_model(encoder: GraphEncoder, seed: int = 0):
+    """PyG's DeepGraphInfomax around ``encoder`` with the mean-sigmoid readout and the corruption."""
+    from torch_geometric.nn import DeepGraphInfomax
+
+    torch.manual_seed(seed)
+    model = DeepGraphInfomax(encoder.cfg.hidden, encoder, readout, Corruption(seed))
+    return model
+
+
+def dgi_loss(model, data: GraphData) -> torch.Tensor:
+    pos, neg, s = model(data.x, data.edge_index)
+    return model.loss(pos, neg, s)
+
+
+@torch.no_grad()
+def discrimination(model, graphs: list[GraphData], seed: int = 1) -> dict:
+    """How well the discriminator tells real from corrupted node/summary pairs on ``graphs``:
+    accuracy (real scored > 0.5, corrupted < 0.5), mean real / corrupted score, and the loss; each
+    graph corrupted with a fresh permutation from ``seed``."""
+    gen = torch.Generator().manual_seed(int(seed))
+    right = total = 0
+    pos_scores, neg_scores, losses = [], [], []
+    for d in graphs:
+        z = model.encoder(d.x, d.edge_index)
+        s = readout(z)
+        zn = model.encoder(d.x[torch.randperm(d.n, generator=gen)], d.edge_index)
+        p, q = model.discriminate(z, s), model.discriminate(zn, s)
+        right += int((p > 0.5).sum()) + int((q < 0.5).sum())
+        total += 2 * d.n
+        pos_scores.append(float(p.mean()))
+        neg_scores.append(float(q.mean()))
+        losses.append(float(model.loss(z, zn, s)))
+    return {"accuracy": right / max(total, 1), "real_score": float(np.mean(pos_scores)),
+            "corrupted_score": float(np.mean(neg_scores)), "loss": float(np.mean(losses))}
+
+
+@dataclass(frozen=True)
+class PretrainConfig:
+    epochs: int = 50  # passes over the pre-training graphs, one Adam step per graph
+    lr: float = 1e-3  # Adam learning rate (DGI's)
+    seed: int = 0  # encoder initialisation, graph order and corruptions
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class PretrainResult:
+    encoder: GraphEncoder
+    model: object  # the DeepGraphInfomax (encoder + bilinear W)
+    losses: list[float]  # mean loss per epoch
+    seconds: float
+    graphs: list[str]
+
+
+def pretrain(graphs: list[GraphData], enc_cfg: EncoderConfig | None = None, cfg: PretrainConfig | None = None,
+             encoder: GraphEncoder | None = None, on_epoch: Callable[[int, float], None] | None = None) -> PretrainResult:
+    """DGI pre-training of a fresh encoder (or of ``encoder``) on ``graphs``."""
+    if not graphs:
+        raise InputError("pretrain", "graphs", "none were given", "give at least one graph")
+    cfg = cfg or PretrainConfig()
+    t0 = time.perf_counter()
+    torch.manual_seed(cfg.seed)
+    given = None if encoder is None else {k: v.clone() for k, v in encoder.state_dict().items()}
+    encoder = encoder if encoder is not None else GraphEncoder(enc_cfg or EncoderConfig())
+    model = dgi_model(encoder, cfg.seed)
+    if given is not None:  # DeepGraphInfomax resets its encoder's parameters: keep the given weights
+        encoder.load_state_dict(given)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    order_rng = np.random.default_rng([cfg.seed, 7])
+    losses = []
+    for epoch in range(cfg.epochs):
+        tot = 0.0
+        for i in order_rng.permutation(len(graphs)):
+            opt.zero_grad(set_to_none=True)
+            loss = dgi_loss(model, graphs[int(i)])
+            loss.backward()
+            opt.step()
+            tot += float(loss.detach())
+        losses.append(tot / len(graphs))
+        if on_epoch is not None:
+            on_epoch(epoch, losses[-1])
+    return PretrainResult(encoder, model, losses, time.perf_counter() - t0, [g.name for g in graphs])
+
+
+# ---------------------------------------------------------------------- checkpoints
+def encoder_state(res: PretrainResult, extra: dict | None = None) -> dict:
+    return {"format": ENCODER_FORMAT, "encoder_config": res.encoder.cfg.to_dict(),
+            "encoder": res.encoder.state_dict(), "dgi": res.model.state_dict(),
+            "losses": torch.as_tensor(np.asarray(res.losses, dtype=np.float64)),
+            "graphs": list(res.graphs), "seconds": float(res.seconds), **(extra or {})}
+
+
+def save_encoder(res: PretrainResult, path: str | Path, extra: dict | None = None) -> None:
+    from placer.rl.checkpoint import save_checkpoint
+
+    save_checkpoint(encoder_state(res, extra), path)
+
+
+def load_encoder_state(path: str | Path) -> dict:
+    """Read an encoder checkpoint (``torch.load(weights_only=True)``); bad files raise InputError."""
+    path = str(path)
+    fix = "give the file `placer pretrain --out` wrote"
+    if not os.path.exists(path):
+        raise InputError(path, "pre-trained encoder", "does not exist", fix)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise InputError(path, "pre-trained encoder", f"is not a loadable checkpoint ({type(e).__name__})", fix) from None
+    if not isinstance(state, dict) or state.get("format") != ENCODER_FORMAT:
+        raise InputError(path, "pre-trained encoder", "is not a placer encoder checkpoint", fix)
+    return state
+
+
+def load_encoder(path: str | Path, expect: EncoderConfig | None = None) -> GraphEncoder:
+    state = load_encoder_state(path)
+    cfg = EncoderConfig.from_dict(state["encoder_config"])
+    if expect is not None and (cfg.kind, cfg.hidden, cfg.layers) != (expect.kind, expect.hidden, expect.layers):
+        raise InputError(str(path), "pre-trained encoder",
+                         f"is a {cfg.kind} encoder of {cfg.layers} x {cfg.hidden}, the policy needs "
+                         f"{expect.kind} {expect.layers} x {expect.hidden}", "pre-train with the policy's encoder sizes")
+    enc = GraphEncoder(cfg)
+    enc.load_state_dict(state["encoder"])
+    return enc
