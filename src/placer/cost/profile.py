@@ -178,8 +178,9 @@ def profile_capture(capture, device: str = "cpu", warmup: int = 2, repeats: int 
 # Per-op overhead of executing a captured step op by op (:mod:`placer.runtime`) that timing each op
 # alone misses: the Python dispatch of every fx node (views included), argument handling, freeing,
 # the allocator. Fitted by ``benchmarks/fidelity.py --calibrate`` (least squares of measured minus
-# summed per-op medians over the zoo's single-device runs, per ``op``); see docs in that script.
-OP_OVERHEAD_US: dict[str, float] = {"cpu": 9.0, "cuda": 14.0}
+# summed per-op medians over the zoo's single-device runs). Values fitted 2026-11-23 on an H100 host
+# (16 CPU threads; ResNet-50, BERT, NMT): a CPU op running on 16 threads pays far more than on one.
+OP_OVERHEAD_US: dict[str, float] = {"cpu": 113.0, "cuda": 11.2}
 
 
 def op_overhead_us(device: str) -> float:
