@@ -2,20 +2,22 @@
 
 For generated training graphs of 1k / 10k / 80k ops (``placer.zoo.synthetic``; the Hierarchical
 Planner's largest graph has 83,712 ops) and for every real graph in ../shared/graphs, on the
-k80x4 preset with ``SimParams.placeto()`` (the reference simulator's constants), for three
-placements over the 4 GPUs (all on one GPU; contiguous topological blocks; uniformly random):
+k80x4 preset with ``SimParams.placeto()`` (the reference simulator's constants and its tie-break by
+op name), for three placements over the 4 GPUs (all on one GPU; contiguous topological blocks;
+uniformly random), one row each:
 
-* compiled objective-only path (``Engine.objective``: makespan + peak memory, no SimResult),
-  median wall time per simulation, simulations per second, ns per op;
+* the compiled objective-only path (``Engine.objective``: makespan + peak memory, no SimResult):
+  microseconds per simulation and events per second (events counted by the pure-Python model);
 * the pure-Python implementation below (same semantics, also tracking peak memory), checked to give
   the same makespan and peaks, and the speed ratio;
-* the p2p model, the full SimResult, the batch API (``evaluate_many``, 1 and 2 threads) and the
-  incremental path (``IncrementalSim``: a Placeto-style sweep moving one op per step).
+* the p2p model, the full SimResult, the progressive MDP's ``IncrementalSim.move`` over a full run
+  (a sweep of single-op moves), and the batch API (``evaluate_many``) on 1 and 2 threads.
 
 Times are medians of per-call CPU time of the calling thread (``time.thread_time``: the time one
 core spent, robust to the other processes on a shared machine); ``--wall`` uses wall-clock time.
-Run: ``python benchmarks/sim_speed.py`` (``--quick`` for 1k/10k only, ``--no-real`` to skip the
-real graphs).
+Batch rates are wall-clock (and, for 2 threads, per process-CPU second: on a loaded machine the
+wall rate shows the cores it got, the CPU rate the work). Run: ``python benchmarks/sim_speed.py``
+(``--quick`` for 1k/10k only, ``--no-real`` to skip the real graphs).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import numpy as np
 from placer.cluster import preset
 from placer.problem import Problem
 from placer.sim import Engine, IncrementalSim, SimParams, evaluate, evaluate_many, simulate
-from placer.sim.prepare import link_matrices, prepared
+from placer.sim.prepare import link_matrices, name_rank, prepared
 from placer.zoo.synthetic import layered_training_graph
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "graphs"
@@ -42,15 +44,24 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "graphs"
 def python_sim(problem, placement, params):
     """A straightforward heapq simulation of the ``placeto`` model (Placeto appendix A.5): per-device
     FIFOs of runnable ops, one outgoing bus FIFO per device, op-done / transfer-done / wake-up events
-    ordered (time, kind, index); peak memory tracked as in placer.sim.memory. Returns
-    (makespan_us, peak bytes per device incl. parameters)."""
+    ordered (time, kind, priority) with the op-name rank as priority when ``params.tie_break`` is
+    "name"; peak memory tracked as in placer.sim.memory. Returns (makespan_us, peak bytes per device
+    incl. parameters, events processed)."""
     g = problem.graph
     n, D = g.n_ops, problem.n_devices
+    rank = (name_rank(g.op_names) if params.tie_break == "name" else np.arange(n)).tolist()
+    inv = [0] * n
+    for i, r in enumerate(rank):
+        inv[r] = i
     p = placement.tolist()
     cost = problem.compute_us[np.arange(n), placement].tolist()
     bw, lat = (a.tolist() for a in link_matrices(problem, params))
-    succ = [g.succ_idx[g.succ_ptr[i]:g.succ_ptr[i + 1]].tolist() for i in range(n)]
-    ebytes = [g.edge_bytes[g.succ_ptr[i]:g.succ_ptr[i + 1]].tolist() for i in range(n)]
+    succ, ebytes = [], []
+    for i in range(n):
+        pairs = sorted(zip(g.succ_idx[g.succ_ptr[i]:g.succ_ptr[i + 1]].tolist(),
+                           g.edge_bytes[g.succ_ptr[i]:g.succ_ptr[i + 1]].tolist()), key=lambda cb: rank[cb[0]])
+        succ.append([c for c, _ in pairs])
+        ebytes.append([b for _, b in pairs])
     preds = [g.pred_idx[g.pred_ptr[i]:g.pred_ptr[i + 1]].tolist() for i in range(n)]
     out_b = np.maximum(g.output_bytes, [max(b, default=0.0) for b in ebytes]).tolist()
     temp = g.temp_bytes.tolist()
@@ -74,8 +85,12 @@ def python_sim(problem, placement, params):
         if missing[i] == 0:
             ready(i, 0.0)
     t_cur = last = 0.0
+    n_ev = 0
     while ev:
         t, kind, a, b = heapq.heappop(ev)
+        n_ev += 1
+        if kind == 0:
+            a = inv[a]
         if t > t_cur:
             for d in dirty:
                 peak[d] = max(peak[d], level[d])
@@ -90,7 +105,7 @@ def python_sim(problem, placement, params):
             level[a] += out_b[c] + temp[c]
             dirty.add(a)
             end = t + cost[c]
-            heapq.heappush(ev, (end, 0, c, 0))
+            heapq.heappush(ev, (end, 0, rank[c], 0))
             heapq.heappush(ev, (end + (gap if cost[c] > 0 else 0.0), 2, a, 0))
         elif kind == 0 and b == 0:  # op a done on device d
             d = p[a]
@@ -143,11 +158,11 @@ def python_sim(problem, placement, params):
                 bus_on[a] = False
                 continue
             u, dur = bus_q[a].popleft()
-            heapq.heappush(ev, (t + dur, 0, u, 1))
+            heapq.heappush(ev, (t + dur, 0, rank[u], 1))
             heapq.heappush(ev, (t + dur + bus_gap, 1, a, 0))
     for d in dirty:
         peak[d] = max(peak[d], level[d])
-    return last, np.array(peak) + problem.resident_bytes(placement)
+    return last, np.array(peak) + problem.resident_bytes(placement), n_ev
 
 
 # ---------------------------------------------------------------------------- timing
@@ -191,7 +206,59 @@ def placements(problem, rng):
     }
 
 
-def bench_graph(name, problem, args, rows):
+def batch_rate(problem, prm, p, jobs, k=32, reps=3):
+    """Simulations per second of ``evaluate_many`` on k perturbations of ``p`` (1% of ops moved), with
+    ``jobs`` threads: (wall-clock rate, rate per process-CPU second), medians of ``reps`` calls."""
+    rng = np.random.default_rng(1)
+    gpus = np.array([d for d, dev in enumerate(problem.cluster.devices) if dev.kind == "gpu"])
+    P = np.repeat(p[None, :], k, axis=0)
+    for row in P:
+        idx = rng.choice(len(p), max(1, len(p) // 100), replace=False)
+        row[idx] = rng.choice(gpus, len(idx))
+    P = np.array([feasible(problem, q) for q in P])
+    evaluate_many(problem, P[:2], prm, n_jobs=jobs)  # warm-up (threads, compiled code)
+    walls, cpus = [], []
+    for _ in range(reps):
+        w, c = time.perf_counter(), time.process_time()
+        evaluate_many(problem, P, prm, n_jobs=jobs)
+        walls.append(time.perf_counter() - w)
+        cpus.append(time.process_time() - c)
+    return k / float(np.median(walls)), k / float(np.median(cpus))
+
+
+def incremental_ratio(problem, prm, p, steps=40):
+    """Mean cost of ``IncrementalSim.move`` (a Placeto-style sweep: ops visited in topological order,
+    each moved to another GPU it can run on) over a full objective run of the same placement."""
+    rng = np.random.default_rng(2)
+    gpus = [d for d, dev in enumerate(problem.cluster.devices) if dev.kind == "gpu"]
+    lead = prepared(problem).leader
+    ok = np.isfinite(problem.compute_us)
+    inc = IncrementalSim(problem, prm, p)
+    eng = Engine(problem, prm)
+    eng.objective(p)
+    t_inc, t_full, bad = [], [], 0
+    for v in np.linspace(0, problem.n_ops - 1, steps).astype(int).tolist():
+        members = np.flatnonzero(lead == lead[v])
+        choices = [d for d in gpus if d != inc.placement[v] and ok[members, d].all()]
+        if not choices:
+            continue
+        q = inc.placement
+        q[members] = int(rng.choice(choices))
+        t = CLOCK()
+        o = inc.move(v, int(q[v])) if len(members) == 1 else inc.update(q)
+        t_inc.append(CLOCK() - t)
+        t = CLOCK()
+        o2 = eng.objective(q)
+        t_full.append(CLOCK() - t)
+        bad += o != o2
+    return float(np.mean(t_inc) / np.mean(t_full)), bad
+
+
+HEADER = (f"{'graph':<26} {'ops':>6} {'place':<7} {'us/sim':>9} {'Mevents/s':>9} {'python ms':>9} {'ratio':>6} "
+          f"{'same':>4} {'p2p us':>9} {'full ms':>8} {'incr/full':>9} {'batch1/s':>9} {'batch2/s':>9} {'b2 cpu/s':>9}")
+
+
+def bench_graph(name, problem, args, rows, extras=True):
     prm = SimParams.placeto()
     rng = np.random.default_rng(0)
     n = problem.n_ops
@@ -202,86 +269,22 @@ def bench_graph(name, problem, args, rows):
         mk_c, peak_c = eng.makespan_us, eng.peak_memory_bytes.copy()
         py_rep = 1 if n > 20000 else 3
         t_py = median_time(lambda: python_sim(problem, p, prm), py_rep)
-        mk_py, peak_py = python_sim(problem, p, prm)
+        mk_py, peak_py, n_ev = python_sim(problem, p, prm)
         same = mk_py == mk_c and np.allclose(peak_py, peak_c, rtol=1e-12, atol=0)
         eng_p2p = Engine(problem, SimParams.placeto(comm_model="p2p"))
         t_p2p = median_time(lambda: eng_p2p.objective(p), args.repeat, 0.1)
         t_full = median_time(lambda: simulate(problem, p, prm), max(3, args.repeat // 10))
-        rows.append((name, n, pname, t_c, t_py, same, t_p2p, t_full))
-        print(f"{name:<28} {n:>6} {pname:<7} {t_c * 1e3:>9.3f} {1 / t_c:>9.0f} {t_c / n * 1e9:>7.1f} "
-              f"{t_py * 1e3:>9.1f} {t_py / t_c:>7.0f}x {'yes' if same else 'NO':>5} {t_p2p * 1e3:>9.3f} "
-              f"{t_full * 1e3:>9.2f}", flush=True)
+        inc, b1, b2, b2c, wrong = float("nan"), float("nan"), float("nan"), float("nan"), 0
+        if extras:
+            inc, wrong = incremental_ratio(problem, prm, p, steps=20 if n > 20000 else 40)
+            b1, _ = batch_rate(problem, prm, p, 1, k=8 if n > 20000 else 32)
+            b2, b2c = batch_rate(problem, prm, p, 2, k=8 if n > 20000 else 32)
+        rows.append((name, n, pname, t_c, t_py, same and not wrong, inc))
+        print(f"{name:<26} {n:>6} {pname:<7} {t_c * 1e6:>9.1f} {n_ev / t_c / 1e6:>9.1f} {t_py * 1e3:>9.1f} "
+              f"{t_py / t_c:>5.0f}x {'yes' if same and not wrong else 'NO':>4} {t_p2p * 1e6:>9.1f} {t_full * 1e3:>8.2f} "
+              f"{inc:>9.2f} {b1:>9.0f} {b2:>9.0f} {b2c:>9.0f}", flush=True)
         if not same:
             print(f"  MISMATCH makespan {mk_c} vs {mk_py}, peaks {peak_c} vs {peak_py}", file=sys.stderr)
-
-
-def bench_batch(problem, k=64):
-    prm = SimParams.placeto()
-    rng = np.random.default_rng(1)
-    gpus = np.array([d for d, dev in enumerate(problem.cluster.devices) if dev.kind == "gpu"])
-    P = np.array([feasible(problem, q) for q in rng.choice(gpus, (k, problem.n_ops))])
-    ref = np.array([evaluate(problem, q, prm) for q in P])
-    for jobs in (1, 2):
-        walls, cpus = [], []
-        for _ in range(5):
-            w, c = time.perf_counter(), time.process_time()
-            out = evaluate_many(problem, P, prm, n_jobs=jobs)
-            walls.append(time.perf_counter() - w)
-            cpus.append(time.process_time() - c)
-        ok = np.array_equal(out.objective, ref)
-        w, c = float(np.median(walls)), float(np.median(cpus))
-        print(f"  {problem.n_ops} ops, batch of {k} random placements, n_jobs={jobs}: wall {w * 1e3:.1f} ms "
-              f"({k / w:.0f} sims/s), process CPU {c * 1e3:.1f} ms ({k / c:.0f} sims per CPU-second)"
-              f"{'' if ok else '  MISMATCH'}")
-
-
-def bench_incremental(name, problem, steps=200):
-    """A Placeto-style sweep: visit ops in topological order (evenly spaced), move each (with its
-    colocation group) to a random GPU it can run on; time IncrementalSim against a full objective
-    evaluation of the same placement (thread CPU time; the Python bookkeeping of both included)."""
-    prm = SimParams.placeto()
-    rng = np.random.default_rng(2)
-    gpus = [d for d, dev in enumerate(problem.cluster.devices) if dev.kind == "gpu"]
-    n = problem.n_ops
-    lead = prepared(problem).leader
-    ok = np.isfinite(problem.compute_us)
-    p0 = feasible(problem, np.asarray(gpus)[np.arange(n) * len(gpus) // n])
-    inc = IncrementalSim(problem, prm, p0)
-    eng = Engine(problem, prm)
-    q = p0.copy()  # warm up: load the compiled full run and restart from numba's cache
-    q[-1] = gpus[(gpus.index(int(p0[-1])) + 1) % len(gpus)] if p0[-1] in gpus else p0[-1]
-    inc.full_below, full_below = -1.0, inc.full_below
-    inc.update(feasible(problem, q))
-    inc.update(p0)
-    inc.full_below = full_below
-    eng.objective(p0)
-    inc.stats.update(full=1, restarts=0, replayed_fraction_sum=0.0)
-    t_inc, t_full, bad = [], [], 0
-    for v in np.linspace(0, n - 1, steps).astype(int).tolist():
-        members = np.flatnonzero(lead == lead[v])
-        choices = [d for d in gpus if d != inc.placement[v] and ok[members, d].all()]
-        if not choices:
-            continue
-        d = int(rng.choice(choices))
-        if len(members) == 1:
-            t = CLOCK()
-            o = inc.move(v, d)
-            t_inc.append(CLOCK() - t)
-        else:
-            q = inc.placement
-            q[members] = d
-            t = CLOCK()
-            o = inc.update(q)
-            t_inc.append(CLOCK() - t)
-        q = inc.placement
-        t = CLOCK()
-        o2 = eng.objective(q)
-        t_full.append(CLOCK() - t)
-        bad += o != o2
-    st = inc.stats
-    frac = st["replayed_fraction_sum"] / max(st["restarts"], 1)
-    print(f"  {name:<34} {n:>6} {len(t_inc):>6} {np.mean(t_inc) * 1e6:>10.0f} {np.mean(t_full) * 1e6:>10.0f} "
-          f"{np.mean(t_full) / np.mean(t_inc):>7.2f}x {frac:>9.2f} {st['full'] - 1:>5} {bad:>5}")
 
 
 def real_graphs():
@@ -306,35 +309,24 @@ def main(argv=None):
         CLOCK = time.perf_counter
     sizes = [s for s in args.sizes if not args.quick or s <= 10000]
     cluster = preset("k80x4")
-    print(f"k80x4 preset, SimParams.placeto(); medians of {'wall' if args.wall else 'thread CPU'} time")
-    print(f"{'graph':<28} {'ops':>6} {'place':<7} {'comp ms':>9} {'sims/s':>9} {'ns/op':>7} {'python ms':>9} "
-          f"{'ratio':>8} {'same':>5} {'p2p ms':>9} {'full ms':>9}")
+    print(f"k80x4 preset, SimParams.placeto() (ties by op name); medians of {'wall' if args.wall else 'thread CPU'} "
+          f"time per simulation; events: those of the pure-Python event model; incr/full: IncrementalSim.move "
+          f"over a full run; batch1/batch2: evaluate_many sims per wall second on 1 / 2 threads, b2 cpu/s: per "
+          f"process-CPU second on 2 threads")
+    print(HEADER)
     rows = []
-    problems = {}
     for n in sizes:
-        P = Problem(layered_training_graph(n, seed=0), cluster)
-        problems[n] = P
-        bench_graph(f"synthetic-{n}", P, args, rows)
+        bench_graph(f"synthetic-{n}", Problem(layered_training_graph(n, seed=0), cluster), args, rows)
     if not args.no_real and SHARED.exists():
         for name, g in real_graphs():
-            bench_graph(name, Problem(g, cluster), args, rows)
-    print("\nbatch API (placer.sim.evaluate_many)")
-    for n in sizes:
-        if n <= 10000:
-            bench_batch(problems[n])
-    print("\nincremental path (placer.sim.IncrementalSim) vs full objective, Placeto-style sweep (means, us)")
-    print(f"  {'graph':<34} {'ops':>6} {'moves':>6} {'incr':>10} {'full':>10} {'speedup':>8} {'replayed':>9} "
-          f"{'fulls':>5} {'wrong':>5}")
-    for n in sizes:
-        if n <= 10000:
-            bench_incremental(f"synthetic-{n}", problems[n])
-    if not args.no_real and SHARED.exists():
-        for name, g in real_graphs():
-            if any(k in name for k in ("nasnet", "inference", "resnet50_training")):
-                bench_incremental(name, Problem(g, cluster))
+            bench_graph(name, Problem(g, cluster), args, rows, extras=False)
     ratios = [r[4] / r[3] for r in rows]
+    rnd = {r[1]: r for r in rows if r[2] == "random" and r[0].startswith("synthetic")}
     print(f"\nspeed-up over pure Python: median {np.median(ratios):.0f}x, min {min(ratios):.0f}x, "
           f"max {max(ratios):.0f}x; all results equal: {all(r[5] for r in rows)}")
+    for n, r in sorted(rnd.items()):
+        print(f"random placement, {n} ops: {r[3] * 1e6:.0f} us per simulation, {r[4] / r[3]:.0f}x the pure-Python "
+              f"simulator (target 100x{', and under 1 ms' if n == 10000 else ''}); a move costs {r[6]:.2f} of a full run")
 
 
 if __name__ == "__main__":
