@@ -284,7 +284,7 @@ def test_evaluator_uses_the_fast_paths_and_counts_every_placement():
     ev = Evaluator(P, NOGAP, n_jobs=2)
     assert ev.evaluate(ps[0]) == want[0] and (ev.placements, ev.sim_calls) == (1, 1)
     assert ev.evaluate_many(ps).tolist() == want and (ev.placements, ev.sim_calls) == (4, 4)
-    assert ev.best_objective == min(want) and ev.best.tolist() == ps[int(np.argmin(want))].tolist()
+    assert ev.best_objective_us == min(want) and ev.best.tolist() == ps[int(np.argmin(want))].tolist()
     assert [x for x, _ in ev.curve] == [1, 2, 3, 4]
     with pytest.raises(InputError):
         ev.evaluate([0, 0, 0, 5])
