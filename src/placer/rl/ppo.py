@@ -275,7 +275,7 @@ class PolicyTrainer:
         self.opt.load_state_dict(state["optimizer"])
         self.update, self.placements = int(state["update"]), int(state["placements"])
         self.used = [int(u) for u in state["used"]]
-        self.stopped = bool(state["stopped"])
+        self.stopped = False  # "stopped" only meant that those scorers' budgets were spent
         self.best = [{"objective_us": float(b["objective_us"]), "at": int(b["at"]),
                       "placement": None if b["placement"] is None else b["placement"].numpy().copy()}
                      for b in state["best"]]
