@@ -143,11 +143,14 @@ def check_compatible(method: str, state: dict, cfg, n_actions: int, path: str) -
 
 def run_learned(name: str, problem, seed: int, ev: Evaluator, cfg, make_net, fmt: str):
     """Search mode, or a trained policy (fine-tuned, then greedy): the driver Mars and GDP share."""
+    import time
+
     import torch
 
-    from placer.rl.ppo import PolicyTrainer, Scorer
     from placer.rl.checkpoint import save_checkpoint
+    from placer.rl.ppo import PolicyTrainer, Scorer
 
+    started = time.perf_counter()  # for the progress log's wall-clock column only
     with one_thread():
         ctx = graph_ctx(problem, cfg.nodes, cfg.devices)
         torch.manual_seed(seed)
@@ -159,7 +162,7 @@ def run_learned(name: str, problem, seed: int, ev: Evaluator, cfg, make_net, fmt
             check_compatible(name, state, cfg, ctx.gp.n_actions, cfg.policy)
         notes += list(getattr(net, "notes", []))
         tr = PolicyTrainer(net, [ctx], [Scorer(ev)], settings(cfg, seed), log_path=cfg.log, log_every=cfg.log_every,
-                           label=name)
+                           label=name, clock_start=started)
         if state is not None:
             tr.load_state_dict(state, weights_only=True)
             if cfg.finetune > 0:

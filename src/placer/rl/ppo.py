@@ -160,8 +160,9 @@ class PolicyTrainer:
     generator seeded by (seed, update, graph)."""
 
     def __init__(self, policy, graphs: list, scorers: list, settings: TrainSettings, *, log_path=None,
-                 log_every: int = 10, logger=None, label: str = "ppo"):
+                 log_every: int = 10, logger=None, label: str = "ppo", clock_start: float | None = None):
         import logging
+        import time
 
         if len(graphs) != len(scorers) or not graphs:
             raise ValueError("one scorer per graph, at least one graph")
@@ -177,6 +178,7 @@ class PolicyTrainer:
         self.logger = logger or logging.getLogger(f"placer.{label}")
         self.label = label
         self.stopped = False
+        self.clock_start = time.perf_counter() if clock_start is None else clock_start  # logs only, decides nothing
 
     # -- one update
     def _reward(self, obj_us: np.ndarray) -> np.ndarray:
@@ -225,7 +227,8 @@ class PolicyTrainer:
         line = {"update": self.update, "placements": self.placements,
                 "batch_mean_us": [float(np.mean(o)) for o in objs_all],
                 "best_us": [b["objective_us"] for b in self.best], **{k: round(v, 6) for k, v in stats.items()},
-                "seconds": round(time.perf_counter() - t0, 4)}
+                "seconds": round(time.perf_counter() - t0, 4),
+                "wall_s": round(time.perf_counter() - self.clock_start, 4)}
         self._log(line)
         return line
 
