@@ -297,6 +297,9 @@ def test_cli_list_report_and_bad_input(capsys, monkeypatch, tmp_path):
     code, out, _ = _cli(capsys, monkeypatch, "bench", "list")
     assert code == 0 and "placeto-table1" in out and "real-graphs" in out
     code, _, err = _cli(capsys, monkeypatch, "bench", "report", "--results", tmp_path / "none", "--out", tmp_path / "R.md")
+    assert code == 2 and "does not exist" in err and not (tmp_path / "R.md").exists()  # a typo is not an empty report
+    (tmp_path / "none").mkdir()
+    code, _, err = _cli(capsys, monkeypatch, "bench", "report", "--results", tmp_path / "none", "--out", tmp_path / "R.md")
     assert code == 0 and "Not run yet" in (tmp_path / "R.md").read_text()
     code, _, err = _cli(capsys, monkeypatch, "bench", "classical", "--quick", "--budget", "paper",
                         "--results", tmp_path)
