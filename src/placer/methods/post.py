@@ -21,6 +21,27 @@ PPO steps only) and ``pg`` (REINFORCE over the same softmax distributions: one g
 
 Where this differs from the paper, and why:
 
+* Granularity: the units are METIS groups (``grouping="metis:64"``: a k-way METIS coarsening into 64
+  groups, repaired to stay acyclic, then every colocation tie merged, which on a training graph leaves
+  9-29 units, the forward and backward ops of a part together). Read literally (one softmax per op,
+  ``grouping="ops"``), Post never improved on its first batch of uniformly random placements at the
+  default budget: 1,000-20,000 independent softmaxes from 60 samples per cross-entropy update. The
+  RNN-based method Post compares with also placed op groups (hundreds of them, Mirhoseini et al.
+  2017). Measured (seed 0, 600 placements, the post-table1 rows, ms; single / expert / Post per op /
+  Post metis:64 / PG metis:64): RNNLM k80x2 747 / 585 / 1,607 / 407 / 440; ResNet-50 k80x2 419 / 419 /
+  1,104 / 422 / 426; ResNet-200 k80x2 4,004 / 4,004 / - / 1,476 / 1,476; ResNet-50 k80x4 419 / 419 /
+  1,126 / 426 / 438; ResNet-101 k80x8 756 / 756 / - / 782 / 783; Inception-V3 (b32) k80x2 554 / 554 /
+  993 / 494 / 539, k80x4 554 / 554 / - / 490 / 540, k80x8 554 / 554 / - / 499 / 536; NMT-2 k80x2
+  2,155 / 1,714 / 3,496 / 1,118 / 1,238; NMT-4 k80x4 1,288 / 801 / - / 725 / 738; NMT-8 k80x8 1,920 /
+  808 / - / 1,382 / 1,387. metis:16 leaves 1-6 units (NMT-2: 1,522), metis:32 4-12 and metis:128
+  25-61 units (ResNet-50 k80x4: 557), merge:32 (Placeto A.6) 29-204 units (NMT-2: 2,097). Where a
+  chain (ResNet) is best on one device, the factorised distributions settle on one cut between two
+  devices (+0.7% to +3.4% over single GPU; at 2,400 placements +1.2% and +0.9%). Post converges
+  early: on the 6 metis:16 units of Inception-V3 k80x2 (64 placements in all) it ends on the best of
+  them for seeds 0 and 1 but 1.2-1.5% above it for seeds 2 and 3 (600 placements; the distribution
+  is degenerate after a few cross-entropy updates, and smoothing the update, f <- a f* + (1 - a) f
+  with a = 0.3-0.7, did not change that).
+
 * The reward ``b - T`` is divided by ``b``, so that ``lr = 1`` means the same on a graph whose step
   takes 1 ms as on one that takes 1 s (the paper's times are seconds, with ``b`` around 1 s).
 * ``T`` is the Evaluator's memory-penalised objective (so out-of-memory placements still rank among
@@ -59,7 +80,7 @@ class PostConfig(MethodConfig):
     eps_end: float = 0.0  # ... decayed linearly to this at the end (of placements or seconds)
     advantage: str = "relative"  # "relative": (b - T) / b; "seconds": b - T in seconds, the paper's units
     oom_penalty_us: float = 1e8  # step time added to an out-of-memory placement's T (paper: 100 s)
-    grouping: str = "ops"  # placement units: a placer.grouping spec (ops: one softmax per op, Eq. 3)
+    grouping: str = "metis:64"  # placement units, a placer.grouping spec (paper: one softmax per op; see the module docstring)
 
     @classmethod
     def method_name(cls) -> str:
