@@ -273,6 +273,7 @@ def solve(problem, sim_params, group_of: np.ndarray, time_limit_s: float, seed: 
         solver.parameters.max_time_in_seconds = float(time_limit_s)
     solver.parameters.random_seed = int(seed) % (2**31)
     solver.parameters.num_workers = int(workers)
+    solver.parameters.catch_sigint_signal = False  # Ctrl-C reaches the CLI (exit 130), not a silent early stop
     if deterministic and workers > 1:  # parallel workers in a fixed interleaving: reproducible
         solver.parameters.interleave_search = True
     found, values = [], []
