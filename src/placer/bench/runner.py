@@ -115,6 +115,21 @@ def code_fingerprint(method: str) -> str:
     return h.hexdigest()[:16]
 
 
+def objective_fingerprint() -> str:
+    """A hash of the published objectives' source (``placer.objectives`` and what it imports), for
+    runs under an objective other than the simulator: a method's own import closure need not reach
+    the model that scores it (the Evaluator imports it lazily)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for mod in ("placer.objectives", "placer.objectives.published", "placer.objectives.pipeline",
+                "placer.objectives.search"):
+        for f in _import_closure(mod):
+            h.update(f.encode())
+            h.update(Path(f).read_bytes())
+    return h.hexdigest()[:16]
+
+
 def _import_closure(module: str) -> list[str]:
     """Source files of ``module`` and every ``placer`` module it imports, transitively. The two
     aggregating package inits (``placer`` and the method registry ``placer.methods``) are not
@@ -229,6 +244,10 @@ def make_plan(exp: Experiment, level: str, results_dir: Path, seeds: tuple[int, 
                     "policies": {p.name: p.hash for p in pols},
                     "code": code.get(m.method) or code.setdefault(m.method, code_fingerprint(m.method)),
                 }
+                objective = exp.objective_for(row, m)
+                if objective != "sim":  # only then: the hashes of simulator runs stay as committed
+                    spec["objective"] = objective
+                    spec["objective_code"] = objective_fingerprint()
                 cell.hash = stable_hash(spec)
                 name = f"{slug(row.label)}__{slug(ctx.cluster.name)}__{slug(m.label)}__s{seed}__{cell.hash}.json"
                 cell.path = runs_dir / name
@@ -250,7 +269,7 @@ def make_plan(exp: Experiment, level: str, results_dir: Path, seeds: tuple[int, 
                     "graph": ctx.graph, "cluster": ctx.cluster, "method": m.method, "label": m.label,
                     "params": pol.substitute(params, policies),
                     "seed": seed, "placements": m.budget_for(level, lv), "seconds": m.seconds_for(level, lv),
-                    "sim": exp.sim,
+                    "sim": exp.sim, "objective": objective,
                     "spec": spec, "hash": cell.hash, "out": str(cell.path), "experiment": exp.name,
                     "row": row.label, "graph_spec": ctx.spec_used,
                 }
@@ -315,7 +334,7 @@ def execute(task: dict) -> dict:
             "lower_bound_us": float(P.lower_bound_us)}
     try:
         res = run_method(task["method"], P, Budget(task["placements"], task["seconds"]), task["seed"], sp,
-                         **task["params"])
+                         objective=task.get("objective", "sim"), **task["params"])
     except Exception as e:  # a method that fails on one problem must not sink the experiment
         # only NotApplicable, raised on purpose (e.g. cpu-only on a graph with no CPU costs), is a
         # fact about the problem and cached; anything else is a failure worth reading, never cached
@@ -328,8 +347,8 @@ def execute(task: dict) -> dict:
     curve = [[int(x), _finite(y)] for x, y in res.curve]
     summary = res.summary()
     doc = {**base, "status": OK,
-           "result": {k: summary[k] for k in ("step_time_us", "objective", "oom", "peak_memory_bytes",
-                                              "device_counts", "params", "notes")},
+           "result": {k: summary[k] for k in ("step_time_us", "objective", "objective_name", "oom",
+                                              "peak_memory_bytes", "device_counts", "params", "notes")},
            "cost": {"placements": res.cost.placements, "sim_calls": res.cost.sim_calls,
                     "seconds": res.cost.wall_s, "extra": res.cost.extra},
            "placements_to_best": placements_to_best(res.curve, res.cost.placements),

@@ -44,6 +44,7 @@ class Method:
     placements: Mapping[str, int] = field(default_factory=dict)  # level -> placements, overriding the level's
     seconds: Mapping[str, float] = field(default_factory=dict)  # level -> wall-clock limit, overriding the level's
     seeded: bool = True  # False: one run (seed 0) is enough, the method ignores its seed
+    objective: str | None = None  # what this column minimises, overriding the row's (placer.objectives)
 
     def budget_for(self, level: str, lv: Level) -> int:
         return int(self.placements.get(level, lv.placements))
@@ -76,6 +77,7 @@ class Row:
     levels: tuple[str, ...] = LEVELS  # budget levels that include this row
     skip: tuple[str, ...] = ()  # method labels that do not apply to this row (shown as "—", like the paper)
     params: Mapping[str, Any] = field(default_factory=dict)  # fills "{name}" templates in method params
+    objective: str | None = None  # what every method of this row minimises (None: the experiment's)
 
     @property
     def candidates(self) -> tuple[str, ...]:
@@ -110,6 +112,7 @@ class Agg:
     placements: float | None  # mean placements sampled in all
     seconds: float | None
     runs: int
+    invalid: bool = False  # under a published objective: some run's placement breaks its constraints
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,18 @@ class Experiment:
     paper_unit: str = "s"
     paper_notes: tuple[str, ...] = ()  # the paper's claims that are not table cells
     policies: Mapping[str, PolicySpec] = field(default_factory=dict)  # name -> policy for "@policy:<name>"
+    objective: str = "sim"  # what the methods minimise (placer.objectives); rows and columns may override it
+
+    def objective_for(self, row: Row, method: Method) -> str:
+        """The objective a (row, column) cell minimises: the column's, else the row's, else the
+        experiment's (``sim``: the event simulator)."""
+        return method.objective or row.objective or self.objective
+
+    def uses_objectives(self) -> bool:
+        """Whether any cell minimises something other than the simulator (its table then reports
+        the objective's value instead of the simulated step time)."""
+        return (self.objective != "sim" or any(r.objective not in (None, "sim") for r in self.rows)
+                or any(m.objective not in (None, "sim") for m in self.methods))
 
     def level(self, name: str) -> Level:
         if name not in self.budgets:

@@ -14,6 +14,21 @@ from placer.bench.runner import NOT_APPLICABLE, OK, Cell, Plan
 from placer.bench.spec import Agg, Experiment, Method
 
 
+def value_ms(doc: dict) -> float | None:
+    """The number a run reports, in ms: the simulated step time, or, for a run under a published
+    objective (its spec names one), that objective's value (None when its placement is not valid
+    under it; the dnn-partitioning files' unit is ms, so this is the paper's number)."""
+    if doc["spec"].get("objective"):
+        v = doc["result"].get("objective")
+        return None if v is None else v / 1e3
+    return doc["result"]["step_time_us"] / 1e3
+
+
+def repaired(doc: dict) -> bool:
+    """Whether the method's own placement broke the objective and was repaired by the Evaluator."""
+    return any("was not valid under" in n for n in doc["result"].get("notes", []))
+
+
 def aggregate(cells: list[Cell]) -> Agg:
     """Mean over the seeds that produced a result."""
     docs = [c.doc for c in cells if c.status == OK and c.doc]
@@ -24,8 +39,10 @@ def aggregate(cells: list[Cell]) -> Agg:
         xs = [x for x in xs if x is not None]
         return float(np.mean(xs)) if xs else None
 
-    return Agg(step_ms=mean(d["result"]["step_time_us"] / 1e3 for d in docs),
-               oom=any(d["result"]["oom"] for d in docs),
+    objective = [bool(d["spec"].get("objective")) for d in docs]
+    return Agg(step_ms=mean(value_ms(d) for d in docs),
+               oom=any(d["result"]["oom"] for d, o in zip(docs, objective) if not o),
+               invalid=any(o and value_ms(d) is None for d, o in zip(docs, objective)),
                placements_to_best=mean(d.get("placements_to_best") for d in docs),
                placements=mean(d["cost"]["placements"] for d in docs),
                seconds=mean(d["cost"]["seconds"] for d in docs), runs=len(docs))
@@ -82,14 +99,20 @@ def _status_cell(cells: list[Cell], notes: Footnotes) -> str:
 def our_cell(exp: Experiment, cells: list[Cell], agg: Agg, lb_us: float | None, best: bool, notes: Footnotes) -> str:
     if agg.runs == 0:
         return _status_cell(cells, notes)
-    docs = [c.doc["result"]["step_time_us"] / 1e3 for c in cells if c.status == OK]
-    text = fmt_ms(agg.step_ms)
+    if agg.step_ms is None:  # every run's placement breaks the objective's constraints
+        return "invalid"
+    docs = [v for v in (value_ms(c.doc) for c in cells if c.status == OK) if v is not None]
+    text = fmt_ms(agg.step_ms) if not exp.uses_objectives() else f"{agg.step_ms:,.3f}"
     if len(docs) > 1:
         text += f" ± {float(np.std(docs)):,.2f}"
     if exp.lower_bound_column and lb_us:
         text += f" ({agg.step_ms * 1e3 / lb_us:.2f}x)"
     if agg.oom:
         text += " OOM"
+    if agg.invalid:
+        text += " (some seeds invalid)"
+    if any(repaired(c.doc) for c in cells if c.status == OK):
+        text += " (repaired)"
     if any(c.doc["cost"].get("extra", {}).get("optimal") for c in cells if c.status == OK):
         text += " [opt]"
     if best:
@@ -122,7 +145,8 @@ def render_table(plan: Plan) -> tuple[str, Footnotes]:
     for k, ctx in enumerate(plan.rows):
         r = ctx.row
         a = ag.get(k, {})
-        ok = {lab: x.step_ms for lab, x in a.items() if x.step_ms is not None and not x.oom}
+        other = {m.label for m in plan.methods if exp.objective_for(r, m) != exp.objective_for(r, Method("", ""))}
+        ok = {lab: x.step_ms for lab, x in a.items() if x.step_ms is not None and not x.oom and lab not in other}
         best = min(ok.values()) if ok else None
         cells = [r.label, *(str(r.show.get(s, "")) for s in show_keys),
                  ctx.cluster.name if ctx.cluster is not None else r.cluster]
@@ -130,7 +154,8 @@ def render_table(plan: Plan) -> tuple[str, Footnotes]:
             cells.append(fmt_ms(ctx.lower_bound_us / 1e3) if ctx.lower_bound_us else "—")
         for m in plan.methods:
             agg = a.get(m.label, Agg(None, False, None, None, None, 0))
-            is_best = best is not None and agg.step_ms is not None and not agg.oom and agg.step_ms <= best * (1 + 1e-9)
+            is_best = (best is not None and agg.step_ms is not None and not agg.oom and m.label not in other
+                       and agg.step_ms <= best * (1 + 1e-9))
             cells.append(our_cell(exp, g[(k, m.label)], agg, ctx.lower_bound_us, is_best and len(ok) > 1, notes))
             if has_paper(exp, m.label):
                 cells.append(fmt_paper(r.paper.get(m.label)))

@@ -267,3 +267,19 @@ class _ThroughputOrder:
 
     name = "throughput"
     cpu_contiguous = True
+
+
+@register("published-greedy", "Tarnawski et al.'s latency greedy: blocks in depth-first topological order fill "
+          "one accelerator after another up to its memory, the rest on a CPU (one placement)", "partitioning",
+          paper="Tarnawski et al., NeurIPS 2020, Appendix F (their latency-greedy baseline)")
+def published_greedy(problem, budget: Budget, seed: int, ev: Evaluator, cfg):
+    """Their greedy (:func:`placer.objectives.units.greedy_fill`) over the blocks of the objective's
+    order graph (under the simulator: the forward graph, as dp-split), in the depth-first order of
+    their stack; one placement, scored by the evaluator (the seed is not used)."""
+    from placer.objectives.units import greedy_fill
+
+    obj = ev.objective
+    contiguity = obj if not obj.is_simulator else _ThroughputOrder()
+    p = greedy_fill(problem, contiguity, linear_order(blocks_for(problem, contiguity), "depth"))
+    ev.evaluate(p)
+    return ev.result("published-greedy", p, notes=["Tarnawski et al.'s greedy (Appendix F), depth-first block order"])
