@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from placer.cluster import preset
+from placer.cluster import Cluster, preset
 from placer.graph import OpGraph
 from placer.problem import Problem
 from placer.sim import IncrementalSim, SimParams, evaluate, evaluate_many, simulate, simulate_reference
@@ -256,3 +256,26 @@ def test_generated_training_graph_against_reference(name):
     for v in rng.choice(g.n_ops, 25, replace=False).tolist():
         assert inc.move(v, int(rng.choice(gpus))) == evaluate(P, inc.placement, PARAMS[name])
     assert inc.stats["full"] + inc.stats["unchanged"] == 26  # every change is a full run (no restarts)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases(), st.sampled_from(["placeto-nogap", "placeto-preset", "placeto-nogap-name", "gaps-latency"]),
+       st.booleans())
+def test_objective_path_equals_recorded_run(case, name, skewed):
+    """The objective-only placeto loop (prepass, no sender wake-ups, sorted ring; zero-time transfers
+    fall back to the general loop) against the recorded run the oracle checks: same makespan, peaks
+    and objective, bit for bit, with uniform and per-pair links."""
+    P, p = case
+    prm = PARAMS.get(name) or SimParams(op_gap_us=2.5, bus_gap_us=4.0, latency_us=1.5, bandwidth_bytes_per_us=5000.0)
+    if skewed and P.n_devices > 1:  # per-pair links: the non-uniform transfer-duration branch
+        D = P.n_devices
+        c = cluster(D, memory=float(P.memory_bytes[0]))
+        bw = 2000.0 + 1000.0 * np.add.outer(np.arange(D), 2 * np.arange(D))
+        lat = 0.5 * np.abs(np.subtract.outer(np.arange(D), np.arange(D)))
+        P = Problem(P.graph, Cluster(c.name, c.devices, bw, lat))
+        prm = SimParams(op_gap_us=prm.op_gap_us, bus_gap_us=prm.bus_gap_us, tie_break=prm.tie_break)
+    want = simulate(P, p, prm)
+    b = evaluate_many(P, p[None, :], prm)
+    assert evaluate(P, p, prm) == want.objective
+    assert b.objective[0] == want.objective and b.makespan_us[0] == want.makespan_us
+    np.testing.assert_array_equal(b.peak_memory_bytes[0], want.peak_memory_bytes)

@@ -37,7 +37,27 @@ def ws_sizes(n, m, D):
     """(len(WI), len(WF)) for a graph of n ops, m edges on D devices."""
     H = heap_cap(D)
     L = n + m + 1
-    return NS + 6 * n + 7 * m + 13 * D + 2 * H + 2 * L, NSF + 5 * n + 6 * m + 6 * D + H + 2 * L
+    return (NS + 6 * n + 7 * m + 13 * D + 2 * H + 2 * L + m + n * D + 2 * n + D + 1,
+            NSF + 5 * n + 6 * m + 6 * D + H + 2 * L + 3 * n)
+
+
+@njit(cache=True, nogil=True)
+def xviews(WI, WF, n, m, D):
+    """The objective-only placeto loop's per-placement arrays (:func:`placer.sim.kernel.prepass`),
+    after the :func:`views` arrays: ``osucc`` (m: each op's consumers, the ones on its device first),
+    ``ccnt`` (n*D: consumers of op u's buffer on device x still to run; x = u's own device: its
+    output's users, the transfer counted as one), ``nloc`` (n: local consumers), ``mask`` (n: the
+    remote consumer devices, a bit each); ``cost`` (n: compute time on the op's device), ``xdur``
+    (n: duration of its transfer), ``cb`` (n: bytes of its transfer / of each received copy);
+    ``dirty`` (D + 1: the devices whose level changed at the current time, one spare slot for
+    branch-free appends)."""
+    H = heap_cap(D)
+    L = n + m + 1
+    oi = NS + 6 * n + 7 * m + 13 * D + 2 * H + 2 * L
+    of = NSF + 5 * n + 6 * m + 6 * D + H + 2 * L
+    o2 = oi + m + n * D
+    return (WI[oi:oi + m], WI[oi + m:o2], WI[o2:o2 + n], WI[o2 + n:o2 + 2 * n],
+            WF[of:of + n], WF[of + n:of + 2 * n], WF[of + 2 * n:of + 3 * n], WI[o2 + 2 * n:o2 + 2 * n + D + 1])
 
 
 @njit(cache=True, nogil=True)
