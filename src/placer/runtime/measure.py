@@ -3,9 +3,11 @@
 The graph's recipe (``meta['recipe']``, see :mod:`placer.frontends.recipe`) rebuilds the model with
 seeded random weights; it is traced again (the op names must match the file's, else the graph
 changed since capture) and run as a :class:`~placer.runtime.executor.PlacedStep`: ``warmup``
-untimed steps (the first also counts memory), then ``steps`` timed ones. A step is timed on the
-host clock after synchronising every GPU used, or, when the step uses a GPU, with CUDA events on
-the first GPU's stream (recorded before the first op is issued and after the last GPU finished).
+untimed steps (the first one serial, counting memory; the others with ``executor``), then ``steps``
+timed ones with ``executor`` (``threaded``: one worker and one transfer thread per device, the
+simulator's execution model; ``serial``: the fx program in order from one thread). A step is timed
+end to end on the host clock: every GPU used is synchronised before it starts, and it ends when
+every thread finished and every GPU used is synchronised again.
 Beside the measurement: the simulator's prediction for the same placement on the graph's cluster.
 """
 
@@ -110,7 +112,8 @@ def _sync(real):
 
 
 def run_placement(graph, cluster, placement, real: list[str], *, steps: int = 10, warmup: int = 2,
-                  threads: int | None = None, sim_params=None, rebuilt=None, keep_outputs: bool = False) -> RunReport:
+                  threads: int | None = None, sim_params=None, rebuilt=None, keep_outputs: bool = False,
+                  executor: str = "threaded") -> RunReport:
     """Execute ``placement`` of ``graph`` on the real devices ``real`` (one per cluster device) and
     measure it; see the module docstring."""
     import torch
@@ -132,7 +135,7 @@ def run_placement(graph, cluster, placement, real: list[str], *, steps: int = 10
         torch.set_num_threads(threads)
     cuda_devs = sorted({r for r in real if r.startswith("cuda")})
     try:
-        step = PlacedStep(cap, placement, real)
+        step = PlacedStep(cap, placement, real, executor=executor)
         params, buffers, state, xs = initial_state(cap, module, inputs)
         flat = step.place_state(params, buffers, state, xs)
         n_p, n_b = step.n_p, step.n_b
@@ -150,28 +153,20 @@ def run_placement(graph, cluster, placement, real: list[str], *, steps: int = 10
         _sync(real)
         times = []
         for _ in range(steps):
-            if cuda_devs:
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                with torch.cuda.device(cuda_devs[0]):
-                    a.record()
-                out = step.run(flat)
-                _sync(real)
-                with torch.cuda.device(cuda_devs[0]):
-                    b.record()
-                b.synchronize()
-                times.append(a.elapsed_time(b) * 1e3)
-            else:
-                s0 = time.perf_counter_ns()
-                out = step.run(flat)
-                times.append((time.perf_counter_ns() - s0) / 1e3)
+            _sync(real)
+            s0 = time.perf_counter_ns()
+            out = step.run(flat)
+            _sync(real)
+            times.append((time.perf_counter_ns() - s0) / 1e3)
             flat = [*out.params, *flat[n_p:n_p + n_b], *[s for per in out.state for s in per], *flat[len(flat) - step.n_in:]]
         cuda_peak = {r: float(torch.cuda.max_memory_allocated(r)) for r in cuda_devs}
     finally:
         torch.set_num_threads(old_threads)
     counts = np.bincount(placement, minlength=cluster.n_devices)
     rep = RunReport(graph.name, cluster.name, list(cluster.device_names), list(real), counts.tolist(), times,
-                    "cuda-events" if cuda_devs else "wall", [float(x) for x in peak], cuda_peak, transfers, tbytes,
+                    "wall, end to end" + (" (GPUs synchronised)" if cuda_devs else ""), [float(x) for x in peak], cuda_peak, transfers, tbytes,
                     float(sim.makespan_us), [float(x) for x in np.asarray(sim.peak_memory_bytes)], loss, rebuild_s)
+    rep.extra["executor"] = executor
     if keep_outputs:
         rep.extra["_first_step"] = first
     return rep
