@@ -135,3 +135,15 @@ def test_reinforce_learns_a_target_placement():
         loss.backward()
         opt.step()
     assert torch.equal(m(x, greedy=True).devices[0], target)
+
+
+def test_bidirectional_encoder_shapes_and_masking():
+    m = net(H=16, bidirectional=True)
+    x = torch.randn(1, 8, 5)
+    mask = torch.ones(8, 3, dtype=torch.bool)
+    mask[:, 0] = False
+    out = m(x, mask, samples=5, generator=torch.Generator().manual_seed(0), return_attention=True)
+    assert out.devices.shape == (5, 8) and (out.devices != 0).all()
+    assert torch.allclose(out.attention.sum(dim=2), torch.ones(5, 8), atol=1e-6)
+    nxt = m(x, mask, state=out.state, generator=torch.Generator().manual_seed(1))
+    assert nxt.devices.shape == (5, 8)

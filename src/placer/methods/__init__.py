@@ -13,6 +13,8 @@ from placer.methods import dp_split  # noqa: F401
 from placer.methods import exact_published  # noqa: F401
 from placer.methods import post  # noqa: F401
 from placer.methods import placeto  # noqa: F401
+from placer.methods import colocrl  # noqa: F401
+from placer.methods import hierarchical  # noqa: F401
 from placer.methods import gdp  # noqa: F401
 from placer.methods import mars  # noqa: F401
 from placer.methods.base import METHODS, Budget, Evaluator, get_method, register, run_method

@@ -28,7 +28,8 @@ Where the papers are silent and we chose:
   output sequence is aligned with the input one, and content-based attention has no notion of
   position to find it by;
 * the order of temperature and tanh: ``C tanh(u / T)``;
-* one LSTM layer each for encoder and decoder.
+* one LSTM layer each for encoder and decoder; the encoder bidirectional on request (Placeto's appendix
+  A.7 ran the RNN-based baseline with "a bi-directional RNN with a hidden size of 512 units").
 
 Segments: a caller can decode a long sequence piece by piece (as Mars's segment-level placer does):
 pass the :class:`Seq2SeqState` returned for one segment as ``state`` of the next. The encoder and the
@@ -60,6 +61,7 @@ class Seq2SeqConfig:
     tanh_c: float = 5.0  # C: logits are C tanh(u / T) (HP section 3: C = 5.0)
     temperature: float = 10.0  # T (HP section 3: T = 10.0)
     feed_aligned: bool = True  # decoder input also carries e_t, the encoder state aligned with step t (our choice)
+    bidirectional: bool = False  # encoder reads both ways, H/2 units per direction (Placeto A.7's RNN-based baseline)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -102,7 +104,10 @@ class Seq2SeqPlacer(nn.Module):
         self.cfg = cfg
         H = cfg.hidden
         self.inp = nn.Linear(cfg.n_features, H)
-        self.encoder = nn.LSTM(H, H, batch_first=True)
+        self.n_dir = 2 if cfg.bidirectional else 1
+        if H % self.n_dir:
+            raise ValueError("a bidirectional encoder needs an even hidden size")
+        self.encoder = nn.LSTM(H, H // self.n_dir, batch_first=True, bidirectional=cfg.bidirectional)
         self.device_emb = nn.Embedding(cfg.n_devices + 1, cfg.device_embed)  # index D: the start token
         self.decoder = nn.LSTMCell(cfg.device_embed + (H if cfg.feed_aligned else 0), H)
         self.att_e = nn.Linear(H, cfg.attention, bias=False)
@@ -116,12 +121,16 @@ class Seq2SeqPlacer(nn.Module):
         return Seq2SeqState((z, z), (z, z), torch.full((batch,), self.cfg.n_devices, dtype=torch.int64))
 
     def encode(self, x: torch.Tensor, state: Seq2SeqState | None = None):
-        """Encoder outputs (B, L, H) and its final (h, c)."""
+        """Encoder outputs (B, L, H) and its final (h, c), each (B, H) (both directions side by side
+        when bidirectional; a later segment's backward direction then starts from the previous
+        segment's backward state, a carry with no meaning in time order)."""
         B = x.shape[0]
         st = state if state is not None else self.initial_state(B)
-        h0, c0 = st.enc
-        e, (h, c) = self.encoder(torch.tanh(self.inp(x)), (h0.unsqueeze(0).contiguous(), c0.unsqueeze(0).contiguous()))
-        return e, (h[0], c[0])
+        nd, H = self.n_dir, self.cfg.hidden
+        split = lambda t: t.reshape(B, nd, H // nd).transpose(0, 1).contiguous()  # noqa: E731
+        join = lambda t: t.transpose(0, 1).reshape(B, H)  # noqa: E731
+        e, (h, c) = self.encoder(torch.tanh(self.inp(x)), (split(st.enc[0]), split(st.enc[1])))
+        return e, (join(h), join(c))
 
     @staticmethod
     def _expand_state(st: Seq2SeqState, n: int) -> Seq2SeqState:
@@ -178,17 +187,23 @@ class Seq2SeqPlacer(nn.Module):
         # the decoder starts from the encoder's final state (first segment) or its own (later ones)
         h, c = (enc_final if state is None else st.dec)
         prev = st.last
+        # LSTMCell arithmetic written out so that the input-side products are taken once, outside
+        # the loop: gates = W_ih [emb(d_{t-1}); e_t] + b + W_hh h (gate order i, f, g, o as nn.LSTMCell)
+        E = cfg.device_embed
+        W_ih, W_hh = self.decoder.weight_ih, self.decoder.weight_hh
+        emb_gates = self.device_emb.weight @ W_ih[:, :E].t()  # (D + 1, 4H)
+        bias = self.decoder.bias_ih + self.decoder.bias_hh
+        pos_gates = (e @ W_ih[:, E:].t() + bias) if cfg.feed_aligned else bias.expand(B, L, bias.shape[0])
         devices, logps, ents, atts = [], [], [], []
         for t in range(L):
-            inp = self.device_emb(prev)
-            if cfg.feed_aligned:
-                inp = torch.cat([inp, e[:, t]], dim=1)
-            h, c = self.decoder(inp, (h, c))
+            gates = pos_gates[:, t] + emb_gates[prev] + h @ W_hh.t()
+            i, f, g, o = gates.chunk(4, dim=1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
             score = self.att_v(torch.tanh(pre + self.att_h(h).unsqueeze(1))).squeeze(2)  # (B, L)
             a = torch.softmax(score, dim=1)
             ctx = torch.bmm(a.unsqueeze(1), e).squeeze(1)
-            u = self.out(torch.cat([h, ctx], dim=1)) / cfg.temperature
-            u = cfg.tanh_c * torch.tanh(u)
+            u = cfg.tanh_c * torch.tanh(self.out(torch.cat([h, ctx], dim=1)) / cfg.temperature)
             if mask is not None:
                 u = u.masked_fill(~mask[:, t], float("-inf"))
             logp = torch.log_softmax(u, dim=1)

@@ -1,0 +1,211 @@
+"""The Hierarchical Planner (Mirhoseini et al., "A Hierarchical Model for Device Placement", ICLR
+2018; papers/002_278923c6d22b8d4e.txt): a feed-forward *Grouper* assigns every op to one of M groups,
+a sequence-to-sequence *Placer* (:mod:`placer.nn.seq2seq`) assigns every group to a device, and both
+are trained jointly with REINFORCE on the reward ``-sqrt(step time)``.
+
+Section 2 of the paper, as built here:
+
+* op embedding (the Grouper's input): the op's type (a learned embedding of its type, hashed into
+  ``n_types`` buckets), "size and number of outputs" (log(1 + output MiB), log(1 + consumers)) and
+  its connections (its position in topological order and the positions of up to ``neighbours`` of
+  its inputs and outputs, each as index / n; ColocRL's padded adjacency lists);
+* the Grouper: one hidden layer of ``grouper_hidden`` ReLU units and a softmax over the M groups
+  per op, logits ``C tanh(u / T)`` as the Placer's (section 3 applies C and T to both policies).
+  Ops that must share a device under the project's colocation rules (:func:`placer.grouping.colocate`)
+  draw their group once, from the mean of their logits, so that every sampled grouping expands to a
+  valid placement;
+* group embedding: "the concatenation of ... the average of the member operation type embeddings
+  [the members' type histogram; the Placer's first linear layer is the learned embedding], the
+  average of the member operation sizes and number of outputs, and intra-group and inter-group
+  connectivity information encoded as an adjacency matrix" [the group's row and column of the
+  M x M matrix of log(1 + edges between groups), its diagonal the edges inside the group];
+* the Placer reads the M group embeddings in group order and returns one device per group; every op
+  goes on its group's device (an op that cannot run there goes to its colocation unit's fallback,
+  see :class:`placer.methods.colocrl.BaseUnits`). A learned grouping may make the group graph
+  cyclic; the placement is expanded per op and simulated on the full op graph, so that is harmless.
+
+Training (section 2, eq. J = sum_g sum_d p(g) p(d | g) R_d): per policy step one grouping is sampled
+(m = 1), k = 4 placements are sampled from it (section 3: m = 1, k = 4) in one batched forward pass
+and evaluated in one ``Evaluator.evaluate_batch`` call; ``R = -sqrt(T)`` (T in seconds; an
+out-of-memory placement counts as ``oom_penalty_s``); one Adam step on
+``-(1/k) sum_i (R_i - b) [log p(g) + log p(d_i | g)]`` over both networks, gradient norm clipped; b is
+a moving average of rewards. Section 3: Adam with a fixed learning rate of 0.1, clipping at 1.0, C =
+5, T = 10, m = 1, k = 4; we keep all but the learning rate, 1e-3 by default (0.1 collapses the policy
+within a few steps at this project's budgets, see :mod:`placer.methods.colocrl`).
+
+Where we chose (the text we could read does not say): M = ``n_groups`` = 256 (the seed text calls M
+a hyperparameter), the Grouper's hidden size, the Placer's LSTM size (256), the moving-average
+decay, the OOM penalty (100 s), the sizes of the embeddings, and placing on the GPUs only by default
+(``devices``). Modes, checkpoints and logs as :mod:`placer.methods.colocrl`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from placer.methods.base import Budget, Evaluator, MethodConfig, register
+from placer.methods.colocrl import (BaseUnits, OpTable, Seq2SeqRLTrainer, base_units, decision_mask, load_policy,
+                                    op_table, run_trainer, seq_checks, shape_from_checkpoint, torch_available)
+
+PAPER = "Mirhoseini et al., A Hierarchical Model for Device Placement, ICLR 2018"
+
+
+@dataclass(frozen=True)
+class HierarchicalConfig(MethodConfig):
+    """The Hierarchical Planner's hyperparameters (see the module docstring for their sources)."""
+
+    placements: int = 4000  # default budget: 1000 policy updates (section 3) of k = 4 placements
+    samples: int = 4  # k: placements sampled from each grouping (section 3: k = 4; m = 1 grouping per step)
+    n_groups: int = 256  # M: groups the Grouper chooses between (a hyperparameter in the paper; 256 our choice)
+    lr: float = 1e-3  # Adam learning rate, fixed (paper: 0.1, which collapses the policy within 5 steps here; see docstring)
+    grad_clip: float = 1.0  # gradient norm clipping over both networks (section 3)
+    tanh_c: float = 5.0  # C: logits C tanh(u / T) in both networks (section 3)
+    temperature: float = 10.0  # T (section 3)
+    baseline_decay: float = 0.9  # moving-average baseline b <- decay b + (1 - decay) mean R (decay our choice)
+    entropy: float = 0.0  # entropy bonus weight (not in the paper)
+    oom_penalty_s: float = 100.0  # step time (s) given to an out-of-memory placement (as ColocRL; 100 s our choice)
+    grouper_hidden: int = 64  # hidden ReLU units of the feed-forward Grouper (our choice)
+    type_embed: int = 16  # size of the Grouper's learned op-type embedding (our choice)
+    hidden: int = 256  # Placer LSTM hidden units (our choice)
+    bidirectional: bool = False  # Placer encoder reads both ways (the paper's is one-way)
+    device_embed: int = 32  # size of each device's trainable embedding (our choice)
+    attention: int = 64  # additive attention size (our choice)
+    feed_aligned: bool = True  # decoder also reads the encoder state of its own position (our choice)
+    n_types: int = 64  # hash buckets for op types (our choice)
+    neighbours: int = 3  # input / output positions per op in the Grouper's adjacency feature (our choice)
+    devices: str = "gpus"  # candidate devices: "gpus" (ops no GPU runs go to their fastest device) or "all"
+    policy: str | None = None  # checkpoint to start from (then train `finetune` steps and add the greedy placement)
+    finetune: int = 0  # policy steps of training from `policy` on this graph
+    save: str | None = None  # write the trained policy (and the trainer's state) here
+    log: str | None = None  # append one JSON line per policy step here
+
+    def checks(self):
+        return seq_checks(self) + [(self.n_groups >= 1, "n_groups", ">= 1"),
+                                   (self.grouper_hidden >= 1, "grouper_hidden", ">= 1"),
+                                   (self.type_embed >= 1, "type_embed", ">= 1")]
+
+
+SHAPE_FIELDS = ("n_groups", "grouper_hidden", "type_embed", "hidden", "bidirectional", "device_embed", "attention",
+                "feed_aligned", "n_types", "neighbours")
+
+
+def op_adjacency(problem, neighbours: int) -> np.ndarray:
+    """(n, 1 + 2 * neighbours): the op's position and those of its first inputs and outputs, as
+    index / n (padding repeats its own position)."""
+    g = problem.graph
+    n = g.n_ops
+    pos = (np.arange(n) + 0.5) / n
+    out = np.repeat(pos[:, None], 1 + 2 * neighbours, axis=1)
+    for col, (ptr, idx) in enumerate(((g.pred_ptr, g.pred_idx), (g.succ_ptr, g.succ_idx))):
+        owner = np.repeat(np.arange(n), np.diff(ptr))
+        rank = np.arange(len(idx)) - ptr[owner]
+        sel = rank < neighbours
+        out[owner[sel], 1 + col * neighbours + rank[sel]] = pos[idx[sel]]
+    return out.astype(np.float32)
+
+
+def group_embeddings(problem, tab: OpTable, op_group: np.ndarray, M: int) -> np.ndarray:
+    """(M, n_types + 3 + 2M) group embeddings of section 2 for an op -> group map (see the module
+    docstring). Empty groups get zeros."""
+    g = problem.graph
+    count = np.bincount(op_group, minlength=M).astype(np.float64)
+    safe = np.maximum(count, 1.0)
+    hist = np.zeros((M, tab.n_types))
+    np.add.at(hist, (op_group, tab.type_bucket), 1.0)
+    hist /= safe[:, None]
+    mean_out = np.bincount(op_group, weights=tab.log_out, minlength=M) / safe
+    mean_cons = np.bincount(op_group, weights=tab.log_consumers, minlength=M) / safe
+    adj = np.bincount(op_group[g.edge_src] * M + op_group[g.edge_dst], minlength=M * M).reshape(M, M)
+    adj = np.log1p(adj) / 5.0
+    return np.concatenate([hist, mean_out[:, None], mean_cons[:, None], np.log1p(count)[:, None] / 5.0, adj, adj.T],
+                          axis=1).astype(np.float32)
+
+
+class HierarchicalTrainer(Seq2SeqRLTrainer):
+    method = "hierarchical"
+
+    def build(self) -> None:
+        import torch
+        from torch import nn
+
+        from placer.nn.seq2seq import Seq2SeqConfig, Seq2SeqPlacer
+
+        cfg, P = self.cfg, self.problem
+        self.units: BaseUnits = base_units(P, cfg.devices, self.method)
+        self.n_candidates = len(self.units.cand)
+        self.tab = op_table(P, cfg.n_types)
+        self.types = torch.as_tensor(self.tab.type_bucket)
+        self.op_x = torch.as_tensor(np.concatenate([self.tab.log_out[:, None], self.tab.log_consumers[:, None],
+                                                    op_adjacency(P, cfg.neighbours)], axis=1))
+        self.unit_index = torch.as_tensor(self.units.unit_of)
+        self.unit_count = torch.bincount(self.unit_index, minlength=self.units.n_units).to(torch.float32)
+        M = cfg.n_groups
+        self.type_emb = nn.Embedding(cfg.n_types, cfg.type_embed)
+        self.grouper = nn.Sequential(nn.Linear(cfg.type_embed + self.op_x.shape[1], cfg.grouper_hidden), nn.ReLU(),
+                                     nn.Linear(cfg.grouper_hidden, M))
+        self.n_features = cfg.n_types + 3 + 2 * M
+        self.placer = Seq2SeqPlacer(Seq2SeqConfig(
+            n_features=self.n_features, n_devices=self.n_candidates, hidden=cfg.hidden, device_embed=cfg.device_embed,
+            attention=cfg.attention, tanh_c=cfg.tanh_c, temperature=cfg.temperature, feed_aligned=cfg.feed_aligned,
+            bidirectional=cfg.bidirectional))
+
+    def modules(self) -> dict:
+        return {"type_emb": self.type_emb, "grouper": self.grouper, "placer": self.placer}
+
+    # -- the Grouper
+    def group_logits(self):
+        """(U, M) log-probabilities of each colocation unit's group: the per-op logits C tanh(u / T),
+        averaged over the unit's ops, through a log-softmax."""
+        import torch
+
+        cfg = self.cfg
+        u = self.grouper(torch.cat([self.type_emb(self.types), self.op_x], dim=1))
+        u = cfg.tanh_c * torch.tanh(u / cfg.temperature)
+        per_unit = torch.zeros(self.units.n_units, u.shape[1]).index_add_(0, self.unit_index, u)
+        return torch.log_softmax(per_unit / self.unit_count[:, None], dim=1)
+
+    def sample_grouping(self, greedy: bool = False):
+        """(unit -> group (U,) int64, log p(g) scalar tensor, entropy scalar tensor)."""
+        import torch
+
+        from placer.nn.seq2seq import sample_categorical
+
+        logp = self.group_logits()
+        p = logp.exp()
+        g = torch.argmax(logp.detach(), dim=1) if greedy else sample_categorical(p, self.gen)
+        lp = logp.gather(1, g.unsqueeze(1)).sum()
+        ent = -(p * logp).sum()
+        return g.numpy().astype(np.int64), lp, ent
+
+    def grouping_of_ops(self, unit_group: np.ndarray) -> np.ndarray:
+        return unit_group[self.units.unit_of]
+
+    # -- one grouping, k placements
+    def sample(self, k: int, greedy: bool = False):
+        import torch
+
+        M = self.cfg.n_groups
+        ug, lp_g, ent_g = self.sample_grouping(greedy)
+        x = torch.as_tensor(group_embeddings(self.problem, self.tab, self.grouping_of_ops(ug), M)).unsqueeze(0)
+        mask = torch.as_tensor(decision_mask(self.units, ug, M))
+        out = self.placer(x, mask, samples=k, greedy=greedy, generator=self.gen)
+        actions = out.devices.numpy()[:, ug]  # (k, U): each unit takes its group's device
+        return self.units.expand(actions), lp_g + out.log_prob, ent_g + out.entropy
+
+
+@register("hierarchical", "Hierarchical Planner: feed-forward Grouper + seq2seq Placer trained jointly with REINFORCE",
+          "learned", HierarchicalConfig, paper=PAPER, available=torch_available)
+def hierarchical(problem, budget: Budget, seed: int, ev: Evaluator, cfg: HierarchicalConfig):
+    notes: list[str] = []
+    state = None
+    if cfg.policy:
+        state = load_policy(cfg.policy)
+        cfg = shape_from_checkpoint(cfg, state, SHAPE_FIELDS)
+    tr = HierarchicalTrainer(problem, cfg, seed)
+    if state is not None:
+        tr.load_state_dict(state, weights_only=True)
+        notes.append(f"started from {cfg.policy} (trained on {state['graph']})")
+    notes.append(f"{cfg.n_groups} groups over {tr.units.n_units} colocation units")
+    return run_trainer("hierarchical", tr, ev, cfg, notes)

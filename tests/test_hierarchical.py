@@ -1,0 +1,92 @@
+"""The Hierarchical Planner (placer.methods.hierarchical): the Grouper's groupings always expand to
+valid placements, group embeddings as section 2 builds them, the obvious best placement found,
+determinism, checkpoint resume equality."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from placer.methods import Budget, run_method  # noqa: E402
+from placer.methods.base import Evaluator  # noqa: E402
+from placer.methods.colocrl import op_table  # noqa: E402
+from placer.methods.hierarchical import HierarchicalConfig, HierarchicalTrainer, group_embeddings, op_adjacency  # noqa: E402
+from tests.test_colocrl import best_objective, obvious_problem  # noqa: E402
+from tests.test_method_contract import contract_problem  # noqa: E402
+
+SMALL = dict(n_groups=8, hidden=32, device_embed=8, attention=8, grouper_hidden=16)
+
+
+def test_every_sampled_grouping_expands_to_a_valid_placement():
+    P = contract_problem()  # colocation groups, a CPU-only op, 2 GPUs + CPU
+    for devices in ("gpus", "all"):
+        tr = HierarchicalTrainer(P, HierarchicalConfig(devices=devices, **SMALL), seed=1)
+        for _ in range(5):
+            ug, lp, ent = tr.sample_grouping()
+            assert ug.shape == (tr.units.n_units,) and ((ug >= 0) & (ug < 8)).all()
+            X, lp, ent = tr.sample(6)
+            assert X.shape == (6, P.n_ops) and torch.isfinite(lp).all()
+            for p in X:
+                P.validate_placement(p)  # runnable devices, colocation kept
+        ops = tr.grouping_of_ops(ug)
+        for members in P.graph.colocation_groups():  # a colocation group never spans groups
+            assert len(set(ops[members].tolist())) == 1
+        P.validate_placement(tr.greedy_placement())
+
+
+def test_group_embeddings_follow_section_2():
+    P = obvious_problem()
+    tab = op_table(P, 16)
+    M = 5
+    op_group = np.arange(P.n_ops) % 4  # group 4 stays empty
+    f = group_embeddings(P, tab, op_group, M)
+    assert f.shape == (M, 16 + 3 + 2 * M)
+    assert np.allclose(f[:4, :16].sum(axis=1), 1.0) and np.allclose(f[4], 0.0)
+    adj = f[:, 19:19 + M]
+    g = P.graph
+    intra = np.bincount(op_group[g.edge_src][op_group[g.edge_src] == op_group[g.edge_dst]], minlength=M)
+    assert np.allclose(np.diag(adj), np.log1p(intra) / 5.0, atol=1e-6)
+    assert np.allclose(f[:, 19 + M:], adj.T)  # in-row = column of the out-rows
+    a = op_adjacency(P, 2)
+    assert a.shape == (P.n_ops, 5) and ((a > 0) & (a < 1)).all()
+
+
+def test_finds_the_obvious_best_placement():
+    P = obvious_problem()
+    r = run_method("hierarchical", P, Budget(placements=160), seed=0, lr=0.1, **SMALL)  # the paper's lr: fast here
+    assert r.sim.objective == pytest.approx(best_objective(P), rel=1e-9)
+
+
+def test_same_seed_same_placement():
+    P = obvious_problem()
+    a = run_method("hierarchical", P, Budget(placements=12), seed=5, **SMALL)
+    b = run_method("hierarchical", P, Budget(placements=12), seed=5, **SMALL)
+    assert np.array_equal(a.placement.devices, b.placement.devices) and a.cost.placements == 12
+
+
+def test_checkpoint_resume_equals_an_uninterrupted_run(tmp_path):
+    P = obvious_problem()
+    cfg = HierarchicalConfig(**SMALL)
+    straight = HierarchicalTrainer(P, cfg, seed=2)
+    ev = Evaluator(P)
+    for _ in range(4):
+        straight.step(ev)
+    first = HierarchicalTrainer(P, cfg, seed=2)
+    ev2 = Evaluator(P)
+    for _ in range(2):
+        first.step(ev2)
+    first.save(tmp_path / "hp.pt")
+    resumed = HierarchicalTrainer(P, cfg, seed=7)
+    resumed.load_state_dict(torch.load(tmp_path / "hp.pt", weights_only=True))
+    for _ in range(2):
+        resumed.step(ev2)
+    for name in ("type_emb", "grouper", "placer"):
+        sa, sb = straight.modules()[name].state_dict(), resumed.modules()[name].state_dict()
+        assert all(torch.equal(sa[k], sb[k]) for k in sa), name
+    assert straight.baseline == resumed.baseline and straight.best_objective_us == resumed.best_objective_us
+    assert np.array_equal(straight.sample(2)[0], resumed.sample(2)[0])
+    # fine-tuning from the checkpoint through the method
+    r = run_method("hierarchical", P, Budget(placements=20), seed=0, policy=str(tmp_path / "hp.pt"), finetune=1)
+    assert r.cost.placements == 4 + 1
