@@ -1,23 +1,33 @@
 """Simulator fidelity: predicted versus really measured step time of placed training steps.
 
     python benchmarks/fidelity.py cpu [--models resnet50,bert_base] [--small] [--calibrate]
-    python benchmarks/fidelity.py gpu [--models resnet50,bert_base,nmt2] [--placements 12] [--calibrate]
+    python benchmarks/fidelity.py gpu [--models resnet50,bert_base,nmt2] [--placements 3] [--calibrate]
+                                      [--small] [--json FILE]
 
 Both modes capture zoo models, measure every op on the real devices (``placer.cost.profile``),
-build a cluster of those devices whose compute costs are the measured medians plus the per-op
-overhead of op-by-op execution (``OP_OVERHEAD_US``; ``--calibrate`` fits it here instead, by least
-squares over the single-device runs), predict each placement's step with the simulator and run it
-for real with :func:`placer.runtime.run_placement`. Reported: per run predicted / measured, and per
-mode the MAPE (mean |predicted - measured| / measured) and the Spearman rank correlation.
+build a cluster of those devices whose compute costs are the measured medians plus the per-node
+overhead of node-by-node execution (``OP_OVERHEAD_US``, charged per executed fx node, see
+:func:`placer.cost.profile.with_measured_costs`; ``--calibrate`` fits it here instead on the
+single-device runs: CPU by least squares of measured minus summed medians over executed nodes, GPU
+the host-issue bound whose single-GPU steps match), predict each placement's step with the
+simulator and run it for real with :func:`placer.runtime.run_placement` (``--executor threaded``,
+the default: one worker and one transfer thread per device, the simulator's execution model).
+Reported: per run predicted / measured, and per mode the MAPE (mean |predicted - measured| /
+measured) and the Spearman rank correlation, over all runs and over the mixed placements alone.
 
 * ``cpu``: every zoo model (``--small``: reduced configurations that run in seconds) on one device.
 * ``gpu``: 2 devices, ``cuda:0`` and ``cpu``; per model the single-device placements, random ones
   (10 / 30 / 50% of the ops on the CPU, colocation kept), structured ones (a contiguous prefix or
   suffix of the topological order on the CPU; the update ops on the CPU) and the methods' own
   (``local-search``, ``heft``, ``m-etf``, ``metis``) on that cluster. The CPU <-> GPU link is
-  measured (pageable copies, as the runtime makes them).
+  measured per direction with the executor's own transfers (CPU -> GPU: copy into pinned memory,
+  non-blocking copy on a stream; GPU -> CPU: non-blocking copy into pinned memory, blocking wait on
+  its event). The CPU device gets all usable cores but two (the GPU's issuing thread and the
+  transfer threads need theirs) unless ``--threads`` says otherwise; ops are profiled with the same
+  count. ``--small`` (with ``--device cpu``) runs the whole gpu mode on the CPU with small models,
+  to check the script where no GPU is at hand (both devices then map to the CPU).
 
-``--json FILE`` writes every run. Numbers depend on the machine and its load.
+``--json FILE`` writes ``{"settings": ..., "rows": [...]}``. Numbers depend on the machine and its load.
 """
 
 from __future__ import annotations
@@ -30,7 +40,7 @@ import time
 import numpy as np
 
 from placer.cluster import Device, make_cluster
-from placer.cost.profile import OP_OVERHEAD_US, profile_capture, with_measured_costs
+from placer.cost.profile import OP_OVERHEAD_US, executed_nodes, profile_capture, with_measured_costs
 from placer.problem import Problem
 from placer.runtime import run_placement
 from placer.runtime.measure import rebuild
@@ -51,6 +61,10 @@ GPU_MODELS = {  # moderate sizes: a CPU-heavy placement still runs in about a se
     "bert_base": dict(batch=8, seq=128, layers=4, vocab=8000),
     "nmt2": dict(batch=64, length=12, hidden=512, vocab=8000),
 }
+GPU_SMALL = {  # gpu mode's script check on a CPU-only machine
+    "resnet50": dict(batch=2, image=64), "bert_base": dict(batch=2, seq=16, layers=1, vocab=500),
+    "nmt2": dict(batch=4, length=4, hidden=32, vocab=200),
+}
 
 
 def spearman(a, b) -> float:
@@ -64,43 +78,82 @@ def mape(pred, meas) -> float:
     return float(np.mean(np.abs(pred - meas) / meas))
 
 
-def costed(graph, profiles: dict, overhead: dict):
-    """The graph with compute_us['m-<device>'] = measured medians + overhead per real device."""
+def costed(graph, profiles: dict, overhead: dict, nodes=None):
+    """The graph with compute_us['m-<kind>'] = measured medians + per-node overhead, per real device
+    (``profiles``: real device -> OpProfile; ``overhead``: kind -> us per executed node)."""
     g = graph
     for dev, prof in profiles.items():
-        g = with_measured_costs(g, prof, f"m-{dev.split(':')[0]}", overhead_us=overhead[dev.split(':')[0]])
+        kind = dev.split(":")[0]
+        g = with_measured_costs(g, prof, f"m-{kind}", overhead_us=overhead[kind], nodes=nodes)
     return g
 
 
-def link_bytes_per_us() -> tuple[float, float]:
-    """Measured pageable host -> GPU copy bandwidth (bytes/us) and latency (us)."""
+def link_costs(dev: str = "cuda:0", small: int = 4096, big: int = 32 * 2**20) -> dict:
+    """Bandwidth (bytes/us) and latency (us) per direction, timed through the executor's own
+    transfers (:func:`placer.runtime.executor.copy_to_device` / ``copy_to_host``) one tensor at a
+    time as its transfer thread sends them: latency from back-to-back small tensors, bandwidth from
+    the extra time of large ones."""
     import torch
 
-    x = torch.empty(64 * 2**20, dtype=torch.uint8)
-    small = torch.empty(4, dtype=torch.uint8)
-    for _ in range(3):
-        x.to("cuda:0"); small.to("cuda:0")
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(5):
-        x.to("cuda:0")
-    torch.cuda.synchronize()
-    bw = 5 * x.numel() / ((time.perf_counter() - t0) * 1e6)
-    t0 = time.perf_counter()
-    for _ in range(50):
-        small.to("cuda:0")
-    torch.cuda.synchronize()
-    return bw, (time.perf_counter() - t0) * 1e6 / 50
+    from placer.runtime.executor import copy_to_device, copy_to_host
+
+    stream = torch.cuda.Stream(dev)
+    xs, xb = torch.randn(small // 4), torch.randn(big // 4)
+    gs, gb = xs.to(dev), xb.to(dev)
+
+    def h2d(x, k):
+        for _ in range(k):
+            copy_to_device(x, torch.device(dev), stream)
+        torch.cuda.synchronize(dev)
+
+    def d2h(x, k):
+        for _ in range(k):
+            copy_to_host(x, stream)
+
+    out = {}
+    for name, fn, s_, b_ in (("h2d", h2d, xs, xb), ("d2h", d2h, gs, gb)):
+        fn(s_, 5), fn(b_, 2)  # warm (pinned host blocks cached)
+        ts, tb = [], []
+        for _ in range(3):
+            t0 = time.perf_counter(); fn(s_, 50); ts.append((time.perf_counter() - t0) * 1e6 / 50)
+            t0 = time.perf_counter(); fn(b_, 4); tb.append((time.perf_counter() - t0) * 1e6 / 4)
+        lat, tbig = float(np.median(ts)), float(np.median(tb))
+        out[name] = {"latency_us": lat, "bytes_per_us": (big - small) / max(tbig - lat, 1e-3)}
+    return out
+
+
+def cpu_link_costs() -> dict:
+    """``--small --device cpu``: both devices are the CPU, a transfer is a hand-over between threads."""
+    return {k: {"latency_us": 5.0, "bytes_per_us": 1e6} for k in ("h2d", "d2h")}
 
 
 def fit_overhead(rows, kind: str) -> float:
-    """Least-squares per-op overhead from single-device runs: measured = sum(medians) + n * o."""
+    """Per-node CPU overhead from the single-CPU runs: measured = sum(medians) + nodes * o, least
+    squares of the relative error."""
     r = [x for x in rows if x["single"] == kind]
     if not r:
         return OP_OVERHEAD_US[kind]
-    n = np.array([x["ops_run"] for x in r], dtype=float)
-    gap = np.array([x["measured_us"] - x["sum_median_us"] for x in r])
-    return float(max(0.0, (n * gap).sum() / (n * n).sum()))
+    n = np.array([x["nodes_run"] for x in r], dtype=float)
+    m = np.array([x["measured_us"] for x in r])
+    gap = m - np.array([x["sum_median_us"] for x in r])
+    return float(max(0.0, ((n / m) * (gap / m)).sum() / ((n / m) ** 2).sum()))
+
+
+def fit_issue_overhead(rows, kernels: dict, nodes: dict) -> float:
+    """Per-node host issue time on the GPU from the single-GPU runs: the ``h`` for which
+    sum(max(kernel, nodes * h)) (the simulated step on one GPU) best matches the measured steps
+    (least squares of the relative error over a 0.05 us grid)."""
+    r = [x for x in rows if x["single"] == "cuda"]
+    if not r:
+        return OP_OVERHEAD_US["cuda"]
+    grid = np.arange(0.0, 400.0, 0.05)
+    err = np.zeros_like(grid)
+    for x in r:
+        k, n = kernels[x["model"]], nodes[x["model"]].astype(float)
+        ran = n > 0
+        pred = np.maximum(k[ran][None, :], grid[:, None] * n[ran][None, :]).sum(1) + k[~ran].sum()
+        err += ((pred - x["measured_us"]) / x["measured_us"]) ** 2
+    return float(grid[int(np.argmin(err))])
 
 
 # ---------------------------------------------------------------------- cpu
@@ -119,28 +172,29 @@ def cpu_mode(a) -> list[dict]:
         cap = zoo_capture(name, **cfg)
         prof = profile_capture(cap, "cpu", warmup=1, repeats=a.repeats, threads=threads)
         g = cap.graph
-        ran = np.asarray([t not in ("parameter", "buffer", "input", "constant") for t in g.op_types])
+        nodes = executed_nodes(cap)
         rb = rebuild(g)
         rep = run_placement(g, host, np.zeros(g.n_ops, dtype=np.int64), ["cpu"],
-                            steps=a.steps, warmup=1, threads=threads, rebuilt=rb)
+                            steps=a.steps, warmup=a.warmup, threads=threads, rebuilt=rb, executor=a.executor)
         s = rep.summary()
-        rows.append({"model": name, "config": cfg, "ops": g.n_ops, "ops_run": int(ran.sum()), "single": "cpu",
+        rows.append({"model": name, "config": cfg, "ops": g.n_ops, "ops_run": int((nodes > 0).sum()),
+                     "nodes_run": int(nodes.sum()), "single": "cpu",
                      "sum_median_us": float(np.nansum(prof.median_us)), "measured_us": rep.median_us,
-                     "spread_us": s["measured_iqr_us"], "prof": prof, "graph": g})
+                     "spread_us": s["measured_iqr_us"], "prof": prof, "graph": g, "nodes": nodes})
         print(f"  {name:<16} {g.n_ops:>5} {np.nansum(prof.median_us) / 1e3:>14.1f} {rep.median_us / 1e3:>11.1f} "
               f"{s['measured_iqr_us'] / 1e3:>7.1f}", flush=True)
     o = fit_overhead(rows, "cpu") if a.calibrate else OP_OVERHEAD_US["cpu"]
-    print(f"  per-op overhead: {o:.2f} us ({'fitted here' if a.calibrate else 'OP_OVERHEAD_US'})")
+    print(f"  per-node overhead: {o:.2f} us ({'fitted here' if a.calibrate else 'OP_OVERHEAD_US'})")
     for r in rows:
         from placer.sim import simulate
 
         g0 = with_measured_costs(r["graph"], r["prof"], "m-cpu", overhead_us=0.0)
-        g1 = with_measured_costs(r["graph"], r["prof"], "m-cpu", overhead_us=o)
+        g1 = with_measured_costs(r["graph"], r["prof"], "m-cpu", overhead_us=o, nodes=r["nodes"])
         z = np.zeros(g0.n_ops, dtype=np.int64)
         r["predicted_no_overhead_us"] = float(simulate(Problem(g0, host), z).makespan_us)
         r["predicted_us"] = float(simulate(Problem(g1, host), z).makespan_us)
-        del r["prof"], r["graph"]
-    report(rows, "cpu", o)
+        del r["prof"], r["graph"], r["nodes"]
+    report(rows, "cpu", {"cpu": o})
     return rows
 
 
@@ -178,96 +232,145 @@ def placements_for(P, rng, n_random: int) -> list[tuple[str, np.ndarray]]:
     return out
 
 
-def gpu_mode(a) -> list[dict]:
+def gpu_mode(a) -> tuple[list[dict], dict]:
     import torch
 
     from placer.sim import simulate
 
-    assert torch.cuda.is_available(), "gpu mode needs a CUDA device"
-    threads = a.threads or torch.get_num_threads()
-    bw, lat = link_bytes_per_us()
-    name_gpu = torch.cuda.get_device_name(0)
-    print(f"GPU fidelity on {name_gpu} + host CPU ({threads} threads); host->GPU link {bw / 1e3:.1f} GB/s, "
-          f"{lat:.1f} us")
+    gpu_dev = "cuda:0" if a.device == "cuda" else "cpu"
+    if a.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("gpu mode needs a CUDA device (or --small --device cpu to check the script)")
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    threads = a.threads or max(1, cores - 2)
+    link = link_costs() if gpu_dev.startswith("cuda") else cpu_link_costs()
+    name_gpu = torch.cuda.get_device_name(0) if gpu_dev.startswith("cuda") else "the CPU (script check)"
+    print(f"GPU fidelity on {name_gpu} + host CPU ({threads} CPU threads of {cores} cores, executor {a.executor}); "
+          f"CPU->GPU {link['h2d']['bytes_per_us'] / 1e3:.1f} GB/s + {link['h2d']['latency_us']:.1f} us, "
+          f"GPU->CPU {link['d2h']['bytes_per_us'] / 1e3:.1f} GB/s + {link['d2h']['latency_us']:.1f} us", flush=True)
+    gpu, cpu = 0, 1
     cluster = make_cluster("cuda0+cpu", [Device("gpu:0", "gpu", "m-cuda", 70e9), Device("cpu:0", "cpu", "m-cpu", 100e9)],
-                           bw, lat)
+                           link["h2d"]["bytes_per_us"], link["h2d"]["latency_us"],
+                           pairs={(gpu, cpu): (link["d2h"]["bytes_per_us"], link["d2h"]["latency_us"]),
+                                  (cpu, gpu): (link["h2d"]["bytes_per_us"], link["h2d"]["latency_us"])})
+    sizes = GPU_SMALL if a.small else GPU_MODELS
     models = [m for m in a.models.split(",") if m] if a.models else list(GPU_MODELS)
     rng = np.random.default_rng(0)
-    raw = []
+    raw, per_model = [], {}
+    t_start = time.perf_counter()
     for name in models:
         t0 = time.perf_counter()
-        cap = zoo_capture(name, **GPU_MODELS.get(name, {}))
-        profs = {"cuda:0": profile_capture(cap, "cuda:0", warmup=2, repeats=a.repeats, threads=threads),
-                 "cpu": profile_capture(cap, "cpu", warmup=1, repeats=a.repeats, threads=threads)}
+        cap = zoo_capture(name, **sizes.get(name, {}))
+        profs = {gpu_dev: profile_capture(cap, gpu_dev, warmup=2, repeats=a.repeats, threads=threads),
+                 "cpu" if gpu_dev.startswith("cuda") else "cpu:1": profile_capture(cap, "cpu", warmup=1, repeats=a.repeats,
+                                                                                  threads=threads)}
+        if not gpu_dev.startswith("cuda"):  # script check: the "gpu" is the CPU, costed as the GPU kind
+            profs = {"cuda": profs[gpu_dev], "cpu": profs["cpu:1"]}
         g = cap.graph
-        ran = int(np.sum([t not in ("parameter", "buffer", "input", "constant") for t in g.op_types]))
-        P0 = Problem(costed(g, profs, dict(OP_OVERHEAD_US)), cluster)
+        nodes = executed_nodes(cap)
+        per_model[name] = {"graph": g, "profs": profs, "nodes": nodes}
+        P0 = Problem(costed(g, profs, dict(OP_OVERHEAD_US), nodes), cluster)
         rb = rebuild(g)
-        print(f"  {name}: {g.n_ops} ops, profiled in {time.perf_counter() - t0:.1f} s "
-              f"(cuda sum {np.nansum(profs['cuda:0'].median_us) / 1e3:.1f} ms, cpu sum "
-              f"{np.nansum(profs['cpu'].median_us) / 1e3:.1f} ms)", flush=True)
+        kg, kc = [p for k, p in profs.items() if k.startswith("cuda")][0], profs["cpu"]
+        print(f"  {name}: {g.n_ops} ops, {int(nodes.sum())} executed fx nodes, profiled in {time.perf_counter() - t0:.1f} s "
+              f"(gpu sum {np.nansum(kg.median_us) / 1e3:.1f} ms, cpu sum {np.nansum(kc.median_us) / 1e3:.1f} ms)", flush=True)
         for label, p in placements_for(P0, rng, a.placements):
             p = P0.validate_placement(p, label)
-            rep = run_placement(P0.graph, cluster, p, ["cuda:0", "cpu"], steps=a.steps, warmup=1, threads=threads, rebuilt=rb)
+            rep = run_placement(P0.graph, cluster, p, [gpu_dev, "cpu"], steps=a.steps, warmup=a.warmup, threads=threads,
+                                rebuilt=rb, executor=a.executor)
             single = "cuda" if label == "single-gpu" else "cpu" if label == "single-cpu" else None
-            key = "cuda:0" if single == "cuda" else "cpu"
-            raw.append({"model": name, "placement": label, "ops": g.n_ops, "ops_run": ran, "single": single,
-                        "cpu_ops": int((p == 1).sum()), "measured_us": rep.median_us,
+            on = (p == cpu) if single == "cpu" else (p == gpu)
+            raw.append({"model": name, "placement": label, "ops": g.n_ops, "ops_run": int((nodes > 0).sum()),
+                        "nodes_run": int(nodes[on].sum()), "single": single,
+                        "cpu_ops": int((p == cpu).sum()), "cpu_nodes": int(nodes[p == cpu].sum()),
+                        "measured_us": rep.median_us, "step_us": [round(x, 1) for x in rep.step_us],
                         "spread_us": rep.summary()["measured_iqr_us"], "transfers": rep.transfers,
-                        "sum_median_us": float(np.nansum(profs[key].median_us)), "_p": p, "_g": g, "_profs": profs})
-            print(f"    {label:<22} cpu ops {int((p == 1).sum()):>5}  measured {rep.median_us / 1e3:9.2f} ms", flush=True)
+                        "transfer_bytes": rep.transfer_bytes,
+                        "sum_median_us": float(np.nansum((kc if single == "cpu" else kg).median_us)), "_p": p})
+            print(f"    {label:<22} cpu ops {int((p == cpu).sum()):>5}  measured {rep.median_us / 1e3:9.2f} ms "
+                  f"(iqr {rep.summary()['measured_iqr_us'] / 1e3:.2f})", flush=True)
     over = dict(OP_OVERHEAD_US)
     if a.calibrate:
-        over = {"cuda": fit_overhead(raw, "cuda"), "cpu": fit_overhead(raw, "cpu")}
-    print(f"  per-op overhead: cuda {over['cuda']:.2f} us, cpu {over['cpu']:.2f} us "
-          f"({'fitted here' if a.calibrate else 'OP_OVERHEAD_US'})")
+        kernels = {m: costed(v["graph"], v["profs"], {"cuda": 0.0, "cpu": 0.0}).compute_us["m-cuda"]
+                   for m, v in per_model.items()}
+        over = {"cuda": fit_issue_overhead(raw, kernels, {m: v["nodes"] for m, v in per_model.items()}),
+                "cpu": fit_overhead(raw, "cpu")}
+    print(f"  per-node overhead: cuda (host issue) {over['cuda']:.2f} us, cpu {over['cpu']:.2f} us "
+          f"({'fitted here on the single-device runs' if a.calibrate else 'OP_OVERHEAD_US'})")
     cache = {}
     for r in raw:
         if r["model"] not in cache:
-            cache[r["model"]] = (Problem(costed(r["_g"], r["_profs"], over), cluster),
-                                 Problem(costed(r["_g"], r["_profs"], {"cuda": 0.0, "cpu": 0.0}), cluster))
+            v = per_model[r["model"]]
+            cache[r["model"]] = (Problem(costed(v["graph"], v["profs"], over, v["nodes"]), cluster),
+                                 Problem(costed(v["graph"], v["profs"], {"cuda": 0.0, "cpu": 0.0}), cluster))
         P1, P0 = cache[r["model"]]
         r["predicted_us"] = float(simulate(P1, r["_p"]).makespan_us)
         r["predicted_no_overhead_us"] = float(simulate(P0, r["_p"]).makespan_us)
-        for k in ("_p", "_g", "_profs"):
-            del r[k]
+        del r["_p"]
     report(raw, "gpu", over)
-    return raw
+    settings = {"device": name_gpu, "threads": threads, "cores": cores, "executor": a.executor, "link": link,
+                "overhead_us_per_node": over, "calibrated": bool(a.calibrate), "steps": a.steps, "warmup": a.warmup,
+                "models": {m: sizes.get(m, {}) for m in models}, "wall_s": round(time.perf_counter() - t_start, 1),
+                "torch": torch.__version__}
+    if a.calibrate:
+        print(f"  calibrated: OP_OVERHEAD_US = {{\"cpu\": {over['cpu']:.1f}, \"cuda\": {over['cuda']:.2f}}}")
+    return raw, settings
 
 
-def report(rows, mode, overhead) -> None:
+def report(rows, mode, overhead) -> dict:
     print(f"\n{mode} results (predicted / measured):")
     for r in rows:
         print(f"  {r['model']:<14} {r.get('placement', 'single-cpu'):<22} predicted {r['predicted_us'] / 1e3:9.2f} ms  "
               f"measured {r['measured_us'] / 1e3:9.2f} ms  ratio {r['predicted_us'] / r['measured_us']:5.2f}  "
               f"(no overhead {r['predicted_no_overhead_us'] / r['measured_us']:5.2f})")
+
+    def stats(sub):
+        p, m = [r["predicted_us"] for r in sub], [r["measured_us"] for r in sub]
+        return mape(p, m), spearman(p, m)
+
     pred, meas = [r["predicted_us"] for r in rows], [r["measured_us"] for r in rows]
     pred0 = [r["predicted_no_overhead_us"] for r in rows]
     print(f"  {mode}: {len(rows)} runs; MAPE {mape(pred, meas):.1%} (without the overhead term {mape(pred0, meas):.1%}); "
           f"Spearman {spearman(pred, meas):.3f} (without {spearman(pred0, meas):.3f}); overhead {overhead}")
+    out = {"runs": len(rows), "mape": mape(pred, meas), "spearman": spearman(pred, meas)}
     if mode == "gpu":
+        mixed = [r for r in rows if r["single"] is None]
+        if mixed:
+            e, rho = stats(mixed)
+            print(f"  mixed placements only (not used by --calibrate): {len(mixed)} runs, MAPE {e:.1%}, Spearman {rho:.3f}")
+            out.update(mixed_runs=len(mixed), mixed_mape=e, mixed_spearman=rho)
         for m in sorted({r["model"] for r in rows}):
             sub = [r for r in rows if r["model"] == m]
-            print(f"    {m}: {len(sub)} runs, MAPE {mape([r['predicted_us'] for r in sub], [r['measured_us'] for r in sub]):.1%}, "
-                  f"Spearman {spearman([r['predicted_us'] for r in sub], [r['measured_us'] for r in sub]):.3f}")
+            e, rho = stats(sub)
+            print(f"    {m}: {len(sub)} runs, MAPE {e:.1%}, Spearman {rho:.3f}")
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("mode", choices=("cpu", "gpu"))
     ap.add_argument("--models", default=None, help="comma-separated zoo names")
-    ap.add_argument("--small", action="store_true", help="cpu: reduced configurations")
-    ap.add_argument("--placements", type=int, default=6, help="gpu: random placements per model")
-    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--small", action="store_true", help="reduced configurations (gpu mode: a script check)")
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                    help="gpu mode: the real device of gpu:0 (cpu only to check the script, with --small)")
+    ap.add_argument("--placements", type=int, default=3, help="gpu: random placements per model")
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--calibrate", action="store_true", help="fit the per-op overhead on these runs")
-    ap.add_argument("--json", default=None, help="write every run here")
+    ap.add_argument("--threads", type=int, default=None, help="CPU threads (gpu mode: usable cores - 2)")
+    ap.add_argument("--executor", choices=("threaded", "serial"), default="threaded")
+    ap.add_argument("--calibrate", action="store_true", help="fit the per-node overhead on the single-device runs")
+    ap.add_argument("--json", default=None, help="write the settings and every run here")
     a = ap.parse_args()
-    rows = cpu_mode(a) if a.mode == "cpu" else gpu_mode(a)
+    if a.mode == "cpu":
+        rows, settings = cpu_mode(a), {"executor": a.executor, "small": a.small}
+    else:
+        rows, settings = gpu_mode(a)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump(rows, f, indent=1, default=str)
+            json.dump({"settings": settings, "rows": rows}, f, indent=1, default=str)
 
 
 if __name__ == "__main__":

@@ -175,29 +175,48 @@ def profile_capture(capture, device: str = "cpu", warmup: int = 2, repeats: int 
                      len(seen), failed, time.perf_counter() - t0, clock)
 
 
-# Per-op overhead of executing a captured step op by op (:mod:`placer.runtime`) that timing each op
-# alone misses: the Python dispatch of every fx node (views included), argument handling, freeing,
-# the allocator. Fitted by ``benchmarks/fidelity.py --calibrate`` (least squares of measured minus
-# summed per-op medians over the zoo's single-device runs). Values fitted 2026-11-23 on an H100 host
-# (16 CPU threads; ResNet-50, BERT, NMT): a CPU op running on 16 threads pays far more than on one.
+# Per-node overhead of executing a captured step node by node (:mod:`placer.runtime`) that timing
+# each op alone misses: the Python dispatch of every fx node (the op's own and the views folded into
+# it), argument handling, the hand-over between the executor's threads, freeing, the allocator. It is
+# charged per executed fx node (:func:`executed_nodes`): on a CPU added to the op (the worker thread
+# runs the dispatch and the op in turn); on a GPU the worker thread issues kernels asynchronously, so
+# an op costs ``max(kernel, nodes * overhead)``: the GPU waits for its host thread only when kernels
+# are shorter than their issue (the steady state of a host feeding a stream). Fitted by
+# ``benchmarks/fidelity.py gpu --calibrate`` on the single-device runs (CPU: least squares of measured
+# minus summed medians over executed nodes; GPU: the value whose simulated single-GPU steps match the
+# measured ones). The values below were fitted 2026-11-23 on an H100 host (16 CPU threads; ResNet-50,
+# BERT, NMT) with the serial executor and per op (not per node): stale for the threaded executor,
+# which ``fidelity.py --calibrate`` re-fits on every run.
 OP_OVERHEAD_US: dict[str, float] = {"cpu": 113.0, "cuda": 11.2}
 
 
 def op_overhead_us(device: str) -> float:
-    """The calibrated per-op overhead for a device (``cpu``, ``cuda:k``)."""
+    """The calibrated per-node overhead for a device (``cpu``, ``cuda:k``)."""
     return OP_OVERHEAD_US["cuda" if str(device).startswith("cuda") else "cpu"]
 
 
-def with_measured_costs(graph, profile: OpProfile, key: str = "cpu", overhead_us: float | str = 0.0):
+def executed_nodes(capture) -> np.ndarray:
+    """Per op of ``capture.graph``: how many fx nodes the runtime executes for it (the op's own call
+    or constant, plus every view folded into it); 0 for parameters, buffers and inputs."""
+    out = np.zeros(capture.graph.n_ops, dtype=np.int64)
+    for node, op in capture.node_op.items():
+        if node.op in ("call_function", "get_attr"):
+            out[op] += 1
+    return out
+
+
+def with_measured_costs(graph, profile: OpProfile, key: str = "cpu", overhead_us: float | str = 0.0,
+                        nodes: np.ndarray | None = None):
     """A copy of ``graph`` whose ``compute_us[key]`` is the measured median per op (ops that could
     not be measured keep the graph's roofline estimate for that key), with the profile's spread
     and settings in ``meta['profiles'][key]``.
 
     ``overhead_us`` (a number, or ``"calibrated"`` for :data:`OP_OVERHEAD_US` of the profile's device)
-    is the per-op cost of running the step op by op that the isolated timings miss. On a CPU it adds
-    to every executed op (the host runs the op and its overhead in turn); on a GPU the host issues
-    kernels asynchronously, so an op costs ``max(kernel, overhead)``: the GPU waits for the host only
-    when kernels are shorter than their issue."""
+    is the per-node cost of running the step node by node that the isolated timings miss, charged
+    ``nodes[i]`` times to op ``i`` (:func:`executed_nodes`; by default once per executed op). On a
+    CPU it adds to the op (the host runs the op and its overhead in turn); on a GPU the host issues
+    kernels asynchronously, so an op costs ``max(kernel, nodes * overhead)``: the GPU waits for the
+    host only when kernels are shorter than their issue."""
     from placer.cost.roofline import roofline_costs
 
     med = profile.median_us.copy()
@@ -209,11 +228,14 @@ def with_measured_costs(graph, profile: OpProfile, key: str = "cpu", overhead_us
         overhead_us = op_overhead_us(profile.device)
     overhead_us = float(overhead_us)
     if overhead_us:
-        ran = np.asarray([t not in ("parameter", "buffer", "input", "constant") for t in graph.op_types])
+        if nodes is None:
+            nodes = np.asarray([t not in ("parameter", "buffer", "input", "constant") for t in graph.op_types], dtype=float)
+        host = overhead_us * np.asarray(nodes, dtype=float)
+        ran = host > 0
         if str(profile.device).startswith("cuda"):
-            med[ran] = np.maximum(med[ran], overhead_us)
+            med[ran] = np.maximum(med[ran], host[ran])
         else:
-            med[ran] = med[ran] + overhead_us
+            med[ran] = med[ran] + host[ran]
     costs = dict(graph.compute_us)
     costs[key] = np.round(med, 3)
     meta = dict(graph.meta)

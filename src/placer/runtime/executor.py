@@ -103,6 +103,37 @@ def _pinned_copy(v):
     return out
 
 
+def copy_to_host(v, stream, after=None):
+    """GPU tensor ``v`` -> a CPU tensor in pinned memory: a non-blocking copy on ``stream`` (behind
+    event ``after``), then a blocking wait (no spinning) for the copy's event. The threaded
+    executor's GPU -> CPU transfer; ``benchmarks/fidelity.py`` times the link with it."""
+    import torch
+
+    with torch.cuda.stream(stream):
+        if after is not None:
+            stream.wait_event(after)
+        c = v.to("cpu", non_blocking=True)  # pinned: torch pins a non-blocking D2H destination
+        done = torch.cuda.Event(blocking=True)
+        done.record(stream)
+    done.synchronize()
+    return c
+
+
+def copy_to_device(v, dst, stream):
+    """CPU tensor ``v`` -> device ``dst``: copied into pinned memory on the host, then a
+    non-blocking copy on ``stream``; returns ``(tensor, event)``, the event recorded behind the
+    copy (the consumer's stream waits on it; the host does not). The threaded executor's CPU -> GPU
+    transfer."""
+    import torch
+
+    p = _pinned_copy(v)
+    with torch.cuda.device(dst), torch.cuda.stream(stream):
+        c = p.to(dst, non_blocking=True)
+        done = torch.cuda.Event()
+        done.record(stream)
+    return c, done
+
+
 class _Compiler:
     """fx arguments -> the source of a Python expression over ``f(j)`` (the value of node ``j`` on
     the running device) and ``c[k]`` (constants)."""
@@ -536,20 +567,9 @@ class PlacedStep:
                 return v, (ev, True), synced
             return v, None, synced
         if src.type == "cuda" and dst.type == "cpu":  # device -> host into pinned memory, then wait
-            with torch.cuda.stream(d2h[s]):
-                if ev is not None:
-                    d2h[s].wait_event(ev)
-                c = v.to("cpu", non_blocking=True)  # pinned: torch pins a non-blocking D2H destination
-                done = torch.cuda.Event(blocking=True)
-                done.record(d2h[s])
-            done.synchronize()
-            return c, None, True
+            return copy_to_host(v, d2h[s], ev), None, True
         if src.type == "cpu":  # host -> device from pinned memory; the consumer's stream waits
-            p = _pinned_copy(v)
-            with torch.cuda.device(dst), torch.cuda.stream(h2d[d]):
-                c = p.to(dst, non_blocking=True)
-                done = torch.cuda.Event()
-                done.record(h2d[d])
+            c, done = copy_to_device(v, dst, h2d[d])
             return c, (done, True), synced
         # GPU -> another GPU: a peer copy on the source's copy stream
         with torch.cuda.device(src), torch.cuda.stream(d2h[s]):
