@@ -278,8 +278,9 @@ def gpu_mode(a) -> tuple[list[dict], dict]:
               f"(gpu sum {np.nansum(kg.median_us) / 1e3:.1f} ms, cpu sum {np.nansum(kc.median_us) / 1e3:.1f} ms)", flush=True)
         for label, p in placements_for(P0, rng, a.placements):
             p = P0.validate_placement(p, label)
-            rep = run_placement(P0.graph, cluster, p, [gpu_dev, "cpu"], steps=a.steps, warmup=a.warmup, threads=threads,
-                                rebuilt=rb, executor=a.executor)
+            late = a.deadline_s and time.perf_counter() - t_start > a.deadline_s
+            rep = run_placement(P0.graph, cluster, p, [gpu_dev, "cpu"], steps=min(a.steps, 3) if late else a.steps,
+                                warmup=a.warmup, threads=threads, rebuilt=rb, executor=a.executor)
             single = "cuda" if label == "single-gpu" else "cpu" if label == "single-cpu" else None
             on = (p == cpu) if single == "cpu" else (p == gpu)
             raw.append({"model": name, "placement": label, "ops": g.n_ops, "ops_run": int((nodes > 0).sum()),
@@ -361,6 +362,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=None, help="CPU threads (gpu mode: usable cores - 2)")
     ap.add_argument("--executor", choices=("threaded", "serial"), default="threaded")
+    ap.add_argument("--deadline-s", type=float, default=150.0,
+                    help="gpu: past this many seconds the remaining placements time 3 steps (0: never)")
     ap.add_argument("--calibrate", action="store_true", help="fit the per-node overhead on the single-device runs")
     ap.add_argument("--json", default=None, help="write the settings and every run here")
     a = ap.parse_args()
