@@ -147,8 +147,8 @@ def test_static_features_are_scale_free():
     assert np.allclose(a[:, :2].mean(axis=0), 1.0, rtol=1e-5)
 
 
-@pytest.mark.parametrize("pool", ["sum", "mean"])
-def test_numpy_rollout_forward_matches_torch(pool):
+@pytest.mark.parametrize("pool,keep", [("sum", 0.0), ("mean", 0.0), ("sum", 1.1)])
+def test_numpy_rollout_forward_matches_torch(pool, keep):
     from placer.nn.fast import NumpyPolicy
 
     torch.manual_seed(4)
@@ -156,7 +156,7 @@ def test_numpy_rollout_forward_matches_torch(pool):
     static, src, dst, feasible = make_graph(n, A, seed=8)
     feasible[3, 0] = False
     gt = GraphTensors.build(static, src, dst, feasible)
-    net = PlacetoNet(PolicyConfig(n_actions=A, pool=pool))
+    net = PlacetoNet(PolicyConfig(n_actions=A, pool=pool, keep_bias=keep))
     fast, cache = NumpyPolicy(net), NumpyPolicy.graph_cache(gt)
     pl, node, placed = states(n, A, 6, seed=9)
     node[0] = 3
@@ -167,3 +167,23 @@ def test_numpy_rollout_forward_matches_torch(pool):
         assert np.array_equal(np.isinf(got), np.isinf(want[b]))
         fin = np.isfinite(got)
         assert np.allclose(got[fin], want[b][fin], atol=1e-5)
+
+
+def test_keep_bias_favours_the_current_device_and_is_learned():
+    """The initial logit bonus of the group's current device: exactly keep_bias more than without it,
+    and a trainable parameter (the policy can learn to move more)."""
+    torch.manual_seed(2)
+    n, A = 30, 2
+    static, src, dst, feasible = make_graph(n, A, seed=3)
+    gt = GraphTensors.build(static, src, dst, feasible)
+    plain = PlacetoNet(PolicyConfig(n_actions=A))
+    torch.manual_seed(2)
+    kept = PlacetoNet(PolicyConfig(n_actions=A, keep_bias=1.1))
+    pl, node, placed = states(n, A, 5, seed=1)
+    a, b = plain(gt, pl, node, placed), kept(gt, pl, node, placed)
+    cur = pl[torch.arange(5), node]
+    diff = (b - a).detach()
+    assert torch.allclose(diff[torch.arange(5), cur], torch.full((5,), 1.1), atol=1e-6)
+    assert torch.allclose(diff[torch.arange(5), 1 - cur], torch.zeros(5), atol=1e-6)
+    b.logsumexp(-1).sum().backward()
+    assert kept.keep.grad is not None and float(kept.keep.grad) != 0.0

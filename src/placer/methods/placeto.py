@@ -17,6 +17,21 @@ paper's (section 2, appendix A.6 and A.7) except where stated in the field's com
   paper's learning rate barely moves the policy within the budget;
 * ``stop_window`` 0 (A.7 stops when the reward changes < 2% over 1000 episodes, more episodes than
   a default budget holds): the placement budget stops training;
+* ``keep_bias`` 1.1: the policy network adds one learned scalar to the logit of the device a group
+  is on now (:mod:`placer.nn.placeto`), initialised so that the untrained policy keeps a group where
+  it is with probability 0.75 on two devices. With the paper's network (no such term) the untrained
+  policy is near uniform (entropy 0.68 of ln 2 = 0.69 after 2,000 placements), every episode moves
+  about half the groups away from the one-device start, each such placement is far worse than the
+  start (1.3-1.75 s against 1.10 s on Inception-V3), and at 2,000 placements (about 8 updates of 8
+  episodes, an episode simulating every step that moves a group) the policy never learned to do
+  better than its start. Measured on the placeto-table1 rows (SimParams.placeto(), 2,000 placements,
+  seeds 0 / 1, ms; expert = single GPU on Inception-V3): Inception-V3 k80x2 expert 1,097, keep_bias 0
+  1,097 / 1,097, 1.1: 1,009 / 1,010, 1.6: 1,014, 2.2: 1,006, 3.5: 1,026; NMT-2 expert 1,736, keep_bias 0
+  1,692 / 1,671, 1.1: 1,729 / 1,674, 1.6: 1,755, 2.2: 1,748; NASNet-large expert 110,877 (memory
+  penalised: it does not fit one K80), keep_bias 0: 52,139, 2.2: 50,979. Starting episodes from
+  random placements (``init=random``, the paper's "arbitrary" placement) gave 1,070 (keep_bias 0)
+  and 1,012 (2.2) on Inception-V3; a terminal reward (one simulation per episode, 2,000 episodes)
+  gave 1,101 after 276 s. Local search at the same 2,000 placements: 888 (Inception-V3).
 * schedules (learning rate, entropy) follow the fraction of the placement budget used.
 """
 
@@ -52,6 +67,7 @@ class PlacetoConfig(MethodConfig):
     workers: int = 8  # W: episodes per update, gradients summed (A.7: 8 workers)
     episodes: int | None = None  # training episodes at most (None: as many as the placement budget allows)
     rounds: int = 8  # k: message-passing rounds per direction (A.7: k = 4 or 8)
+    keep_bias: float = 1.1  # initial logit bonus of a group's current device, learned (paper: none, 0; see the module docstring)
     lr_start: float = 1e-2  # Adam learning rate at the start (A.7: 1e-3 .. 1e-4; see the module docstring)
     lr_end: float = 1e-3  # ... decayed linearly to this (A.7: linear decay)
     gamma: float = 0.9  # discount of the return-to-go (paper: 1, undiscounted)
@@ -105,7 +121,7 @@ class PlacetoConfig(MethodConfig):
     def policy_config(self, n_actions: int):
         from placer.nn.placeto import PolicyConfig
 
-        return PolicyConfig(n_actions=n_actions, rounds=self.rounds)
+        return PolicyConfig(n_actions=n_actions, rounds=self.rounds, keep_bias=self.keep_bias)
 
     def reinforce(self, seed: int, episodes: int | None = None):
         """The REINFORCE settings; ``episodes`` overrides the config's (None: effectively unbounded,

@@ -43,6 +43,7 @@ class NumpyPolicy:
         self.l_pool = [_layers(m) for m in net.l_pool]
         self.h_pool = [_layers(m) for m in net.h_pool]
         self.head = _layers(net.head)
+        self.keep = float(net.keep.detach())
 
     @staticmethod
     def graph_cache(gt: GraphTensors) -> dict:
@@ -89,6 +90,7 @@ class NumpyPolicy:
                 s = s / max(count, 1)
             parts.append(_mlp(self.h_pool[i], s[None, :])[0])
         out = _mlp(self.head, np.concatenate(parts)[None, :])[0]
+        out[int(placement[node])] += self.keep
         return np.where(cache["feasible"][node], out, -np.inf)
 
 

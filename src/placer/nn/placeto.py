@@ -8,6 +8,10 @@
 3. Pooling: for the group being placed, three summaries ``h_i(sum_{u in S_i(v)} l_i(e_u))`` over its
    ancestors, its descendants and the groups parallel to it, concatenated with its own embedding.
 4. A two-layer MLP and a softmax over the devices; devices a group cannot run on are masked out.
+   One learned scalar ``keep`` is added to the logit of the device the group is on now (initialised
+   to ``PolicyConfig.keep_bias``; the paper has none, i.e. 0): with it the untrained policy keeps most
+   groups where they are, so an episode is a walk of a few moves near its start rather than a fresh
+   random placement (see :class:`placer.methods.placeto.PlacetoConfig`).
 
 Every operation is a per-node map or a sum over a set of nodes, so the output for a node does not
 depend on how the nodes are numbered, and the weights do not depend on the number of nodes: one
@@ -33,6 +37,7 @@ class PolicyConfig:
     policy_hidden: int = 16  # hidden units of the two-layer policy MLP (A.7)
     rounds: int = 8  # k message-passing rounds per direction (A.7: k = 4 or 8 work best)
     pool: str = "sum"  # "sum" (paper) or "mean" over each pooled set
+    keep_bias: float = 0.0  # initial logit bonus of the group's current device (paper: none, 0)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -65,6 +70,7 @@ class PlacetoNet(nn.Module):
         self.l_pool = nn.ModuleList([mlp(node_dim, H, E) for _ in range(3)])  # ancestors, descendants, parallel
         self.h_pool = nn.ModuleList([mlp(E, H, E) for _ in range(3)])
         self.head = mlp(node_dim + 3 * E, cfg.policy_hidden, cfg.n_actions)
+        self.keep = nn.Parameter(torch.tensor(float(cfg.keep_bias)))
 
     def _propagate(self, x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, f: nn.Module, g: nn.Module) -> torch.Tensor:
         B, N, _ = x.shape
@@ -107,6 +113,7 @@ class PlacetoNet(nn.Module):
                 s = s / count.clamp(min=1.0).unsqueeze(-1)
             summaries.append(self.h_pool[i](s))
         logits = self.head(torch.cat([own] + summaries, dim=-1))
+        logits = logits + self.keep * torch.nn.functional.one_hot(placement[bi, node], self.cfg.n_actions).to(logits.dtype)
         mask = gt.feasible[node]
         return logits.masked_fill(~mask, float("-inf"))
 
