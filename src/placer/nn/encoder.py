@@ -41,6 +41,7 @@ from torch import nn
 
 from placer.errors import InputError
 from placer.graph import BACKWARD, FORWARD, UPDATE
+from placer.grouping import components
 
 TYPE_BUCKETS = 64
 N_NUMERIC = 13
@@ -60,25 +61,6 @@ def type_bucket(op_type: str) -> int:
     return zlib.crc32(canonical_type(op_type).encode()) % TYPE_BUCKETS
 
 
-def _components(n: int, pairs: list[tuple[int, int]]) -> np.ndarray:
-    """Union-find: each op's component, named by its smallest op index."""
-    parent = np.arange(n)
-
-    def find(x: int) -> int:
-        root = x
-        while parent[root] != root:
-            root = parent[root]
-        while parent[x] != root:
-            parent[x], x = root, parent[x]
-        return root
-
-    for a, b in pairs:
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
-    return np.array([find(i) for i in range(n)], dtype=np.int64)
-
-
 def node_of_ops(problem, max_nodes: int) -> np.ndarray:
     """op -> node: colocation groups and backward ops with the forward op they mirror merged; when
     more than ``max_nodes`` components remain, consecutive components (ordered by first op) are cut
@@ -89,9 +71,8 @@ def node_of_ops(problem, max_nodes: int) -> np.ndarray:
         pairs += [(int(members[0]), int(m)) for m in members[1:]]
     bw = np.flatnonzero((g.role == BACKWARD) & (g.mirror >= 0))
     pairs += list(zip(bw.tolist(), g.mirror[bw].tolist()))
-    comp = _components(g.n_ops, pairs)
-    roots, cid = np.unique(comp, return_inverse=True)  # components ordered by their first op
-    c = len(roots)
+    cid = components(g.n_ops, pairs)  # numbered in the order of their first op
+    c = int(cid.max()) + 1 if len(cid) else 0
     k = max(1, min(int(max_nodes), c))
     if k == c:
         return cid.astype(np.int64)

@@ -24,6 +24,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from placer.graph import BACKWARD
+from placer.grouping import components
 
 
 @dataclass(eq=False)
@@ -52,39 +53,23 @@ def blocks_for(problem, objective) -> Blocks:
 
     g, m = problem.graph, model_for(problem)
     n = g.n_ops
-    parent = np.arange(n)
-
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    def union(a, b_):
-        ra, rb = find(a), find(b_)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
-
-    for i in range(n):
-        if m.coloc_rep[i] != i:
-            union(i, int(m.coloc_rep[i]))
+    pairs = [(i, int(m.coloc_rep[i])) for i in range(n) if m.coloc_rep[i] != i]
     if forward_only:
         is_key = g.role != BACKWARD
-        for i in np.flatnonzero(~is_key):  # backward ops follow a forward op
-            if g.mirror[i] >= 0:
-                union(i, int(g.mirror[i]))
-        roots = np.array([find(i) for i in range(n)])
-        has_key = np.zeros(n, dtype=bool)
-        has_key[roots[is_key]] = True
-        for i in np.flatnonzero(~has_key[roots]):  # orphan: join a neighbour whose unit has forward ops
+        bw = np.flatnonzero(~is_key & (g.mirror >= 0))  # backward ops follow a forward op
+        pairs += list(zip(bw.tolist(), g.mirror[bw].tolist()))
+        comp = components(n, pairs)
+        keyed = np.zeros(int(comp.max()) + 1 if n else 0, dtype=bool)
+        keyed[comp[is_key]] = True
+        for i in np.flatnonzero(~keyed[comp]):  # orphan: join a neighbour whose unit has forward ops
             for j in list(g.predecessors(i)) + list(g.successors(i)):
-                if has_key[find(int(j))]:
-                    union(i, int(j))
+                if keyed[comp[int(j)]]:
+                    pairs.append((int(i), int(j)))
+                    keyed[comp[i]] = True  # its whole unit now has forward ops
                     break
     else:
         is_key = np.ones(n, dtype=bool)
-    roots = np.array([find(i) for i in range(n)])
-    _, unit = np.unique(roots, return_inverse=True)
+    unit = components(n, pairs)
     U = int(unit.max()) + 1
     src, dst = g.edge_src, g.edge_dst
     keep = is_key[src] & is_key[dst] & (unit[src] != unit[dst])
