@@ -90,3 +90,17 @@ def test_checkpoint_resume_equals_an_uninterrupted_run(tmp_path):
     # fine-tuning from the checkpoint through the method
     r = run_method("hierarchical", P, Budget(placements=20), seed=0, policy=str(tmp_path / "hp.pt"), finetune=1)
     assert r.cost.placements == 4 + 1
+
+
+def test_warm_start_makes_groups_follow_the_topological_order():
+    P = obvious_problem(60)
+    cfg = HierarchicalConfig(**{**SMALL, "n_groups": 6})
+    tr = HierarchicalTrainer(P, cfg, seed=0)
+    target = (np.arange(P.n_ops) * 6) // P.n_ops
+
+    def spread():
+        return np.mean([np.abs(tr.grouping_of_ops(tr.sample_grouping()[0]) - target).mean() for _ in range(10)])
+
+    before = spread()
+    loss = tr.warm_start(200)
+    assert np.isfinite(loss) and spread() < 0.6 * before
