@@ -28,7 +28,7 @@ paper's (section 2, appendix A.6 and A.7) except where stated in the field's com
   seeds 0 / 1, ms; expert = single GPU on Inception-V3): Inception-V3 k80x2 expert 1,097, keep_bias 0
   1,097 / 1,097, 1.1: 1,009 / 1,010, 1.6: 1,014, 2.2: 1,006, 3.5: 1,026; NMT-2 expert 1,736, keep_bias 0
   1,692 / 1,671, 1.1: 1,729 / 1,674, 1.6: 1,755, 2.2: 1,748; NASNet-large expert 110,877 (memory
-  penalised: it does not fit one K80), keep_bias 0: 52,139, 2.2: 50,979. Starting episodes from
+  penalised: it does not fit one K80), keep_bias 0: 52,139, 1.1: 51,488, 2.2: 50,979. Starting episodes from
   random placements (``init=random``, the paper's "arbitrary" placement) gave 1,070 (keep_bias 0)
   and 1,012 (2.2) on Inception-V3; a terminal reward (one simulation per episode, 2,000 episodes)
   gave 1,101 after 276 s. Local search at the same 2,000 placements: 888 (Inception-V3).
