@@ -38,7 +38,7 @@ def run(problem, placements: int, seed: int, params: dict) -> dict:
         wall = time.perf_counter() - t0
         lines = [json.loads(x) for x in log.read_text().splitlines()]
     trace = [(ln["placements"], min(ln["best_us"]), ln["wall_s"]) for ln in lines]
-    return {"seed": seed, "best_us": float(r.sim.objective), "wall_s": wall, "trace": trace, "notes": r.notes}
+    return {"seed": seed, "best_us": float(r.sim.objective_us), "wall_s": wall, "trace": trace, "notes": r.notes}
 
 
 def reach(trace, target_us: float):
@@ -68,7 +68,7 @@ def main(argv=None) -> int:
     rows = []
     for name in a.graphs.split(","):
         P = Problem(resolve_graph(name), preset(a.cluster))
-        single = run_method("single-gpu", P, Budget(), 0).sim.objective
+        single = run_method("single-gpu", P, Budget(), 0).sim.objective_us
         runs = {v: [run(P, a.placements, s, p) for s in seeds] for v, p in variants.items()}
         target = max(np.mean([r["best_us"] for r in rs]) for rs in runs.values())
         row = {"graph": name, "ops": P.n_ops, "single_gpu_ms": single / 1e3, "target_ms": target / 1e3}

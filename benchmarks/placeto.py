@@ -99,7 +99,7 @@ def classical(P: Problem, sim: SimParams, placements: int, seed: int) -> dict:
         except Exception as e:  # a method that does not apply to this graph
             rows[name] = {"error": f"{type(e).__name__}: {e}"[:200]}
             continue
-        rows[name] = {"family": info.family, "step_us": r.sim.makespan_us, "objective_us": float(r.sim.objective),
+        rows[name] = {"family": info.family, "step_us": r.sim.makespan_us, "objective_us": float(r.sim.objective_us),
                       "oom": bool(r.sim.oom), "sim_calls": r.cost.sim_calls, "wall_s": time.perf_counter() - t0}
     return rows
 

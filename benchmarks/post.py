@@ -107,7 +107,7 @@ def run_row(row, placements: int, seeds, log, params: dict):
 def summarise(runs) -> dict:
     steps = np.array([r.step_time_us for r in runs]) / 1e6
     return {"step_s": float(steps.mean()), "std_s": float(steps.std()), "oom": any(r.sim.oom for r in runs),
-            "objective_s": float(np.mean([r.sim.objective for r in runs]) / 1e6),
+            "objective_s": float(np.mean([r.sim.objective_us for r in runs]) / 1e6),
             "wall_s": float(np.mean([r.cost.wall_s for r in runs])), "seeds": [r.seed for r in runs]}
 
 

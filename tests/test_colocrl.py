@@ -34,7 +34,7 @@ def obvious_problem(n_ops: int = 30) -> Problem:
 
 
 def best_objective(problem) -> float:
-    return simulate(problem, np.zeros(problem.n_ops, dtype=np.int64)).objective
+    return simulate(problem, np.zeros(problem.n_ops, dtype=np.int64)).objective_us
 
 
 def test_reward_is_minus_sqrt_seconds_with_a_fixed_oom_penalty():
@@ -67,7 +67,7 @@ def test_placements_are_valid_and_cpu_only_ops_stay_on_a_device_that_runs_them()
 def test_finds_the_obvious_best_placement():
     P = obvious_problem()
     r = run_method("colocrl", P, Budget(placements=120), seed=0, lr=0.1, **SMALL)  # the paper's lr: fast here
-    assert r.sim.objective == pytest.approx(best_objective(P), rel=1e-9)
+    assert r.sim.objective_us == pytest.approx(best_objective(P), rel=1e-9)
 
 
 def test_same_seed_same_placement_and_log_lines(tmp_path):

@@ -56,7 +56,7 @@ def test_group_embeddings_follow_section_2():
 def test_finds_the_obvious_best_placement():
     P = obvious_problem()
     r = run_method("hierarchical", P, Budget(placements=160), seed=0, lr=0.1, **SMALL)  # the paper's lr: fast here
-    assert r.sim.objective == pytest.approx(best_objective(P), rel=1e-9)
+    assert r.sim.objective_us == pytest.approx(best_objective(P), rel=1e-9)
 
 
 def test_same_seed_same_placement():

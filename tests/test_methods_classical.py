@@ -84,7 +84,7 @@ def test_real_graphs(shared_graphs, path, cluster):
     f = shared_graphs / path
     g = load_any_graph(f)
     pr = Problem(g, cluster_for(f) if cluster == "auto" else preset(cluster))
-    single = min(simulate(pr, np.full(pr.n_ops, d)).objective for d in pr.cluster.gpus()
+    single = min(simulate(pr, np.full(pr.n_ops, d)).objective_us for d in pr.cluster.gpus()
                  if np.isfinite(pr.compute_us[:, d]).all())
     for name in CLASSICAL:
         if not available(name):
@@ -93,7 +93,7 @@ def test_real_graphs(shared_graphs, path, cluster):
         pr.validate_placement(r.placement.devices)
         assert r.sim.makespan_us >= pr.lower_bound_us - 1e-6, name
         if name == "local-search":  # seeded with the single-GPU placements among others
-            assert r.sim.objective <= single + 1e-6
+            assert r.sim.objective_us <= single + 1e-6
 
 
 def test_local_search_improves_on_its_seeds_and_is_reproducible():
@@ -106,8 +106,8 @@ def test_local_search_improves_on_its_seeds_and_is_reproducible():
 
     ev = Evaluator(pr)
     seeds = seed_placements(pr, ev, max_placements=int(0.25 * 150))
-    best_seed = min(simulate(pr, p).objective for p in seeds.values())
-    assert a.sim.objective <= best_seed
+    best_seed = min(simulate(pr, p).objective_us for p in seeds.values())
+    assert a.sim.objective_us <= best_seed
     curve = [y for _, y in a.curve]
     assert all(x >= y for x, y in zip(curve, curve[1:]))
 
@@ -116,7 +116,7 @@ def test_local_search_from_a_given_start():
     pr = Problem(layered_training_graph(40, seed=6), preset("k80x2"))
     start = np.ones(pr.n_ops, dtype=np.int64)
     r = run_method("anneal", pr, Budget(placements=80), 0, start=start)
-    assert r.sim.objective <= simulate(pr, start).objective
+    assert r.sim.objective_us <= simulate(pr, start).objective_us
     assert any("started from given" in n for n in r.notes)
 
 
@@ -136,7 +136,7 @@ def test_search_stops_on_placements_not_the_clock(name, monkeypatch):
 
     monkeypatch.setattr(placer.placement.time, "perf_counter", slow)
     b = run_method(name, pr, Budget(), 5, placements=60)
-    assert a.placement == b.placement and a.sim.objective == b.sim.objective
+    assert a.placement == b.placement and a.sim.objective_us == b.sim.objective_us
     assert a.cost.placements == b.cost.placements == 60
 
 

@@ -100,7 +100,7 @@ def test_memory_rule_is_the_sum_of_sizes():
         obj = make_objective(spec)
         assert np.isfinite(obj.evaluate(P, place(P, a=0, b=0, c=1)))  # 80 <= 100
         b = obj.evaluate_batch(P, place(P, a=0, b=0, c=0)[None, :])  # 110 > 100
-        assert b.oom[0] and not b.valid[0] and b.objective[0] == np.inf
+        assert b.oom[0] and not b.valid[0] and b.objective_us[0] == np.inf
         assert "memory" in obj.check(P, place(P, a=0, b=0, c=0))
 
 

@@ -50,7 +50,7 @@ def random_problem(n: int, seed: int) -> Problem:
 def brute_force(P: Problem, obj) -> tuple[float, int]:
     """(the minimum of ``obj`` over all D^n placements, how many are valid)."""
     P_all = np.array(list(itertools.product(range(P.n_devices), repeat=P.n_ops)), dtype=np.int64)
-    vals = obj.evaluate_batch(P, P_all).objective
+    vals = obj.evaluate_batch(P, P_all).objective_us
     return float(vals.min()), int(np.isfinite(vals).sum())
 
 

@@ -38,8 +38,8 @@ def test_search_mode_respects_the_budget_and_reports_honest_cost(problem):
     assert res.cost.placements == res.cost.sim_calls
     p = problem.validate_placement(res.placement.devices)
     assert set(np.unique(p)) <= set(problem.cluster.gpus())
-    assert res.sim.objective == pytest.approx(simulate(problem, p, SimParams.placeto()).objective)
-    assert res.curve[-1][1] == pytest.approx(res.sim.objective)
+    assert res.sim.objective_us == pytest.approx(simulate(problem, p, SimParams.placeto()).objective_us)
+    assert res.curve[-1][1] == pytest.approx(res.sim.objective_us)
     # same seed, same placement
     again = run_method("placeto", problem, Budget(placements=60), seed=0, sim_params=SimParams.placeto(),
                        grouping="contiguous:8", workers=2, episodes=100)
@@ -127,7 +127,7 @@ def test_default_placeto_improves_on_its_one_device_start_on_inception():
 
     P = Problem(resolve_graph("inception_v3"), preset("k80x2"))
     sim = SimParams.placeto()
-    start = run_method("single-gpu", P, Budget(), 0, sim).sim.objective
+    start = run_method("single-gpu", P, Budget(), 0, sim).sim.objective_us
     res = run_method("placeto", P, Budget(placements=600), seed=0, sim_params=sim)
     assert res.cost.placements == 600
-    assert res.sim.objective < 0.97 * start
+    assert res.sim.objective_us < 0.97 * start

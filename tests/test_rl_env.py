@@ -79,14 +79,14 @@ def test_intermediate_rewards_telescope_to_the_improvement(gp, sweeps):
     env = PlacementEnv(gp, EnvConfig(sweeps=sweeps, reward="intermediate", init="random"), sim_params=params)
     _, info = env.reset(seed=11)
     p0 = env.placement.copy()
-    r0 = simulate(gp.problem, gp.expand(p0), params).objective
+    r0 = simulate(gp.problem, gp.expand(p0), params).objective_us
     assert info["objective_us"] == pytest.approx(r0, rel=1e-12)
     rng = np.random.default_rng(1)
     total, done = 0.0, False
     while not done:
         _, r, done, _, info = env.step(int(rng.integers(gp.n_actions)))
         total += r
-    rT = simulate(gp.problem, gp.expand(env.placement), params).objective
+    rT = simulate(gp.problem, gp.expand(env.placement), params).objective_us
     assert info["objective_us"] == pytest.approx(rT, rel=1e-12)
     assert total == pytest.approx((r0 - rT) / env.scale_us, rel=1e-9, abs=1e-12)
     assert env.best_objective_us <= min(r0, rT)
@@ -102,7 +102,7 @@ def test_terminal_reward_is_minus_final_objective(gp):
     while not done:
         _, r, done, _, _ = env.step(1)
         rewards.append(r)
-    rT = simulate(gp.problem, gp.expand(env.placement), params).objective
+    rT = simulate(gp.problem, gp.expand(env.placement), params).objective_us
     assert rewards[:-1] == [0.0] * (len(rewards) - 1)
     assert rewards[-1] == pytest.approx(-rT / env.scale_us, rel=1e-12)
     assert env.sim_calls == 1

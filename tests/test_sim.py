@@ -14,7 +14,7 @@ from placer.graph import OpGraph
 from placer.problem import Problem
 from placer.sim import IncrementalSim, SimParams, evaluate, evaluate_many, simulate, simulate_reference
 
-NOGAP = SimParams(memory_penalty_us_per_gb=2e6)
+NOGAP = SimParams(memory_penalty_us_per_byte=2e-3)
 PLACETO = SimParams.placeto()
 
 
@@ -42,7 +42,7 @@ def both(P, p, prm):
     assert r.makespan_us == ref["makespan_us"]
     np.testing.assert_array_equal(r.start_us, ref["start_us"])
     np.testing.assert_array_equal(r.end_us, ref["end_us"])
-    assert evaluate(P, p, prm) == r.objective
+    assert evaluate(P, p, prm) == r.objective_us
     return r
 
 
@@ -179,11 +179,11 @@ def test_oom_and_the_memory_penalty():
     P = diamond()  # device 0 holds 1180 bytes at its peak but has 1100
     r = both(P, [0, 0, 0, 0], NOGAP)
     assert r.oom and r.summary()["devices"][0]["oom"]
-    assert r.objective == pytest.approx(4 + 2e6 * 80 / 1e9)  # R = r + c * ReLU(m - M), c = 2 s per GB
+    assert r.objective_us == pytest.approx(4 + 2e6 * 80 / 1e9)  # R = r + c * ReLU(m - M), c = 2 s per GB
     r2 = simulate(P, [0, 0, 0, 0], SimParams(oom_penalty_us=1000.0))
-    assert r2.objective == pytest.approx(4 + 0.16 + 1000)
+    assert r2.objective_us == pytest.approx(4 + 0.16 + 1000)
     r3 = simulate(P, [1, 1, 1, 1], NOGAP)
-    assert not r3.oom and r3.objective == r3.makespan_us == 4
+    assert not r3.oom and r3.objective_us == r3.makespan_us == 4
 
 
 # ---------------------------------------------------------------------------- API
@@ -195,15 +195,15 @@ def test_batch_and_incremental_agree_with_simulate():
         want = [simulate(P, p, prm) for p in ps]
         for jobs in (1, 2):
             b = evaluate_many(P, ps, prm, n_jobs=jobs)
-            assert b.objective.tolist() == [w.objective for w in want]
+            assert b.objective_us.tolist() == [w.objective_us for w in want]
             assert b.makespan_us.tolist() == [w.makespan_us for w in want]
             assert b.peak_memory_bytes.tolist() == [w.peak_memory_bytes.tolist() for w in want]
         inc = IncrementalSim(P, prm, ps[0])
         inc.full_below = 0.0
-        assert inc.move(1, 1) == want[1].objective
-        assert inc.move(2, 1) == want[2].objective
-        assert inc.update(ps[3]) == want[3].objective and inc.makespan_us == want[3].makespan_us
-        assert inc.move(3, 1) == inc.objective  # unchanged
+        assert inc.move(1, 1) == want[1].objective_us
+        assert inc.move(2, 1) == want[2].objective_us
+        assert inc.update(ps[3]) == want[3].objective_us and inc.makespan_us == want[3].makespan_us
+        assert inc.move(3, 1) == inc.objective_us  # unchanged
         assert inc.stats["unchanged"] == 1
 
 
@@ -221,7 +221,7 @@ def test_bad_placements_raise_input_errors():
     inc = IncrementalSim(P, NOGAP, [0, 1])
     with pytest.raises(InputError, match="cannot run"):
         inc.move(1, 0)
-    assert inc.placement.tolist() == [0, 1] and inc.move(0, 1) == simulate(P, [1, 1]).objective
+    assert inc.placement.tolist() == [0, 1] and inc.move(0, 1) == simulate(P, [1, 1]).objective_us
 
 
 def test_an_op_that_never_runs_is_named():
@@ -280,7 +280,7 @@ def test_evaluator_uses_the_fast_paths_and_counts_every_placement():
 
     P = diamond()
     ps = np.array([[0, 0, 0, 0], [1, 1, 1, 1], [0, 1, 0, 1]])
-    want = [simulate(P, p, NOGAP).objective for p in ps]
+    want = [simulate(P, p, NOGAP).objective_us for p in ps]
     ev = Evaluator(P, NOGAP, n_jobs=2)
     assert ev.evaluate(ps[0]) == want[0] and (ev.placements, ev.sim_calls) == (1, 1)
     assert ev.evaluate_many(ps).tolist() == want and (ev.placements, ev.sim_calls) == (4, 4)

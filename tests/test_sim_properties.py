@@ -236,11 +236,11 @@ def test_incremental_and_batch_equal_full_runs(case, name, data):
         q[ops] = data.draw(st.lists(st.integers(0, P.n_devices - 1), min_size=k, max_size=k))
         got = inc.update(q) if k > 1 else inc.move(ops[0], int(q[ops[0]]))
         want = simulate(P, q, prm)
-        assert got == want.objective and inc.makespan_us == want.makespan_us
+        assert got == want.objective_us and inc.makespan_us == want.makespan_us
         np.testing.assert_array_equal(inc.peak_memory_bytes, want.peak_memory_bytes)
         seen.append(q)
     b = evaluate_many(P, np.array(seen), prm, n_jobs=2)
-    assert b.objective.tolist() == [evaluate(P, q, prm) for q in seen]
+    assert b.objective_us.tolist() == [evaluate(P, q, prm) for q in seen]
 
 
 @pytest.mark.parametrize("name", sorted(PARAMS))
@@ -276,6 +276,6 @@ def test_objective_path_equals_recorded_run(case, name, skewed):
         prm = SimParams(op_gap_us=prm.op_gap_us, bus_gap_us=prm.bus_gap_us, tie_break=prm.tie_break)
     want = simulate(P, p, prm)
     b = evaluate_many(P, p[None, :], prm)
-    assert evaluate(P, p, prm) == want.objective
-    assert b.objective[0] == want.objective and b.makespan_us[0] == want.makespan_us
+    assert evaluate(P, p, prm) == want.objective_us
+    assert b.objective_us[0] == want.objective_us and b.makespan_us[0] == want.makespan_us
     np.testing.assert_array_equal(b.peak_memory_bytes[0], want.peak_memory_bytes)

@@ -65,7 +65,7 @@ class PlacementResult:
     @property
     def value_us(self) -> float:
         """The value of the objective the method minimised (the simulator's by default)."""
-        return float(self.sim.objective) if self.objective_us is None else float(self.objective_us)
+        return float(self.sim.objective_us) if self.objective_us is None else float(self.objective_us)
 
     def summary(self) -> dict[str, Any]:
         return {

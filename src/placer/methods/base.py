@@ -219,7 +219,7 @@ class Evaluator:
         r = simulate(self.problem, placement, self.sim_params)
         self.sim_calls += 1
         self.placements += 1
-        self._record(r.device, self.objective.evaluate(self.problem, r.device) if self.custom else r.objective)
+        self._record(r.device, self.objective.evaluate(self.problem, r.device) if self.custom else r.objective_us)
         return r
 
     def evaluate(self, placement) -> float:
@@ -239,7 +239,7 @@ class Evaluator:
         return obj
 
     def evaluate_many(self, placements) -> np.ndarray:
-        return self.evaluate_batch(placements).objective
+        return self.evaluate_batch(placements).objective_us
 
     def evaluate_batch(self, placements, n_jobs: int | None = None):
         """Objectives, makespans, peaks and OOM flags of a (k, n) batch in one simulator call
@@ -256,7 +256,7 @@ class Evaluator:
             return many(self.problem, np.zeros((0, self.problem.n_ops), dtype=np.int64))
         k = self._take(len(P))
         br = many(self.problem, P[:k], n_jobs=self.n_jobs if n_jobs is None else n_jobs)
-        for p, obj in zip(P[:k], br.objective):
+        for p, obj in zip(P[:k], br.objective_us):
             self.sim_calls += 1
             self.placements += 1
             self._record(p, float(obj))
@@ -306,8 +306,8 @@ class Evaluator:
         if self.custom:
             return self._objective_result(method, p, params, seed, notes)
         sim = simulate(self.problem, p, self.sim_params)
-        if self.best is not None and sim.objective > self.best_objective_us * (1 + 1e-12):
-            notes.append(f"its final placement ({sim.objective:.1f} us) was worse than the best it evaluated "
+        if self.best is not None and sim.objective_us > self.best_objective_us * (1 + 1e-12):
+            notes.append(f"its final placement ({sim.objective_us:.1f} us) was worse than the best it evaluated "
                          f"({self.best_objective_us:.1f} us): the best is returned")
             sim = simulate(self.problem, self.best, self.sim_params)
         if self.seconds is not None:

@@ -55,7 +55,7 @@ def single_gpu(problem, budget: Budget, seed: int, ev: Evaluator, cfg: NoConfig)
         if p is None:
             continue
         r = ev.simulate(p)
-        if best is None or r.objective < best[1].objective:
+        if best is None or r.objective_us < best[1].objective_us:
             best = (p, r)
     if best is None:
         raise NotApplicable("single-gpu", "no GPU can run the model (with CPU fallback for the ops it cannot run)")

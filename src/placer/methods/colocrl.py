@@ -263,9 +263,9 @@ class Seq2SeqRLTrainer:
         self.baseline = self.cfg.baseline_decay * self.baseline + (1 - self.cfg.baseline_decay) * float(R.mean())
         self.steps += 1
         self.placements += k
-        i = int(np.argmin(br.objective))
-        if br.objective[i] < self.best_objective_us:
-            self.best_objective_us = float(br.objective[i])
+        i = int(np.argmin(br.objective_us))
+        if br.objective_us[i] < self.best_objective_us:
+            self.best_objective_us = float(br.objective_us[i])
             self.best_placement = np.asarray(P[i], dtype=np.int64)
         self.wall_s += time.perf_counter() - t0
         line = {"step": self.steps, "placements": self.placements, "evaluator_placements": ev.placements,

@@ -257,7 +257,7 @@ def dp_split(problem, budget: Budget, seed: int, ev: Evaluator, cfg: DpSplitConf
         raise NotApplicable("dp-split", "no interval split fits the devices' memory", "use more or larger devices")
     room = ev.remaining()
     P = np.stack(cands[:room] if room is not None else cands)
-    vals = ev.evaluate_batch(P).objective
+    vals = ev.evaluate_batch(P).objective_us
     k = int(np.argmin(vals))
     return ev.result("dp-split", P[k], notes=[f"{len(P)} DP splits scored; best: {names[k]}"])
 

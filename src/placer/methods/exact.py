@@ -377,8 +377,8 @@ def cp_sat(problem, budget: Budget, seed: int, ev: Evaluator, cfg: CpSatConfig):
         if ev.out_of_budget():
             break
         r = ev.simulate(p)
-        if best is None or (r.oom, r.objective) < best[0]:
-            best = ((bool(r.oom), float(r.objective)), p)
+        if best is None or (r.oom, r.objective_us) < best[0]:
+            best = ((bool(r.oom), float(r.objective_us)), p)
     h = class_hint(problem, group_of, best[1], ev.sim_params) if cfg.hint and best is not None else None
     out = solve(problem, ev.sim_params, group_of, limit(0.6), seed, h, cfg.workers, deterministic=not wall)
     if out["placement"] is None:
@@ -395,8 +395,8 @@ def cp_sat(problem, budget: Budget, seed: int, ev: Evaluator, cfg: CpSatConfig):
             r = ev.simulate(p)
             if r.oom:
                 oom_seen.append((p, r))
-            if best is None or (r.oom, r.objective) < best[0]:
-                best = ((bool(r.oom), float(r.objective)), p)
+            if best is None or (r.oom, r.objective_us) < best[0]:
+                best = ((bool(r.oom), float(r.objective_us)), p)
         return best
 
     overflowed: list = []
@@ -428,7 +428,7 @@ def cp_sat(problem, budget: Budget, seed: int, ev: Evaluator, cfg: CpSatConfig):
     if best[0][0] and not ev.out_of_budget():
         q, r = relieve_oom(problem, best[1], ev)
         if not r.oom:
-            best = ((r.oom, r.objective), q)
+            best = ((r.oom, r.objective_us), q)
             notes.append("moved ops off a device whose simulated peak memory overflowed")
         else:
             notes.append("OOM: no memory-feasible placement found")

@@ -231,7 +231,7 @@ class _Search:
 
     @staticmethod
     def key(r) -> tuple[bool, float]:
-        return (bool(r.oom), float(r.objective))
+        return (bool(r.oom), float(r.objective_us))
 
     def simulate(self, p):
         r = self.ev.simulate(p)
@@ -350,8 +350,8 @@ def search(problem, seed: int, ev: Evaluator, cfg, anneal: bool):
             break
         br = ev.evaluate_batch(np.stack(props))
         moves += len(props)
-        k = min(range(len(props)), key=lambda j: (bool(br.oom[j]), float(br.objective[j])))
-        top_key = (bool(br.oom[k]), float(br.objective[k]))
+        k = min(range(len(props)), key=lambda j: (bool(br.oom[j]), float(br.objective_us[j])))
+        top_key = (bool(br.oom[k]), float(br.objective_us[k]))
         if anneal:
             T = f0 * cfg.t0 * (cfg.t1 / cfg.t0) ** ev.fraction_used()
             delta = top_key[1] - s.cur[0][1]

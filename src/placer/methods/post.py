@@ -239,7 +239,7 @@ def run_post(problem, budget: Budget, seed: int, ev: Evaluator, cfg: PostConfig,
         k = K if room is None else min(K, room)
         samples = sample_units(softmax(u), k, rng)
         batch = ev.evaluate_batch(samples[:, units.op_group])
-        times = batch.objective + cfg.oom_penalty_us * batch.oom
+        times = batch.objective_us + cfg.oom_penalty_us * batch.oom
         it += 1
         if b is None:
             b = float(times.mean())

@@ -150,7 +150,7 @@ def relieve_oom(problem, placement: np.ndarray, ev, units: Grouping | None = Non
         np.logical_and.at(ua, units.op_group, allowed)
         uok &= ua
     first = units.first
-    key = (bool(r.oom), float(r.objective))
+    key = (bool(r.oom), float(r.objective_us))
     for _ in range(max_rounds):
         over = r.peak_memory_bytes - problem.memory_bytes
         d = int(np.argmax(over))
@@ -170,12 +170,12 @@ def relieve_oom(problem, placement: np.ndarray, ev, units: Grouping | None = Non
         if not cands:
             break
         br = ev.evaluate_batch(np.stack(cands))
-        k = min(range(len(cands)), key=lambda j: (bool(br.oom[j]), float(br.objective[j])))
-        if (bool(br.oom[k]), float(br.objective[k])) >= key and bool(br.oom[k]):
+        k = min(range(len(cands)), key=lambda j: (bool(br.oom[j]), float(br.objective_us[j])))
+        if (bool(br.oom[k]), float(br.objective_us[k])) >= key and bool(br.oom[k]):
             break  # no single move reduces the overflow any more
         p = cands[k]
         r = ev.simulate(p)
-        key = (bool(r.oom), float(r.objective))
+        key = (bool(r.oom), float(r.objective_us))
         if not r.oom:
             break
     return p, r

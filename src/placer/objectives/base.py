@@ -23,7 +23,7 @@ class ObjectiveBatch:
     """An objective's verdict on a batch of placements (the fields the simulator's BatchResult has,
     plus ``valid``)."""
 
-    objective: np.ndarray  # (k,) us; inf where not valid
+    objective_us: np.ndarray  # (k,) us; inf where not valid
     makespan_us: np.ndarray  # (k,) the objective's time (same as objective where valid)
     peak_memory_bytes: np.ndarray  # (k, D) bytes the objective charges per device
     oom: np.ndarray  # (k,) bool: a device holds more than its capacity
@@ -48,7 +48,7 @@ class Objective:
 
     def evaluate(self, problem, placement) -> float:
         p = problem.validate_placement(np.asarray(getattr(placement, "devices", placement)))
-        return float(self.evaluate_batch(problem, p[None, :]).objective[0])
+        return float(self.evaluate_batch(problem, p[None, :]).objective_us[0])
 
     def check(self, problem, placement) -> str | None:
         """None when ``placement`` is valid under this objective, else why not (one sentence)."""
@@ -79,8 +79,8 @@ class SimObjective(Objective):
         from placer.sim import evaluate_many
 
         br = evaluate_many(problem, placements, self.sim_params, n_jobs=n_jobs)
-        return ObjectiveBatch(br.objective, br.makespan_us, br.peak_memory_bytes, br.oom,
-                              np.ones(len(br.objective), dtype=bool))
+        return ObjectiveBatch(br.objective_us, br.makespan_us, br.peak_memory_bytes, br.oom,
+                              np.ones(len(br.objective_us), dtype=bool))
 
     def check(self, problem, placement) -> str | None:
         return None  # the simulator scores every placement (memory overflow is a penalty)

@@ -199,7 +199,7 @@ def interval_search(problem, objective, ev, seed: int, anneal: bool, batch: int 
             break
         if not runnable[np.arange(S.m.n), p].all():
             continue
-        v = float(ev.evaluate_batch(p[None, :]).objective[0])
+        v = float(ev.evaluate_batch(p[None, :]).objective_us[0])
         st = state_of(S.b, p, order)
         if S._normalise(st) is None:
             continue
@@ -224,7 +224,7 @@ def interval_search(problem, objective, ev, seed: int, anneal: bool, batch: int 
                     break
         if not props:
             break
-        vals = ev.evaluate_batch(np.stack([S.place(q) for q in props])).objective
+        vals = ev.evaluate_batch(np.stack([S.place(q) for q in props])).objective_us
         moves += len(props)
         j = int(np.argmin(vals))
         top = float(vals[j])
@@ -246,7 +246,7 @@ def interval_search(problem, objective, ev, seed: int, anneal: bool, batch: int 
                 q2 = S.propose(q)
                 q = q2 if q2 is not None else q
             if room() > 0 and not ev.out_of_budget():
-                cur = (float(ev.evaluate_batch(S.place(q)[None, :]).objective[0]), q)
+                cur = (float(ev.evaluate_batch(S.place(q)[None, :]).objective_us[0]), q)
                 if cur[0] < best[0]:
                     best = cur
             stale = 0

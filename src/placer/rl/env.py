@@ -68,7 +68,7 @@ def simulator_scorer(gp: PlacementTask, params: SimParams | None = None) -> Scor
     if IncrementalSim is None:
         def score(op_placement: np.ndarray) -> tuple[float, float]:
             r = simulate(problem, op_placement, params)
-            return float(r.objective), float(r.makespan_us)
+            return float(r.objective_us), float(r.makespan_us)
         return score
 
     state = {}
@@ -77,7 +77,7 @@ def simulator_scorer(gp: PlacementTask, params: SimParams | None = None) -> Scor
         sim = state.get("sim")
         if sim is None:
             sim = state["sim"] = IncrementalSim(problem, params, np.asarray(op_placement, dtype=np.int64))
-            obj = sim.objective
+            obj = sim.objective_us
         else:
             obj = sim.update(op_placement)
         return float(obj), float(sim.makespan_us)

@@ -141,7 +141,7 @@ class Scorer:
         return self.ev.remaining()
 
     def __call__(self, P: np.ndarray) -> np.ndarray:
-        return np.asarray(self.ev.evaluate_batch(P).objective, dtype=np.float64)
+        return np.asarray(self.ev.evaluate_batch(P).objective_us, dtype=np.float64)
 
 
 def update_seed(seed: int, update: int, graph: int) -> int:

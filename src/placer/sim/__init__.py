@@ -37,7 +37,7 @@ Semantics
   last local use / last transfer, received copies from arrival to the last local consumer, temp
   while running; peak per device, the ops live at the peak, OOM when a peak exceeds capacity.
   Objective ``R = r + c * ReLU(max_d(m_d - M_d))`` (Placeto appendix A.7; c =
-  ``memory_penalty_us_per_gb``, 2 s per GB by default) plus ``oom_penalty_us`` when out of memory.
+  ``memory_penalty_us_per_byte``, 2 s per GB (1e9 bytes) by default) plus ``oom_penalty_us`` when out of memory.
 
 Entry points
 ------------
@@ -53,10 +53,10 @@ import numpy as np
 
 from placer.sim.fast import BatchResult, Engine, IncrementalSim, engine, evaluate, evaluate_many
 from placer.sim.reference import simulate_reference
-from placer.sim.result import GB, SimParams, SimResult
+from placer.sim.result import SimParams, SimResult
 
 __all__ = ["SimParams", "SimResult", "simulate", "objective", "evaluate", "evaluate_many", "BatchResult",
-           "IncrementalSim", "Engine", "engine", "simulate_reference", "GB"]
+           "IncrementalSim", "Engine", "engine", "simulate_reference"]
 
 
 def objective(makespan_us: float, peak: np.ndarray, capacity: np.ndarray, params: SimParams) -> tuple[float, bool]:
@@ -64,7 +64,7 @@ def objective(makespan_us: float, peak: np.ndarray, capacity: np.ndarray, params
     plus ``oom_penalty_us`` when a device overflows. Returns (R, oom)."""
     over = float(np.max(np.asarray(peak) - np.asarray(capacity))) if len(peak) else 0.0
     oom = over > 0
-    r = makespan_us + params.memory_penalty_us_per_gb * max(over, 0.0) / GB
+    r = makespan_us + params.memory_penalty_us_per_byte * max(over, 0.0)
     if oom:
         r += params.oom_penalty_us
     return r, oom

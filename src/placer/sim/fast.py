@@ -124,7 +124,7 @@ class Engine:
             makespan_us=self.makespan_us, device=p, start_us=start, end_us=end, transfers=transfers,
             busy_us=busy, peak_memory_bytes=self.peak_memory_bytes.copy(),
             peak_ops=live_at(iv, p, g.param_bytes, peak_t), memory_bytes=np.asarray(self.problem.memory_bytes),
-            objective=self.last_objective, oom=bool(self.WF[K.F_OVER] > 0), params=self.params,
+            objective_us=self.last_objective, oom=bool(self.WF[K.F_OVER] > 0), params=self.params,
             peak_time_us=peak_t, memory_intervals=iv,
         )
 
@@ -150,7 +150,7 @@ def evaluate(problem, placement, params: SimParams | None = None) -> float:
 
 @dataclass
 class BatchResult:
-    objective: np.ndarray  # (k,) memory-penalised step time, us
+    objective_us: np.ndarray  # (k,) memory-penalised step time, us
     makespan_us: np.ndarray  # (k,)
     peak_memory_bytes: np.ndarray  # (k, D), parameters included
     oom: np.ndarray  # (k,) bool
@@ -193,7 +193,7 @@ class IncrementalSim:
     """Objective of a placement that changes a few ops at a time (Placeto's progressive MDP).
 
     ``move(op, device)`` / ``update(placement)`` return the new objective R (us), equal to
-    ``simulate(problem, new placement, params).objective``; ``stats`` counts full runs and calls
+    ``simulate(problem, new placement, params).objective_us``; ``stats`` counts full runs and calls
     that changed nothing.
 
     Every change is one full objective run on a kept workspace. An earlier version restarted the
@@ -224,7 +224,7 @@ class IncrementalSim:
         return self.engine.place.copy()
 
     @property
-    def objective(self) -> float:
+    def objective_us(self) -> float:
         return self.engine.last_objective
 
     @property

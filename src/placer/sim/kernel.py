@@ -123,8 +123,8 @@ def run_loop(GI, GF, CF, CI, PI, place, WI, WF, vi, vf, record):
     inv = PI[n:2 * n]
     op_gap = CF[0]
     bus_gap = CF[1]
-    bw = CF[5:5 + D * D]
-    lat = CF[5 + D * D:5 + 2 * D * D]
+    bw = CF[4:4 + D * D]
+    lat = CF[4 + D * D:4 + 2 * D * D]
     missing, use_cnt, fifo, enq_seq, disp, disp_prev = vi[0], vi[1], vi[2], vi[3], vi[4], vi[5]
     copy_rep, copy_cnt, xq_next, xf_seq, xe_list, xs_list, xs_prev = vi[6], vi[7], vi[8], vi[9], vi[10], vi[11], vi[12]
     dev_head, dev_tail, dev_act, dev_last = vi[13], vi[14], vi[15], vi[16]
@@ -470,8 +470,8 @@ def prepass(GI, GF, CF, CI, place, WI, WF):
     succ_idx = GI[n + 1:n + 1 + m]
     ebytes = GF[0:m]
     comp = GF[m + 3 * n:m + 3 * n + n * D]
-    bw = CF[5:5 + D * D]
-    lat = CF[5 + D * D:5 + 2 * D * D]
+    bw = CF[4:4 + D * D]
+    lat = CF[4 + D * D:4 + 2 * D * D]
     osucc, ccnt, nloc, mask, cost, xdur, cb, _ = xviews(WI, WF, n, m, D)
     lat0 = lat[1] if D > 1 else 0.0
     bw0 = bw[1] if D > 1 else 1.0
@@ -760,13 +760,13 @@ def finish(GF, CF, CI, place, WI, WF, vf):
         resident[d] = 0.0
     for i in range(n):
         resident[place[i]] += pbytes[i]
-    cap = CF[5 + 2 * D * D:5 + 2 * D * D + D]
+    cap = CF[4 + 2 * D * D:4 + 2 * D * D + D]
     over = -np.inf
     for d in range(D):
         v = (resident[d] + peak[d]) - cap[d]
         if v > over:
             over = v
-    obj = WF[F_TMAX] + CF[2] * max(over, 0.0) / CF[4]
+    obj = WF[F_TMAX] + CF[2] * max(over, 0.0)
     if over > 0:
         obj += CF[3]
     WF[F_OBJ] = obj

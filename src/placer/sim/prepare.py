@@ -8,7 +8,7 @@ Packed layouts (all C-contiguous, so one call passes a handful of arrays, not fo
 
 ``GI`` int64   succ_ptr (n+1) | succ_idx (m) | pred_ptr (n+1) | pred_edge (m) | edge_src (m) | leader (n) | pred_idx (m)
 ``GF`` float64 edge_bytes (m) | out_bytes (n) | temp_bytes (n) | param_bytes (n) | compute_us (n*D, row-major)
-``CF`` float64 op_gap, bus_gap, penalty_us_per_gb, oom_penalty_us, GB | bandwidth (D*D) | latency (D*D) | capacity (D)
+``CF`` float64 op_gap, bus_gap, penalty_us_per_byte, oom_penalty_us | bandwidth (D*D) | latency (D*D) | capacity (D)
 ``CI`` int64   n, m, D, comm model (0 placeto, 1 p2p), uniform links (1: every off-diagonal link alike)
 ``PI`` int64   prio (n) | inv (n)   (``Prepared.order``; None: the identity)
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placer.sim.result import GB, SimParams
+from placer.sim.result import SimParams
 
 PLACETO, P2P = 0, 1
 COMM_MODELS = {"placeto": PLACETO, "p2p": P2P}
@@ -154,7 +154,7 @@ def config(problem, params: SimParams) -> tuple[np.ndarray, np.ndarray]:
     bw, lat = link_matrices(problem, params)
     D = problem.n_devices
     CF = np.concatenate([
-        [params.op_gap_us, params.bus_gap_us, params.memory_penalty_us_per_gb, params.oom_penalty_us, GB],
+        [params.op_gap_us, params.bus_gap_us, params.memory_penalty_us_per_byte, params.oom_penalty_us],
         bw.ravel(), lat.ravel(), np.asarray(problem.memory_bytes, dtype=np.float64),
     ]).astype(np.float64)
     prep = prepared(problem)

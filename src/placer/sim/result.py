@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-GB = 1e9
 
 
 @dataclass(frozen=True)
@@ -20,7 +19,7 @@ class SimParams:
     bus_gap_us: float = 0.0  # gap on the sending bus after each transfer (does not delay arrival)
     bandwidth_bytes_per_us: float | None = None  # overrides every link's bandwidth when set
     latency_us: float | None = None  # overrides every link's latency when set
-    memory_penalty_us_per_gb: float = 2e6  # c in R = r + c * ReLU(m - M): Placeto uses c = 2 (s per GB)
+    memory_penalty_us_per_byte: float = 2e-3  # c in R = r + c * ReLU(m - M), per byte over capacity: Placeto's 2 s per GB (1e9 bytes)
     oom_penalty_us: float = 0.0  # added to the objective when any device runs out of memory
     tie_break: str = "index"  # order of simultaneous events: "index" (topological index, placer's own) or
     #                           "name" (op-name rank, as the reference simulator's heap of name tuples)
@@ -30,7 +29,7 @@ class SimParams:
             raise ValueError(f"comm_model must be 'placeto' or 'p2p', not {self.comm_model!r}")
         if self.tie_break not in ("index", "name"):
             raise ValueError(f"tie_break must be 'index' or 'name', not {self.tie_break!r}")
-        for name in ("op_gap_us", "bus_gap_us", "memory_penalty_us_per_gb", "oom_penalty_us"):
+        for name in ("op_gap_us", "bus_gap_us", "memory_penalty_us_per_byte", "oom_penalty_us"):
             v = getattr(self, name)
             if not (v >= 0 and v < float("inf")):
                 raise ValueError(f"{name} must be a finite non-negative number, not {v!r}")
@@ -84,7 +83,7 @@ class SimResult:
     peak_memory_bytes: np.ndarray  # (D,)
     peak_ops: list[np.ndarray]  # per device: ops whose memory was live at that device's peak
     memory_bytes: np.ndarray  # (D,) capacities
-    objective: float  # memory-penalised step time (us)
+    objective_us: float  # memory-penalised step time (us)
     oom: bool
     params: SimParams = field(default_factory=SimParams)
     peak_time_us: np.ndarray | None = None  # (D,) when each device's peak was first reached
@@ -97,7 +96,7 @@ class SimResult:
     def summary(self, device_names=None) -> dict:
         names = device_names or [f"d{i}" for i in range(len(self.busy_us))]
         return {
-            "makespan_us": self.makespan_us, "objective": self.objective, "oom": self.oom,
+            "makespan_us": self.makespan_us, "objective": self.objective_us, "oom": self.oom,
             "transfers": int(len(self.transfers["tensor"])),
             "devices": [
                 {"name": n, "busy_us": float(b), "utilisation": float(u), "peak_memory_bytes": float(m),
