@@ -110,6 +110,7 @@ experiment(Experiment(
         Method("RNN-based", "colocrl"),
         Method("Placeto (scratch)", "placeto"),
         Method("Placeto (transfer)", "placeto", params={"policy": "@policy:inception", "finetune": 10_000}),
+        Method("Local search (same placements)", "local-search"),  # ours, not in the paper: a search at equal cost
     ),
     policies={"inception": PolicySpec(graphs=INCEPTION[:1], cluster="k80x2",
                                       placements={"quick": 100, "default": 2_000, "paper": 100_000})},
@@ -222,6 +223,7 @@ experiment(Experiment(
         Method("REINFORCE per-op softmax (ablation)", "pg"),  # Post's pg ablation over its own distributions
         Method("CE only (ablation)", "ce"),  # Post's Figure 2 ablations, not columns of its Table 1
         Method("PPO only (ablation)", "ppo"),
+        Method("Local search (same placements)", "local-search"),  # ours, not in the paper: a search at equal cost
     ),
     budgets={"quick": Level(120), "default": Level(600),
              "paper": Level(2_400, seeds=(0, 1, 2), note="the paper's 2,400 sampled placements (section 4)")},
