@@ -232,7 +232,7 @@ TORCH_CASES = [
     ("train --lr nan", lambda t: ["train", "--graph", G, "--out", str(t / "p.pt"), "--lr", "nan"], "--lr"),
     ("train --out a folder", lambda t: ["train", "--graph", G, "--out", str(t)], "is a folder"),
     ("train without graphs", lambda t: ["train", "--out", str(t / "p.pt")], "--graph"),
-    ("place --groups 0", lambda t: ["place", G, "--policy", str(t / "p.pt"), "--groups", "0"], "--groups"),
+    ("place --grouping contiguous:0", lambda t: ["place", G, "--policy", str(t / "p.pt"), "--grouping", "contiguous:0"], "--grouping"),
     ("place --grouping bogus", lambda t: ["place", G, "--policy", str(t / "p.pt"), "--grouping", "bogus"], "--grouping"),
     ("place missing policy", lambda t: ["place", G, "--policy", str(t / "none.pt")], "does not exist"),
     ("place policy not a checkpoint", lambda t: ["place", G, "--policy", put(t, "junk.pt", b"PK\x03\x04 junk" * 50)],

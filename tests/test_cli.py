@@ -134,3 +134,21 @@ def test_compare_says_oom_when_single_gpu_runs_out_and_gives_units(capsys, monke
     assert "single GPU OOM" in rows["round-robin"]
     assert "x" in rows["round-robin"].split("│")[4]  # the lower-bound column carries its unit
     assert "compiling the simulator" in out
+
+
+def test_one_grouping_flag_for_every_grouping_method(capsys, monkeypatch, tmp_path):
+    """--grouping goes through placer.grouping's one parser and reaches the method's config."""
+    from placer.cli import GROUPING_DEFAULT
+    from placer.methods.placeto import PlacetoConfig
+
+    assert GROUPING_DEFAULT == PlacetoConfig().grouping
+    code, out, err = run_cli(capsys, monkeypatch, "optimize", "synthetic", "-c", "k80x2", "--method", "post",
+                             "--budget", "24", "--grouping", "metis:4", "--json")
+    assert code == 0, err
+    assert json.loads(out)["params"]["grouping"] == "metis:4"
+    code, out, err = run_cli(capsys, monkeypatch, "optimize", "synthetic", "-c", "k80x2", "--method", "post",
+                             "--grouping", "metis:x")
+    assert code == 2 and "is not a grouping spec" in err and len(err.strip().splitlines()) == 1
+    code, out, err = run_cli(capsys, monkeypatch, "optimize", "synthetic", "-c", "k80x2", "--method", "metis",
+                             "--grouping", "metis:4")
+    assert code == 2 and "not parameters of this method" in err

@@ -89,21 +89,21 @@ def test_train_then_place_with_and_without_finetuning(tmp_path, capsys, monkeypa
         graphs += ["--graph", path]
     ckpt, log = tmp_path / "policy.pt", tmp_path / "log.jsonl"
     code, out, err = run_cli(capsys, monkeypatch, "train", *graphs, "--out", ckpt, "--episodes", 6, "--workers", 3,
-                             "--groups", 8, "--grouping", "contiguous", "--log", log, "--json")
+                             "--grouping", "contiguous:8", "--log", log, "--json")
     assert code == 0, err
     d = json.loads(out)
     assert d["episodes"] == 6 and len(d["graphs"]) == 2 and ckpt.exists()
     assert len(log.read_text().splitlines()) == 6
     target = tmp_path / "target.json"
     save_graph(layered_training_graph(70, seed=7), target)
-    code, out, err = run_cli(capsys, monkeypatch, "place", target, "--policy", ckpt, "--groups", 8, "--grouping",
-                             "contiguous", "--json", "--out", tmp_path / "p.json")
+    code, out, err = run_cli(capsys, monkeypatch, "place", target, "--policy", ckpt, "--grouping", "contiguous:8",
+                             "--json", "--out", tmp_path / "p.json")
     assert code == 0, err
     zero = json.loads(out)
     assert zero["sim_calls"] <= 9 and zero["step_time_us"] > 0
     assert (tmp_path / "p.json").exists()
     code, out, err = run_cli(capsys, monkeypatch, "place", target, "--policy", ckpt, "--finetune", 4, "--workers", 2,
-                             "--groups", 8, "--grouping", "contiguous", "--json")
+                             "--grouping", "contiguous:8", "--json")
     assert code == 0, err
     tuned = json.loads(out)
     assert tuned["sim_calls"] > zero["sim_calls"]

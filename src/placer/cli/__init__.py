@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from placer.cli.options import at_least, one_of, output_file, positive_finite
+from placer.cli.options import at_least, grouping_spec, one_of, output_file, positive_finite
 from placer.errors import InputError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -27,6 +27,9 @@ err_console = Console(stderr=True)
 GraphArg = typer.Argument(..., help="graph file (native JSON, PipeDream graph.txt, dnn-partitioning JSON) or built-in name")
 ClusterOpt = typer.Option("auto", "--cluster", "-c", help="preset name, cluster JSON file, or 'auto'")
 JsonOpt = typer.Option(False, "--json", help="print machine-readable JSON")
+GROUPING_DEFAULT = "contiguous:64"  # PlacetoConfig's default grouping (a test keeps them equal)
+GroupingOpt = typer.Option(GROUPING_DEFAULT, "--grouping", callback=grouping_spec,
+                           help="op groups: ops, colocate, merge:N, metis:K or contiguous:N")
 SimOpt = typer.Option("default", "--sim", help="'default' (cluster links, no gaps) or 'placeto' (reference constants)",
                       callback=one_of("default", "placeto"))
 SeedOpt = typer.Option(0, help="random seed, 0 or more (same seed, same placement)", callback=at_least(0))
@@ -205,13 +208,18 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
              out: Optional[str] = OutOpt,
              sim: str = SimOpt, as_json: bool = JsonOpt,
              params: list[str] = typer.Option([], "--set", help="a method parameter KEY=VALUE (repeatable), e.g. "
-                                              "--set grouping=merge:64; `placer methods --json` lists them"),
+                                              "--set patience=40; `placer methods --json` lists them"),
+             grouping: Optional[str] = typer.Option(None, "--grouping", callback=grouping_spec,
+                                                    help="op groups for a method that groups (post, placeto, ...): "
+                                                         "ops, colocate, merge:N, metis:K or contiguous:N"),
              objective: str = ObjectiveOpt):
     """Find a placement with one method."""
     from placer.frontends.native import save_placement
     from placer.methods import Budget, run_method
 
     kw = method_params(params)
+    if grouping is not None:
+        kw["grouping"] = grouping
     P = load_problem(graph, cluster)
     with console.status(f"{method} on {P.graph.name} / {P.cluster.name} ...", spinner="dots"):
         res = run_method(method, P, Budget(budget, seconds), seed, sim_params(sim), objective=objective, **kw)

@@ -10,11 +10,10 @@ from typing import List, Optional
 
 import typer
 
-from placer.cli import _emit, _us, app, console, err_console, load_problem, sim_params
+from placer.cli import GroupingOpt, _emit, _us, app, console, err_console, load_problem, sim_params
 from placer.cli.options import at_least, finite_at_least_zero, fraction, one_of, output_file, positive_finite
 from placer.errors import InputError
 
-GROUPINGS = ("auto", "contiguous", "merge-and-colocate")
 DEVICE_SETS = ("gpus", "all")
 SimChoice = one_of("default", "placeto")
 
@@ -42,18 +41,11 @@ def family_problems(family: str, cluster: str, split: str):
     return [Problem(g, c) for g in graphs]
 
 
-def _grouped(problems, groups: int, devices: str, grouping: str):
-    """Placement tasks of the problems; ``grouping`` a placer.grouping spec (``merge:64``), or one of
-    the older names taking their size from ``groups``."""
+def _grouped(problems, devices: str, grouping: str):
+    """Placement tasks of the problems, grouped by the placer.grouping spec ``grouping``."""
     from placer.rl.task import make_task
 
-    return [make_task(P, _grouping_spec(grouping, groups), devices) for P in problems]
-
-
-def _grouping_spec(grouping: str, groups: int) -> str:
-    """A placer.grouping spec (``merge:64``) as it is, or an older name taking its size from ``groups``."""
-    return {"auto": f"contiguous:{groups}", "contiguous": f"contiguous:{groups}",
-            "merge-and-colocate": f"merge:{groups}"}.get(grouping, grouping)
+    return [make_task(P, grouping, devices) for P in problems]
 
 
 def _progress(total: int, label: str):
@@ -85,9 +77,7 @@ def train(graph: Optional[List[str]] = typer.Option(None, "--graph", "-g", help=
                                       callback=one_of("serial", "process", "ray")),
           processes: Optional[int] = typer.Option(None, help="worker processes for the process/ray backends",
                                                   callback=at_least(1, 2)),
-          groups: int = typer.Option(64, help="op groups per graph", callback=at_least(1, 64)),
-          grouping: str = typer.Option("contiguous", help="contiguous (chunks of equal work) or merge-and-colocate",
-                                       callback=one_of(*GROUPINGS)),
+          grouping: str = GroupingOpt,
           devices: str = typer.Option("gpus", help="candidate devices: gpus or all", callback=one_of(*DEVICE_SETS)),
           sweeps: int = typer.Option(1, help="times each group is revisited per episode (n)", callback=at_least(1, 1)),
           order: str = typer.Option("topological", help="topological or random visiting order",
@@ -119,7 +109,7 @@ def train(graph: Optional[List[str]] = typer.Option(None, "--graph", "-g", help=
         raise InputError("placer train", "graphs", "give --graph (one or more) or --family, not both or neither",
                          "e.g. --family cifar10 or --graph inception_v3.txt")
     problems = [load_problem(g, cluster) for g in graph] if graph else family_problems(family, cluster, "train")
-    gps = _grouped(problems, groups, devices, grouping)
+    gps = _grouped(problems, devices, grouping)
     try:
         env = EnvConfig(sweeps=sweeps, order=order, init=init, reward=reward)
     except ValueError as e:
@@ -188,8 +178,7 @@ def place(graph: str = typer.Argument(..., help="graph file or built-in name"),
           episodes: int = typer.Option(1, help="placement episodes (the best placement evaluated wins)",
                                        callback=at_least(1, 1)),
           sample: bool = typer.Option(False, "--sample/--greedy", help="sample devices instead of taking the most likely"),
-          groups: int = typer.Option(64, callback=at_least(1, 64)),
-          grouping: str = typer.Option("auto", callback=one_of(*GROUPINGS)),
+          grouping: str = GroupingOpt,
           devices: str = typer.Option("gpus", callback=one_of(*DEVICE_SETS)),
           out: Optional[str] = typer.Option(None, "--out", "-o", help="write the placement JSON here", callback=output_file),
           log: Optional[str] = typer.Option(None, help="JSON lines log of the fine-tuning episodes", callback=output_file),
@@ -205,7 +194,7 @@ def place(graph: str = typer.Argument(..., help="graph file or built-in name"),
     with console.status(f"placeto policy on {P.graph.name} ...", spinner="dots"):
         res = run_method("placeto", P, Budget(), seed, sim_params(sim), policy=str(policy), finetune=finetune,
                          workers=workers, place_episodes=episodes, greedy=not sample,
-                         grouping=_grouping_spec(grouping, groups), devices=devices, log=str(log) if log else None)
+                         grouping=grouping, devices=devices, log=str(log) if log else None)
     data = res.summary()
     data["lower_bound_us"] = P.lower_bound_us
     if out is not None:

@@ -76,6 +76,15 @@ def fraction(ctx: typer.Context, param: typer.CallbackParam, value):
     return value
 
 
+def grouping_spec(ctx: typer.Context, param: typer.CallbackParam, value):
+    """A grouping spec (placer.grouping's one parser), refused before any work."""
+    if value is None or ctx.resilient_parsing:
+        return value
+    from placer.grouping import parse_grouping
+
+    return str(parse_grouping(value, _name(param)))
+
+
 def one_of(*allowed: str) -> Callable:
     """A string option that must be one of ``allowed``."""
 
