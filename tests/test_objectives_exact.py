@@ -15,7 +15,7 @@ from placer.methods import Budget, run_method
 from placer.objectives import make_objective
 from placer.problem import Problem
 
-pytest.importorskip("highspy")
+
 
 GiB = 2**30
 CASES = [(n, seed) for n in (6, 7, 8) for seed in range(3)]

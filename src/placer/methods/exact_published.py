@@ -35,14 +35,6 @@ from placer.methods.base import Budget, Evaluator, MethodConfig, NotApplicable, 
 from placer.objectives.model import model_for
 
 
-def highs_available() -> str | None:
-    try:
-        import highspy  # noqa: F401
-    except ImportError:  # pragma: no cover - a dependency
-        return "highspy is not installed"
-    return None
-
-
 @dataclass(frozen=True)
 class ExactPublishedConfig(MethodConfig):
     """The published IPs (Tarnawski et al. 2020, section 5) with HiGHS."""
@@ -77,10 +69,15 @@ class _Rows:
         self.n += 1
 
 
+MILP_STATUS = {0: "Optimal", 1: "Node or time limit reached", 2: "Infeasible", 3: "Unbounded"}  # scipy's codes
+
+
 def build_and_solve(problem, objective, upper_us: float, max_nodes: int, seconds: float | None, mip_gap: float,
                     max_cells: int):
-    """(placement or None, solver incumbent, dual bound, status text)."""
-    import highspy
+    """(placement or None, solver incumbent, dual bound, status text). The MIP is solved by HiGHS as
+    SciPy ships it (``scipy.optimize.milp``): the ``highspy`` wheel and OR-Tools each carry their
+    own HiGHS, and the two cannot be loaded into one process (undefined symbols either way)."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import coo_matrix
 
     m = model_for(problem)
@@ -194,46 +191,35 @@ def build_and_solve(problem, objective, upper_us: float, max_nodes: int, seconds
             for c in range(C):
                 rows.add([(x[c, b_], 1.0)] + [(x[c2, a], -1.0) for c2 in range(c)], -np.inf, 0.0)
     A = coo_matrix((rows.v, (rows.r, rows.c)), shape=(rows.n, ncol)).tocsc()
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = ncol, rows.n
-    lp.col_cost_ = np.asarray(cost, dtype=np.float64)
-    lp.col_lower_ = np.asarray(lo, dtype=np.float64)
-    lp.col_upper_ = np.asarray(hi, dtype=np.float64)
-    lp.row_lower_ = np.asarray(rows.lo, dtype=np.float64)
-    lp.row_upper_ = np.asarray(rows.hi, dtype=np.float64)
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = A.indptr.astype(np.int32)
-    lp.a_matrix_.index_ = A.indices.astype(np.int32)
-    lp.a_matrix_.value_ = A.data.astype(np.float64)
-    lp.integrality_ = [highspy.HighsVarType.kInteger if f else highspy.HighsVarType.kContinuous for f in integ]
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("threads", 1)
-    h.setOptionValue("random_seed", 0)
-    h.setOptionValue("mip_rel_gap", float(mip_gap))
+    options = {"disp": False, "mip_rel_gap": float(mip_gap)}
     if seconds is not None:
-        h.setOptionValue("time_limit", float(max(0.1, seconds)))
+        options["time_limit"] = float(max(0.1, seconds))
     else:
-        h.setOptionValue("mip_max_nodes", int(max_nodes))
-    h.passModel(lp)
-    h.run()
-    info = h.getInfo()
-    status = h.modelStatusToString(h.getModelStatus())
-    bound = float(info.mip_dual_bound) if np.isfinite(info.mip_dual_bound) else 0.0
-    if info.primal_solution_status != 2:  # no feasible solution
+        options["node_limit"] = int(max_nodes)
+    res = milp(np.asarray(cost, dtype=np.float64), integrality=np.asarray(integ, dtype=np.uint8),
+               bounds=Bounds(np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)),
+               constraints=LinearConstraint(A, np.asarray(rows.lo, dtype=np.float64),
+                                            np.asarray(rows.hi, dtype=np.float64)),
+               options=options)
+    status = MILP_STATUS.get(res.status, res.message)
+    dual = getattr(res, "mip_dual_bound", None)
+    bound = float(dual) if dual is not None and np.isfinite(dual) else 0.0
+    if res.x is None:  # no feasible solution
         return None, np.inf, bound, status
-    col = np.asarray(h.getSolution().col_value)
+    if res.status == 0:
+        bound = float(res.fun)
+    col = np.asarray(res.x)
     place = np.empty(m.n, dtype=np.int64)
     for c in range(C):
         k = int(np.argmax(col[x[c]]))
         ds = machines[k][1]
         place[cls == c] = ds[0]
-    return place, float(info.objective_function_value), bound, status
+    return place, float(res.fun), bound, status
 
 
 @register("exact-published", "the published latency / max-load integer programs (Tarnawski et al. 2020) "
           "solved with HiGHS, upper bound from interval search; optimality gap reported", "exact",
-          ExactPublishedConfig, paper="Tarnawski et al., NeurIPS 2020, section 5 (IP)", available=highs_available)
+          ExactPublishedConfig, paper="Tarnawski et al., NeurIPS 2020, section 5 (IP)")
 def exact_published(problem, budget: Budget, seed: int, ev: Evaluator, cfg: ExactPublishedConfig):
     from placer.objectives.published import LatencyObjective, ThroughputObjective
     from placer.objectives.search import interval_search
