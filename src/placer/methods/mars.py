@@ -29,6 +29,14 @@ Architecture, with our choices where the text we could read gives no number:
 As a method (search mode) it trains on the one graph within the placement budget and returns the
 best placement evaluated. With ``policy=<checkpoint>`` (written by ``save=`` or :func:`train_mars`)
 it starts from a trained policy: ``finetune`` PPO updates, then the greedy placement.
+
+Measured (BERT-base, 692 nodes, k80x4, seed 0, 1,000 placements): single GPU 1,017 ms, local search
+747 ms, GDP 972 ms, Mars with DGI on this graph 1,013 ms, Mars with an encoder ``placer pretrain``
+pre-trained on six zoo graphs (ResNet-50/101, NMT-2/4, RNNLM, Inception-V3 b32) 998 ms (reached at
+402 placements). The policy starts near uniform over the GPUs (~1,600 ms: everything talks to
+everything) and mostly learns to gather the graph on one GPU within these budgets. One PPO update
+(8 sampled placements, K = 4 teacher-forced passes with gradients) takes ~4-6 s on one core for
+~700-1,000 nodes: the decoder is a Python loop of one LSTM step per node.
 """
 
 from __future__ import annotations
