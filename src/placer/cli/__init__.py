@@ -100,6 +100,22 @@ def sim_params(name: str):
     return SimParams.preset(name)
 
 
+def placement_arg(P, placement: str) -> np.ndarray:
+    """The validated placement named by ``--placement``: a placement file, or ``single:<device>``."""
+    from placer.frontends.native import load_placement
+
+    if placement.startswith("single:"):
+        try:
+            d = int(placement.split(":", 1)[1])
+        except ValueError:
+            raise InputError("--placement", placement, "is not single:<device index>", "e.g. single:0") from None
+        p = np.full(P.n_ops, d)
+    else:
+        p = load_placement(placement, P.graph, P.cluster)
+    p = P.validate_placement(p, placement)
+    return p
+
+
 def method_params(items: list[str]) -> dict[str, str]:
     """``--set KEY=VALUE`` items as a dict of strings; the method's config parses and checks them."""
     out = {}
@@ -165,19 +181,11 @@ def simulate(graph: str = GraphArg, cluster: str = ClusterOpt,
                                                  callback=output_file),
              sim: str = SimOpt, as_json: bool = JsonOpt):
     """Simulate one training step of a placement: makespan, utilisation, peak memory."""
-    from placer.frontends.native import load_placement, write_text_atomic
+    from placer.frontends.native import write_text_atomic
     from placer.sim import simulate as run_sim
 
     P = load_problem(graph, cluster)
-    if placement.startswith("single:"):
-        try:
-            d = int(placement.split(":", 1)[1])
-        except ValueError:
-            raise InputError("--placement", placement, "is not single:<device index>", "e.g. single:0") from None
-        p = np.full(P.n_ops, d)
-    else:
-        p = load_placement(placement, P.graph, P.cluster)
-    p = P.validate_placement(p, placement)
+    p = placement_arg(P, placement)
     r = run_sim(P, p, sim_params(sim))
     data = r.summary(list(P.cluster.device_names))
     data["lower_bound_us"] = P.lower_bound_us

@@ -11,7 +11,8 @@ from typing import Optional
 import numpy as np
 import typer
 
-from placer.cli import ClusterOpt, GraphArg, JsonOpt, SimOpt, _emit, _gib, _us, app, console, load_problem, sim_params
+from placer.cli import (ClusterOpt, GraphArg, JsonOpt, SimOpt, _emit, _gib, _us, app, console, load_problem,
+                        placement_arg, sim_params)
 from placer.cli.options import at_least
 from placer.errors import InputError
 
@@ -27,22 +28,13 @@ def run(graph: str = GraphArg, cluster: str = ClusterOpt,
         sim: str = SimOpt, as_json: bool = JsonOpt):
     """Run a placement of a captured model for real: measured step time and peak memory per device,
     beside the simulator's prediction."""
-    from placer.frontends.native import load_placement
     from placer.runtime import device_map, parse_map, run_placement
 
     P = load_problem(graph, cluster)
     if P.graph.meta.get("source") != "torch":
         raise InputError(graph, f"graph '{P.graph.name}' (source {P.graph.meta.get('source', 'unknown')})",
                          "has no executable program to run", "run graphs captured from PyTorch (`placer capture`, the zoo, hf:NAME)")
-    if placement.startswith("single:"):
-        try:
-            d = int(placement.split(":", 1)[1])
-        except ValueError:
-            raise InputError("--placement", placement, "is not single:<device index>", "e.g. single:0") from None
-        p = np.full(P.n_ops, d)
-    else:
-        p = load_placement(placement, P.graph, P.cluster)
-    p = P.validate_placement(p, placement)
+    p = placement_arg(P, placement)
     if steps < 1 or warmup < 1:
         raise InputError("--steps/--warmup", f"{steps}/{warmup}", "must be at least 1", "e.g. --steps 10 --warmup 2")
     real = device_map(P.cluster, parse_map(map_, P.cluster))
