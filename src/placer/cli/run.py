@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Optional
 
-import numpy as np
 import typer
 
 from placer.cli import (ClusterOpt, GraphArg, JsonOpt, SimOpt, _emit, _gib, _us, app, console, load_problem,
