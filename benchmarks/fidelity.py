@@ -1,6 +1,8 @@
 """Simulator fidelity: predicted versus really measured step time of placed training steps.
 
-    python benchmarks/fidelity.py cpu [--models resnet50,bert_base] [--small] [--calibrate]
+    python benchmarks/fidelity.py cpu [--models resnet50,bert_base] [--small] [--calibrate] [--threads 1]
+                                      [--model-budget-s 120] [--json FILE]
+    python benchmarks/fidelity.py cpu --merge A.json B.json ... [--json FILE]
     python benchmarks/fidelity.py gpu [--models resnet50,bert_base,nmt2] [--placements 3] [--calibrate]
                                       [--small] [--json FILE]
 
@@ -15,7 +17,14 @@ the default: one worker and one transfer thread per device, the simulator's exec
 Reported: per run predicted / measured, and per mode the MAPE (mean |predicted - measured| /
 measured) and the Spearman rank correlation, over all runs and over the mixed placements alone.
 
-* ``cpu``: every zoo model (``--small``: reduced configurations that run in seconds) on one device.
+* ``cpu``: every zoo model (``--small``: reduced configurations that run in seconds) on one device,
+  one torch thread for the profile and the steps unless ``--threads`` says otherwise (the profile
+  and the run must agree). ``--model-budget-s`` fits each model's timed steps (at least 3) into a
+  wall-clock budget from its profiled estimate. Reported per model beside the prediction without
+  the overhead: the committed ``OP_OVERHEAD_US['cpu']``, the overhead fitted on all models, and the
+  one fitted on the other models alone (leave one out, :func:`placer.cost.profile.leave_one_out_overhead`:
+  the honest check of the fitted value). ``--merge`` summarises the ``--json`` files of several
+  runs together (one model per process keeps each model's memory to itself).
 * ``gpu``: 2 devices, ``cuda:0`` and ``cpu``; per model the single-device placements, random ones
   (10 / 30 / 50% of the ops on the CPU, colocation kept), structured ones (a contiguous prefix or
   suffix of the topological order on the CPU; the update ops on the CPU) and the methods' own
@@ -40,7 +49,8 @@ import time
 import numpy as np
 
 from placer.cluster import Device, make_cluster
-from placer.cost.profile import OP_OVERHEAD_US, executed_nodes, profile_capture, with_measured_costs
+from placer.cost.profile import (OP_OVERHEAD_US, executed_nodes, fit_node_overhead, leave_one_out_overhead,
+                                 profile_capture, with_measured_costs)
 from placer.problem import Problem
 from placer.runtime import run_placement
 from placer.runtime.measure import rebuild
@@ -157,45 +167,148 @@ def fit_issue_overhead(rows, kernels: dict, nodes: dict) -> float:
 
 
 # ---------------------------------------------------------------------- cpu
-def cpu_mode(a) -> list[dict]:
+def _machine() -> dict:
+    import platform
+
     import torch
 
-    threads = a.threads or torch.get_num_threads()
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
+    except OSError:  # pragma: no cover - not Linux
+        pass
+    try:
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError, AttributeError):  # pragma: no cover
+        mem = float("nan")
+    return {"cpu": cpu, "cores": os.cpu_count(), "ram_gib": round(mem, 1), "torch": torch.__version__,
+            "python": platform.python_version(), "date": time.strftime("%Y-%m-%d %H:%M %Z")}
+
+
+def cpu_steps(estimate_us: float, budget_s: float, steps: int) -> int:
+    """Timed steps that fit ``budget_s`` seconds for a step estimated at ``estimate_us`` (``budget_s``
+    0: ``steps``): at least 3 (their median is reported), at most ``steps``. Warm-up steps are not
+    cut: the first two or three steps of a fresh process run slower (allocator and page faults)."""
+    if budget_s <= 0:
+        return steps
+    return max(min(3, steps), min(steps, int(budget_s * 1e6 / max(estimate_us, 1.0))))
+
+
+def cpu_mode(a) -> tuple[list[dict], dict]:
+    import resource
+
+    import torch
+
+    from placer.sim import simulate
+
+    threads = a.threads or 1
     models = [m for m in a.models.split(",") if m] if a.models else list(ZOO)
     rows = []
     host = make_cluster("host", [Device("cpu:0", "cpu", "m-cpu", 1e12)], 1.0, 0.0)
+    committed = OP_OVERHEAD_US["cpu"]
+    t_start = time.perf_counter()
     print(f"CPU fidelity ({threads} torch threads, {'small' if a.small else 'full-size'} models, "
           f"load {os.getloadavg()[0]:.1f}):")
-    print(f"  {'model':<16} {'ops':>5} {'sum_profile_ms':>14} {'measured_ms':>11} {'spread':>7}")
+    print(f"  {'model':<16} {'ops':>5} {'nodes':>6} {'sum_profile_ms':>14} {'measured_ms':>11} {'iqr':>7} {'steps':>5}")
     for name in models:
+        load0 = os.getloadavg()[0]
         cfg = SMALL.get(name, {}) if a.small else {}
+        t0 = time.perf_counter()
         cap = zoo_capture(name, **cfg)
+        capture_s = time.perf_counter() - t0
         prof = profile_capture(cap, "cpu", warmup=1, repeats=a.repeats, threads=threads)
         g = cap.graph
         nodes = executed_nodes(cap)
+        z = np.zeros(g.n_ops, dtype=np.int64)
+        g0 = with_measured_costs(g, prof, "m-cpu", overhead_us=0.0)
+        g100 = with_measured_costs(g, prof, "m-cpu", overhead_us=100.0, nodes=nodes)
+        pred0 = float(simulate(Problem(g0, host), z).makespan_us)
+        slope = (float(simulate(Problem(g100, host), z).makespan_us) - pred0) / 100.0  # us of step per us of overhead
+        steps, warmup = cpu_steps(pred0 + committed * slope, a.model_budget_s, a.steps), a.warmup
+        t1 = time.perf_counter()
         rb = rebuild(g)
-        rep = run_placement(g, host, np.zeros(g.n_ops, dtype=np.int64), ["cpu"],
-                            steps=a.steps, warmup=a.warmup, threads=threads, rebuilt=rb, executor=a.executor)
+        rep = run_placement(g0, host, z, ["cpu"], steps=steps, warmup=warmup, threads=threads, rebuilt=rb,
+                            executor=a.executor)
         s = rep.summary()
-        rows.append({"model": name, "config": cfg, "ops": g.n_ops, "ops_run": int((nodes > 0).sum()),
-                     "nodes_run": int(nodes.sum()), "single": "cpu",
-                     "sum_median_us": float(np.nansum(prof.median_us)), "measured_us": rep.median_us,
-                     "spread_us": s["measured_iqr_us"], "prof": prof, "graph": g, "nodes": nodes})
-        print(f"  {name:<16} {g.n_ops:>5} {np.nansum(prof.median_us) / 1e3:>14.1f} {rep.median_us / 1e3:>11.1f} "
-              f"{s['measured_iqr_us'] / 1e3:>7.1f}", flush=True)
-    o = fit_overhead(rows, "cpu") if a.calibrate else OP_OVERHEAD_US["cpu"]
-    print(f"  per-node overhead: {o:.2f} us ({'fitted here' if a.calibrate else 'OP_OVERHEAD_US'})")
-    for r in rows:
-        from placer.sim import simulate
+        rows.append({"model": name, "config": cfg or dict(ZOO[name].config), "ops": g.n_ops,
+                     "ops_run": int((nodes > 0).sum()), "nodes_run": int(nodes.sum()), "single": "cpu",
+                     "profile_unique_ops": prof.unique_ops, "profile_failed_ops": prof.failed,
+                     "profile_repeats": a.repeats, "sum_median_us": float(np.nansum(prof.median_us)),
+                     "predicted_no_overhead_us": pred0, "overhead_slope": slope,
+                     "measured_us": rep.median_us, "spread_us": s["measured_iqr_us"],
+                     "min_us": s["measured_min_us"], "max_us": s["measured_max_us"],
+                     "step_us": [round(x, 1) for x in rep.step_us], "steps": steps, "warmup": warmup,
+                     "peak_bytes": rep.peak_bytes[0], "predicted_peak_bytes": rep.predicted_peak_bytes[0],
+                     "max_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
+                     "capture_s": round(capture_s, 1), "profile_s": round(prof.wall_s, 1),
+                     "run_s": round(time.perf_counter() - t1, 1), "load_start": round(load0, 2),
+                     "load_end": round(os.getloadavg()[0], 2)})
+        print(f"  {name:<16} {g.n_ops:>5} {int(nodes.sum()):>6} {np.nansum(prof.median_us) / 1e3:>14.1f} "
+              f"{rep.median_us / 1e3:>11.1f} {s['measured_iqr_us'] / 1e3:>7.1f} {steps:>5}", flush=True)
+        del cap, rb, g, g0, g100, prof
+    summary = cpu_summary(rows, committed, a.calibrate)
+    settings = {"mode": "cpu", "threads": threads, "executor": a.executor, "small": a.small,
+                "profile": {"warmup": 1, "repeats": a.repeats, "clock": "wall"}, "steps": a.steps,
+                "warmup": a.warmup, "model_budget_s": a.model_budget_s, "machine": _machine(),
+                "wall_s": round(time.perf_counter() - t_start, 1), "summary": summary}
+    return rows, settings
 
-        g0 = with_measured_costs(r["graph"], r["prof"], "m-cpu", overhead_us=0.0)
-        g1 = with_measured_costs(r["graph"], r["prof"], "m-cpu", overhead_us=o, nodes=r["nodes"])
-        z = np.zeros(g0.n_ops, dtype=np.int64)
-        r["predicted_no_overhead_us"] = float(simulate(Problem(g0, host), z).makespan_us)
-        r["predicted_us"] = float(simulate(Problem(g1, host), z).makespan_us)
-        del r["prof"], r["graph"], r["nodes"]
-    report(rows, "cpu", {"cpu": o})
-    return rows
+
+def cpu_summary(rows, committed: float, calibrate: bool) -> dict:
+    """Predictions at no overhead, the committed ``OP_OVERHEAD_US['cpu']``, the overhead fitted on
+    all rows and, per row, the one fitted on the other rows (leave one out); MAPE and Spearman of
+    each. Sets ``predicted_us`` (committed, or fitted with ``calibrate``) on every row. Uses the
+    predicted step without overhead and its growth per us of overhead (``overhead_slope``, from the
+    simulator), so rows from several runs (``--merge``) combine."""
+    b = np.array([r["predicted_no_overhead_us"] for r in rows])
+    n = np.array([r["overhead_slope"] for r in rows])
+    m = np.array([r["measured_us"] for r in rows])
+    fitted = fit_node_overhead(b, n, m)
+    loo = leave_one_out_overhead(b, n, m) if len(rows) > 1 else [(float("nan"), float("nan"))]
+    used = fitted if calibrate else committed
+    for r, (o_i, p_i) in zip(rows, loo):
+        r["predicted_committed_us"] = float(r["predicted_no_overhead_us"] + committed * r["overhead_slope"])
+        r["predicted_fitted_us"] = float(r["predicted_no_overhead_us"] + fitted * r["overhead_slope"])
+        r["predicted_us"] = float(r["predicted_no_overhead_us"] + used * r["overhead_slope"])
+        r["loo_overhead_us"], r["predicted_loo_us"] = o_i, p_i
+        r["ratio"] = r["predicted_us"] / r["measured_us"]
+    out = {"runs": len(rows), "committed_overhead_us": committed, "fitted_overhead_us": fitted,
+           "overhead_us": used, "calibrated": bool(calibrate)}
+    for key, col in (("no_overhead", "predicted_no_overhead_us"), ("committed", "predicted_committed_us"),
+                     ("fitted", "predicted_fitted_us"), ("held_out", "predicted_loo_us")):
+        p = [r[col] for r in rows]
+        out[key] = {"mape": mape(p, m), "spearman": spearman(p, m),
+                    "ratio_min": float(min(np.array(p) / m)), "ratio_max": float(max(np.array(p) / m))}
+    out["loo_overhead_range_us"] = [float(np.min([o for o, _ in loo])), float(np.max([o for o, _ in loo]))]
+    print(f"\ncpu results ({len(rows)} models; overhead per executed node: committed {committed:.1f} us, "
+          f"fitted on all {fitted:.1f} us, held-out fits {out['loo_overhead_range_us'][0]:.1f}-"
+          f"{out['loo_overhead_range_us'][1]:.1f} us):")
+    print(f"  {'model':<16} {'measured_ms':>11} {'no_ovh':>7} {'committed':>9} {'fitted':>7} {'held_out':>8}  (ratios)")
+    for r in rows:
+        mm = r["measured_us"]
+        print(f"  {r['model']:<16} {mm / 1e3:>11.1f} {r['predicted_no_overhead_us'] / mm:>7.2f} "
+              f"{r['predicted_committed_us'] / mm:>9.2f} {r['predicted_fitted_us'] / mm:>7.2f} {r['predicted_loo_us'] / mm:>8.2f}")
+    for key in ("no_overhead", "committed", "fitted", "held_out"):
+        print(f"  {key:<12} MAPE {out[key]['mape']:6.1%}  Spearman {out[key]['spearman']:.3f}  "
+              f"ratio {out[key]['ratio_min']:.2f}-{out[key]['ratio_max']:.2f}")
+    return out
+
+
+def merge(a) -> tuple[list[dict], dict]:
+    """``--merge A.json B.json ...``: the cpu rows of several runs (one model per process keeps each
+    model's memory to itself) summarised together (:func:`cpu_summary`)."""
+    rows, parts = [], []
+    for path in a.merge:
+        with open(path) as f:
+            d = json.load(f)
+        rows += d["rows"]
+        parts.append({k: v for k, v in d["settings"].items() if k != "summary"} | {"file": os.path.basename(path)})
+    committed = OP_OVERHEAD_US["cpu"]
+    summary = cpu_summary(rows, committed, a.calibrate)
+    keys = ("threads", "executor", "small", "profile", "machine")
+    settings = {"mode": "cpu", **{k: parts[0].get(k) for k in keys}, "runs": parts, "summary": summary}
+    return rows, settings
 
 
 # ---------------------------------------------------------------------- gpu
@@ -360,15 +473,23 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=None, help="CPU threads (gpu mode: usable cores - 2)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch CPU threads, for the profile and the steps alike (cpu mode: 1; gpu mode: usable cores - 2)")
+    ap.add_argument("--model-budget-s", type=float, default=0.0,
+                    help="cpu: fit each model's timed steps into this many seconds from its profiled estimate "
+                         "(at least 3 steps; 0: --steps as given)")
+    ap.add_argument("--merge", nargs="+", default=None, metavar="JSON",
+                    help="cpu: summarise the rows of these --json files together (fit, leave-one-out) instead of running")
     ap.add_argument("--executor", choices=("threaded", "serial"), default="threaded")
     ap.add_argument("--deadline-s", type=float, default=150.0,
                     help="gpu: past this many seconds the remaining placements time 3 steps (0: never)")
     ap.add_argument("--calibrate", action="store_true", help="fit the per-node overhead on the single-device runs")
     ap.add_argument("--json", default=None, help="write the settings and every run here")
     a = ap.parse_args()
-    if a.mode == "cpu":
-        rows, settings = cpu_mode(a), {"executor": a.executor, "small": a.small}
+    if a.merge:
+        rows, settings = merge(a)
+    elif a.mode == "cpu":
+        rows, settings = cpu_mode(a)
     else:
         rows, settings = gpu_mode(a)
     if a.json:

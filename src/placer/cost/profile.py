@@ -190,6 +190,35 @@ def profile_capture(capture, device: str = "cpu", warmup: int = 2, repeats: int 
 OP_OVERHEAD_US: dict[str, float] = {"cpu": 113.0, "cuda": 11.2}
 
 
+def fit_node_overhead(base_us, nodes, measured_us) -> float:
+    """The per-node overhead ``o >= 0`` for which ``base + nodes * o`` best matches ``measured``
+    in relative terms (least squares of ``(base + nodes * o - measured) / measured``):
+    ``o = sum(n/m * (m - b)/m) / sum((n/m)^2)``, clipped at 0. ``base_us``: per run, the predicted
+    step without the overhead; ``nodes``: per run, the predicted step's growth per us of overhead
+    (on one CPU, the executed fx nodes); ``measured_us``: the measured step medians."""
+    b, n, m = (np.asarray(x, dtype=float) for x in (base_us, nodes, measured_us))
+    if b.shape != n.shape or b.shape != m.shape or b.ndim != 1 or not len(b):
+        raise ValueError("fit_node_overhead needs three equally long, non-empty 1-d sequences")
+    w = n / m
+    den = float((w * w).sum())
+    return float(max(0.0, (w * (m - b) / m).sum() / den)) if den > 0 else 0.0
+
+
+def leave_one_out_overhead(base_us, nodes, measured_us) -> list[tuple[float, float]]:
+    """Per run ``i``: ``(o_i, predicted_i)``, the overhead fitted (:func:`fit_node_overhead`) on all
+    the other runs and the prediction ``base_i + nodes_i * o_i`` it gives for the held-out run, the
+    honest check of a calibrated overhead (it never sees the run it predicts)."""
+    b, n, m = (np.asarray(x, dtype=float) for x in (base_us, nodes, measured_us))
+    if len(b) < 2:
+        raise ValueError("leave_one_out_overhead needs at least two runs")
+    out = []
+    for i in range(len(b)):
+        keep = np.arange(len(b)) != i
+        o = fit_node_overhead(b[keep], n[keep], m[keep])
+        out.append((o, float(b[i] + n[i] * o)))
+    return out
+
+
 def op_overhead_us(device: str) -> float:
     """The calibrated per-node overhead for a device (``cpu``, ``cuda:k``)."""
     return OP_OVERHEAD_US["cuda" if str(device).startswith("cuda") else "cpu"]

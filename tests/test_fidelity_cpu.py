@@ -1,0 +1,51 @@
+"""The per-node overhead fit of benchmarks/fidelity.py cpu (placer.cost.profile): synthetic runs
+with a known overhead, no timing."""
+
+import numpy as np
+import pytest
+
+from placer.cost.profile import fit_node_overhead, leave_one_out_overhead
+
+
+def synthetic(o=37.5, noise=0.0, seed=0, k=8):
+    rng = np.random.default_rng(seed)
+    base = rng.uniform(1e5, 5e7, k)
+    nodes = rng.integers(500, 30000, k).astype(float)
+    meas = (base + nodes * o) * (1 + noise * rng.standard_normal(k))
+    return base, nodes, meas
+
+
+def test_fit_recovers_known_overhead():
+    b, n, m = synthetic()
+    assert fit_node_overhead(b, n, m) == pytest.approx(37.5, rel=1e-9)
+
+
+def test_fit_is_relative_least_squares():
+    b, n, m = synthetic(noise=0.05, seed=3)
+    o = fit_node_overhead(b, n, m)
+    err = lambda x: (((b + n * x - m) / m) ** 2).sum()  # noqa: E731
+    assert err(o) <= err(o * 1.01) and err(o) <= err(o * 0.99)
+
+
+def test_fit_clips_at_zero_when_measured_is_faster():
+    b, n, _ = synthetic()
+    assert fit_node_overhead(b, n, 0.5 * b) == 0.0
+
+
+def test_leave_one_out_never_sees_the_held_out_run():
+    b, n, m = synthetic(k=5)
+    m = m.copy()
+    m[2] *= 3.0  # one outlying run: its own held-out fit must not move towards it
+    loo = leave_one_out_overhead(b, n, m)
+    assert len(loo) == 5
+    o2, p2 = loo[2]
+    assert o2 == pytest.approx(37.5, rel=1e-9)
+    assert p2 == pytest.approx(b[2] + n[2] * 37.5)
+    assert all(o > 37.5 for i, (o, _) in enumerate(loo) if i != 2)
+
+
+def test_bad_input():
+    with pytest.raises(ValueError):
+        fit_node_overhead([1.0, 2.0], [1.0], [1.0, 2.0])
+    with pytest.raises(ValueError):
+        leave_one_out_overhead([1.0], [1.0], [1.0])
