@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from numba.core.cpu import CPUTargetOptions
 
 from placer.sim.state import (  # noqa: F401  (re-exported: placer.sim.fast and .restore use them)
     PLACETO, P2P, KIND_SHIFT, A_SHIFT, A_MASK, NS, NSF, S_HSIZE, S_SEQ, S_NRUN, S_NXE, S_NXS, S_NLOG, S_NDIRTY, S_BAD, F_TCUR,
@@ -51,8 +52,17 @@ from placer.sim.state import (  # noqa: F401  (re-exported: placer.sim.fast and 
 )
 
 
+# The event loops allocate nothing, so they are compiled without numba's reference counting
+# (``_nrt=False``, a CPUTargetOptions flag): with it, every slice and every array handed to an inlined
+# helper costs an atomic incref/decref pair in the hot loop. Measured on random placements of the
+# 1k / 10k-op synthetic training graphs (k80x4, benchmarks/sim_speed.py, medians of thread CPU time,
+# same run): 137 -> 66 us and 1.93 -> 1.43 ms per simulation, bit for bit the same results. A numba
+# without the flag compiles the same code with reference counting.
+HOT = dict(cache=True, nogil=True, **({"_nrt": False} if hasattr(CPUTargetOptions, "_nrt") else {}))
+
+
 # ---------------------------------------------------------------------------- queues
-@njit(cache=True, nogil=True, inline="always")
+@njit(inline="always", **HOT)
 def enqueue_op(c, x, t, seq, hsize, enq_t, enq_seq, fifo, dev_head, dev_tail, dev_act, ht, hk, hp):
     enq_t[c] = t
     enq_seq[c] = seq
@@ -69,7 +79,7 @@ def enqueue_op(c, x, t, seq, hsize, enq_t, enq_seq, fifo, dev_head, dev_tail, de
 
 
 # ---------------------------------------------------------------------------- init
-@njit(cache=True, nogil=True)
+@njit(**HOT)
 def init_state(GI, GF, CI, place, WI, WF, vi, vf):
     """Fresh state at t = 0: every op without parents queued on its device (in index order)."""
     n, m, D = CI[0], CI[1], CI[2]
@@ -112,7 +122,7 @@ def init_state(GI, GF, CI, place, WI, WF, vi, vf):
 
 
 # ---------------------------------------------------------------------------- event loop
-@njit(cache=True, nogil=True)
+@njit(**HOT)
 def run_loop(GI, GF, CF, CI, PI, place, WI, WF, vi, vf, record):
     """Process events until none is left; the state in WI/WF may be fresh or restored. ``record``:
     keep the per-op / per-transfer records (SimResult, restarts); off for the objective alone."""
@@ -454,7 +464,7 @@ def run_loop(GI, GF, CF, CI, PI, place, WI, WF, vi, vf, record):
 FAST_MAX_DEVICES = 63  # a remote-device set is one int64 bit mask
 
 
-@njit(cache=True, nogil=True)
+@njit(**HOT)
 def prepass(GI, GF, CF, CI, place, WI, WF):
     """What a placement fixes before any event runs, in one pass over the edges without
     data-dependent branches (the event loop's cost under random placements is branch mispredictions,
@@ -521,7 +531,7 @@ def prepass(GI, GF, CF, CI, place, WI, WF):
     return -1 if zero else ntx
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(inline="always", **HOT)
 def qpush(ht, hk, head, size, H, t, k):
     """Insert event (t, k) into the sorted ring ``ht``/``hk`` (capacity H, ``size`` events from
     ``head``) by walking back from the tail: new events are mostly the latest, so the walk is short
@@ -547,7 +557,7 @@ def qpush(ht, hk, head, size, H, t, k):
     return size + 1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(inline="always", **HOT)
 def ready(c, x, t, fifo, dev_head, dev_tail, dev_act, dev_free, ht, hk, head, H, hsize):
     """Queue op ``c`` on device ``x`` at ``t``; a wake-up if the device was idle."""
     fifo[c] = -1
@@ -562,7 +572,7 @@ def ready(c, x, t, fifo, dev_head, dev_tail, dev_act, dev_free, ht, hk, head, H,
     return hsize
 
 
-@njit(cache=True, nogil=True)
+@njit(**HOT)
 def run_placeto(GI, GF, CF, CI, PI, place, WI, WF, vi, vf):
     """:func:`run_loop` for the ``placeto`` model without records (the objective: makespan and
     peaks), on a fresh state from :func:`init_state` and the arrays of :func:`prepass` (which found
@@ -746,7 +756,7 @@ def run_placeto(GI, GF, CF, CI, PI, place, WI, WF, vi, vf):
     WF[F_TCUR], WF[F_TMAX] = t_cur, tmax
 
 
-@njit(cache=True, nogil=True)
+@njit(**HOT)
 def finish(GF, CF, CI, place, WI, WF, vf):
     """Status, and the objective R = r + c * ReLU(max_d(peak_d - M_d)) (+ OOM penalty) in WF."""
     n, m, D = CI[0], CI[1], CI[2]
