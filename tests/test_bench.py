@@ -340,3 +340,24 @@ def test_code_fingerprint_covers_every_module_a_method_imports():
     pl = {p.split("placer/")[-1] for p in _import_closure("placer.methods.placeto")}
     assert any(p.startswith("rl/") for p in pl) and any(p.startswith("nn/") for p in pl)
     assert "methods/local_search.py" not in pl  # only what it imports, not the whole registry
+
+
+def test_code_fingerprint_does_not_depend_on_where_the_checkout_lies(tmp_path):
+    """A clone in another folder must find the committed runs: the same sources, the same hashes."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import placer
+    from placer.bench.runner import code_fingerprint, objective_fingerprint
+
+    src = Path(placer.__file__).parent
+    shutil.copytree(src, tmp_path / "elsewhere" / "placer", ignore=shutil.ignore_patterns("__pycache__"))
+    code = ("from placer.bench.runner import code_fingerprint, objective_fingerprint; import placer; "
+            "print(placer.__file__); print(code_fingerprint('local-search')); print(objective_fingerprint())")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "elsewhere")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.split()
+    assert out[0].startswith(str(tmp_path))  # really the copy
+    assert out[1:] == [code_fingerprint("local-search"), objective_fingerprint()]

@@ -110,9 +110,17 @@ def code_fingerprint(method: str) -> str:
 
     h = hashlib.sha256()
     for f in _import_closure(METHODS[method].run.__module__):
-        h.update(f.encode())
-        h.update(Path(f).read_bytes())
+        _hash_source(h, f)
     return h.hexdigest()[:16]
+
+
+def _hash_source(h, path: str) -> None:
+    """Add one source file to a fingerprint: its path inside the package (not where the checkout
+    lies, so a clone elsewhere finds the committed runs) and its bytes."""
+    import placer
+
+    h.update(Path(path).relative_to(Path(placer.__file__).parent).as_posix().encode())
+    h.update(Path(path).read_bytes())
 
 
 def objective_fingerprint() -> str:
@@ -125,8 +133,7 @@ def objective_fingerprint() -> str:
     for mod in ("placer.objectives", "placer.objectives.published", "placer.objectives.pipeline",
                 "placer.objectives.search"):
         for f in _import_closure(mod):
-            h.update(f.encode())
-            h.update(Path(f).read_bytes())
+            _hash_source(h, f)
     return h.hexdigest()[:16]
 
 
