@@ -195,6 +195,22 @@ def cpu_steps(estimate_us: float, budget_s: float, steps: int) -> int:
     return max(min(3, steps), min(steps, int(budget_s * 1e6 / max(estimate_us, 1.0))))
 
 
+def _usage(since: dict | None = None) -> dict:
+    """This process's wall and CPU seconds, minor page faults and involuntary context switches (the
+    times other processes took the core), or their growth ``since`` an earlier reading; with one
+    torch thread, ``cpu_share`` (CPU / wall) below 1 says how much of the wall time went elsewhere."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    now = {"wall_s": time.perf_counter(), "cpu_s": r.ru_utime + r.ru_stime, "sys_s": r.ru_stime,
+           "minor_faults": r.ru_minflt, "invol_switches": r.ru_nivcsw}
+    if since is None:
+        return now
+    d = {k: round(now[k] - since[k], 3) for k in now}
+    d["cpu_share"] = round(d["cpu_s"] / d["wall_s"], 3) if d["wall_s"] > 0 else None
+    return d
+
+
 def cpu_mode(a) -> tuple[list[dict], dict]:
     import resource
 
@@ -217,7 +233,9 @@ def cpu_mode(a) -> tuple[list[dict], dict]:
         t0 = time.perf_counter()
         cap = zoo_capture(name, **cfg)
         capture_s = time.perf_counter() - t0
+        u0 = _usage()
         prof = profile_capture(cap, "cpu", warmup=1, repeats=a.repeats, threads=threads)
+        u_prof = _usage(u0)
         g = cap.graph
         nodes = executed_nodes(cap)
         z = np.zeros(g.n_ops, dtype=np.int64)
@@ -228,8 +246,10 @@ def cpu_mode(a) -> tuple[list[dict], dict]:
         steps, warmup = cpu_steps(pred0 + committed * slope, a.model_budget_s, a.steps), a.warmup
         t1 = time.perf_counter()
         rb = rebuild(g)
+        u0 = _usage()
         rep = run_placement(g0, host, z, ["cpu"], steps=steps, warmup=warmup, threads=threads, rebuilt=rb,
                             executor=a.executor)
+        u_run = _usage(u0)
         s = rep.summary()
         rows.append({"model": name, "config": cfg or dict(ZOO[name].config), "ops": g.n_ops,
                      "ops_run": int((nodes > 0).sum()), "nodes_run": int(nodes.sum()), "single": "cpu",
@@ -243,7 +263,7 @@ def cpu_mode(a) -> tuple[list[dict], dict]:
                      "max_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
                      "capture_s": round(capture_s, 1), "profile_s": round(prof.wall_s, 1),
                      "run_s": round(time.perf_counter() - t1, 1), "load_start": round(load0, 2),
-                     "load_end": round(os.getloadavg()[0], 2)})
+                     "load_end": round(os.getloadavg()[0], 2), "profile_usage": u_prof, "run_usage": u_run})
         print(f"  {name:<16} {g.n_ops:>5} {int(nodes.sum()):>6} {np.nansum(prof.median_us) / 1e3:>14.1f} "
               f"{rep.median_us / 1e3:>11.1f} {s['measured_iqr_us'] / 1e3:>7.1f} {steps:>5}", flush=True)
         del cap, rb, g, g0, g100, prof
