@@ -4,7 +4,8 @@ For generated training graphs of 1k / 10k / 80k ops (``placer.zoo.synthetic``; t
 Planner's largest graph has 83,712 ops) and for every real graph in ../shared/graphs, on the
 k80x4 preset with ``SimParams.placeto()`` (the reference simulator's constants and its tie-break by
 op name), for three placements over the 4 GPUs (all on one GPU; contiguous topological blocks;
-uniformly random), one row each:
+uniformly random: 16 different placements timed in turn, as a search meets them; one placement
+simulated over and over lets the CPU's branch predictors learn it, 2x faster at 1k ops), one row each:
 
 * the compiled objective-only path (``Engine.objective``: makespan + peak memory, no SimResult):
   microseconds per simulation and events per second (events counted by the pure-Python model);
@@ -167,16 +168,20 @@ def python_sim(problem, placement, params):
 
 # ---------------------------------------------------------------------------- timing
 CLOCK = time.thread_time  # CPU time of this thread: what one core spends (see --wall)
+RANDOM = 16  # different random placements timed in turn
 
 
-def median_time(fn, repeat: int, min_total_s: float = 0.0) -> float:
-    """Median seconds per call of ``fn`` (after one warm-up call) on :data:`CLOCK`."""
-    fn()
+def median_time(fn, repeat: int, min_total_s: float = 0.0, args=(None,)) -> float:
+    """Median seconds per call of ``fn(a)`` on :data:`CLOCK`, ``a`` cycling through ``args`` (after
+    one warm-up call on each)."""
+    for a in args:
+        fn(a)
     ts = []
     t_start = time.perf_counter()
     while len(ts) < repeat or time.perf_counter() - t_start < min_total_s:
+        a = args[len(ts) % len(args)]
         t = CLOCK()
-        fn()
+        fn(a)
         ts.append(CLOCK() - t)
         if len(ts) >= 10 * repeat:
             break
@@ -196,13 +201,16 @@ def feasible(problem, p):
     return problem.validate_placement(p)
 
 
-def placements(problem, rng):
+def placements(problem, rng, n_random: int = RANDOM):
+    """Per kind, the placements timed in turn: one for single and blocks, ``n_random`` different
+    uniformly random ones (a search simulates a new placement every call: timing one placement
+    over and over lets the CPU's branch predictors learn it, 2x faster at 1k ops)."""
     gpus = np.array([d for d, dev in enumerate(problem.cluster.devices) if dev.kind == "gpu"])
     n = problem.n_ops
     return {
-        "single": feasible(problem, np.full(n, gpus[0])),
-        "blocks": feasible(problem, gpus[np.arange(n) * len(gpus) // n]),
-        "random": feasible(problem, rng.choice(gpus, n)),
+        "single": [feasible(problem, np.full(n, gpus[0]))],
+        "blocks": [feasible(problem, gpus[np.arange(n) * len(gpus) // n])],
+        "random": [feasible(problem, rng.choice(gpus, n)) for _ in range(n_random)],
     }
 
 
@@ -262,18 +270,25 @@ def bench_graph(name, problem, args, rows, extras=True):
     prm = SimParams.placeto()
     rng = np.random.default_rng(0)
     n = problem.n_ops
-    for pname, p in placements(problem, rng).items():
-        p = p.astype(np.int64)
+    for pname, ps in placements(problem, rng).items():
+        ps = [q.astype(np.int64) for q in ps]
+        p = ps[0]
         eng = Engine(problem, prm)
-        t_c = median_time(lambda: eng.objective(p), args.repeat, 0.2)
-        mk_c, peak_c = eng.makespan_us, eng.peak_memory_bytes.copy()
-        py_rep = 1 if n > 20000 else 3
-        t_py = median_time(lambda: python_sim(problem, p, prm), py_rep)
-        mk_py, peak_py, n_ev = python_sim(problem, p, prm)
-        same = mk_py == mk_c and np.allclose(peak_py, peak_c, rtol=1e-12, atol=0)
+        t_c = median_time(eng.objective, args.repeat, 0.2, ps)
+        py = ps[:1 if n > 20000 else 3]  # the pure-Python simulator on some of them, each checked
+        t_py = median_time(lambda q: python_sim(problem, q, prm), len(py), 0.0, py)
+        same, n_ev = True, []
+        for q in py:
+            mk_py, peak_py, ne = python_sim(problem, q, prm)
+            eng.objective(q)
+            n_ev.append(ne)
+            same &= mk_py == eng.makespan_us and np.allclose(peak_py, eng.peak_memory_bytes, rtol=1e-12, atol=0)
+            if not same:
+                mk_c, peak_c = eng.makespan_us, eng.peak_memory_bytes.copy()
+        n_ev = float(np.mean(n_ev))
         eng_p2p = Engine(problem, SimParams.placeto(comm_model="p2p"))
-        t_p2p = median_time(lambda: eng_p2p.objective(p), args.repeat, 0.1)
-        t_full = median_time(lambda: simulate(problem, p, prm), max(3, args.repeat // 10))
+        t_p2p = median_time(eng_p2p.objective, args.repeat, 0.1, ps)
+        t_full = median_time(lambda q: simulate(problem, q, prm), max(3, args.repeat // 10), 0.0, ps[:4])
         inc, b1, b2, b2c, wrong = float("nan"), float("nan"), float("nan"), float("nan"), 0
         if extras:
             inc, wrong = incremental_ratio(problem, prm, p, steps=20 if n > 20000 else 40)
@@ -310,7 +325,7 @@ def main(argv=None):
     sizes = [s for s in args.sizes if not args.quick or s <= 10000]
     cluster = preset("k80x4")
     print(f"k80x4 preset, SimParams.placeto() (ties by op name); medians of {'wall' if args.wall else 'thread CPU'} "
-          f"time per simulation; events: those of the pure-Python event model; incr/full: IncrementalSim.move "
+          f"time per simulation ('random': {RANDOM} different placements in turn); events: those of the pure-Python event model; incr/full: IncrementalSim.move "
           f"over a full run; batch1/batch2: evaluate_many sims per wall second on 1 / 2 threads, b2 cpu/s: per "
           f"process-CPU second on 2 threads")
     print(HEADER)
