@@ -49,8 +49,8 @@ import time
 import numpy as np
 
 from placer.cluster import Device, make_cluster
-from placer.cost.profile import (OP_OVERHEAD_US, executed_nodes, fit_node_overhead, leave_one_out_overhead,
-                                 profile_capture, with_measured_costs)
+from placer.cost.profile import (OP_OVERHEAD_US, executed_nodes, fit_node_overhead, fit_overheads,
+                                 leave_one_out_overhead, profile_capture, with_measured_costs)
 from placer.problem import Problem
 from placer.runtime import run_placement
 from placer.runtime.measure import rebuild
@@ -253,6 +253,7 @@ def cpu_mode(a) -> tuple[list[dict], dict]:
         s = rep.summary()
         rows.append({"model": name, "config": cfg or dict(ZOO[name].config), "ops": g.n_ops,
                      "ops_run": int((nodes > 0).sum()), "nodes_run": int(nodes.sum()), "single": "cpu",
+                     "output_gib_run": _output_gib(g),
                      "profile_unique_ops": prof.unique_ops, "profile_failed_ops": prof.failed,
                      "profile_repeats": a.repeats, "sum_median_us": float(np.nansum(prof.median_us)),
                      "predicted_no_overhead_us": pred0, "overhead_slope": slope,
@@ -301,6 +302,20 @@ def cpu_summary(rows, committed: float, calibrate: bool) -> dict:
         out[key] = {"mape": mape(p, m), "spearman": spearman(p, m),
                     "ratio_min": float(min(np.array(p) / m)), "ratio_max": float(max(np.array(p) / m))}
     out["loo_overhead_range_us"] = [float(np.min([o for o, _ in loo])), float(np.max([o for o, _ in loo]))]
+    if len(rows) > 2 and all("output_gib_run" in r for r in rows):
+        # a second term: us per GiB of op outputs (fresh memory the step allocates; on one CPU the
+        # predicted step grows by exactly that); fitted and held out like the per-node term alone
+        X = np.column_stack([n, [r["output_gib_run"] for r in rows]])
+        o2 = fit_overheads(b, X, m)
+        loo2 = leave_one_out_overhead(b, X, m)
+        p_all, p_loo = b + X @ o2, np.array([p for _, p in loo2])
+        for r, pa, pl in zip(rows, p_all, p_loo):
+            r["predicted_fitted_2term_us"], r["predicted_loo_2term_us"] = float(pa), float(pl)
+        out["two_term"] = {"per_node_us": float(o2[0]), "per_output_gib_us": float(o2[1]),
+                           "fitted": {"mape": mape(p_all, m), "spearman": spearman(p_all, m)},
+                           "held_out": {"mape": mape(p_loo, m), "spearman": spearman(p_loo, m)},
+                           "held_out_per_node_us": [float(o[0]) for o, _ in loo2],
+                           "held_out_per_output_gib_us": [float(o[1]) for o, _ in loo2]}
     print(f"\ncpu results ({len(rows)} models; overhead per executed node: committed {committed:.1f} us, "
           f"fitted on all {fitted:.1f} us, held-out fits {out['loo_overhead_range_us'][0]:.1f}-"
           f"{out['loo_overhead_range_us'][1]:.1f} us):")
@@ -312,7 +327,30 @@ def cpu_summary(rows, committed: float, calibrate: bool) -> dict:
     for key in ("no_overhead", "committed", "fitted", "held_out"):
         print(f"  {key:<12} MAPE {out[key]['mape']:6.1%}  Spearman {out[key]['spearman']:.3f}  "
               f"ratio {out[key]['ratio_min']:.2f}-{out[key]['ratio_max']:.2f}")
+    if "two_term" in out:
+        t = out["two_term"]
+        print(f"  per node + per output GiB: {t['per_node_us']:.1f} us + {t['per_output_gib_us'] / 1e3:.1f} ms/GiB; "
+              f"fitted MAPE {t['fitted']['mape']:.1%} Spearman {t['fitted']['spearman']:.3f}; held out MAPE "
+              f"{t['held_out']['mape']:.1%} Spearman {t['held_out']['spearman']:.3f}")
     return out
+
+
+def _output_gib(g) -> float:
+    """GiB of the outputs of a graph's computing ops (all but parameters, buffers and inputs: the
+    fresh memory one step allocates)."""
+    comp = np.array([t not in ("parameter", "buffer", "input") for t in g.op_types])
+    return float(g.output_bytes[comp].sum() / 2**30)
+
+
+def _zoo_output_gib(name: str, ops: int) -> float:
+    """:func:`_output_gib` of a full-size zoo model from its cached graph (the same capture), for
+    rows written before ``output_gib_run`` was recorded."""
+    from placer.zoo.models import zoo_graph
+
+    g = zoo_graph(name)
+    if g.n_ops != ops:
+        raise SystemExit(f"{name}: the cached graph has {g.n_ops} ops, the row {ops}")
+    return _output_gib(g)
 
 
 def merge(a) -> tuple[list[dict], dict]:
@@ -322,6 +360,9 @@ def merge(a) -> tuple[list[dict], dict]:
     for path in a.merge:
         with open(path) as f:
             d = json.load(f)
+        for r in d["rows"]:
+            if "output_gib_run" not in r and r["config"] == dict(ZOO[r["model"]].config):
+                r["output_gib_run"] = _zoo_output_gib(r["model"], r["ops"])
         rows += d["rows"]
         parts.append({k: v for k, v in d["settings"].items() if k != "summary"} | {"file": os.path.basename(path)})
     committed = OP_OVERHEAD_US["cpu"]

@@ -49,3 +49,25 @@ def test_bad_input():
         fit_node_overhead([1.0, 2.0], [1.0], [1.0, 2.0])
     with pytest.raises(ValueError):
         leave_one_out_overhead([1.0], [1.0], [1.0])
+
+
+def test_two_term_fit_recovers_both_overheads():
+    from placer.cost.profile import fit_overheads
+
+    rng = np.random.default_rng(1)
+    base = rng.uniform(1e6, 5e7, 10)
+    X = np.column_stack([rng.integers(500, 30000, 10), rng.uniform(1, 60, 10)])  # nodes, GiB
+    meas = base + X @ np.array([20.0, 9e4])
+    assert fit_overheads(base, X, meas) == pytest.approx([20.0, 9e4], rel=1e-6)
+    loo = leave_one_out_overhead(base, X, meas)
+    assert all(o == pytest.approx([20.0, 9e4], rel=1e-6) for o, _ in loo)
+    assert [p for _, p in loo] == pytest.approx(list(meas), rel=1e-9)
+
+
+def test_two_term_fit_is_non_negative():
+    from placer.cost.profile import fit_overheads
+
+    b, n, m = synthetic()
+    X = np.column_stack([n, -n])  # a term that could only help with a negative overhead
+    o = fit_overheads(b, X, m)
+    assert (o >= 0).all() and o[0] == pytest.approx(37.5, rel=1e-6)

@@ -196,26 +196,45 @@ def fit_node_overhead(base_us, nodes, measured_us) -> float:
     ``o = sum(n/m * (m - b)/m) / sum((n/m)^2)``, clipped at 0. ``base_us``: per run, the predicted
     step without the overhead; ``nodes``: per run, the predicted step's growth per us of overhead
     (on one CPU, the executed fx nodes); ``measured_us``: the measured step medians."""
-    b, n, m = (np.asarray(x, dtype=float) for x in (base_us, nodes, measured_us))
-    if b.shape != n.shape or b.shape != m.shape or b.ndim != 1 or not len(b):
-        raise ValueError("fit_node_overhead needs three equally long, non-empty 1-d sequences")
-    w = n / m
-    den = float((w * w).sum())
-    return float(max(0.0, (w * (m - b) / m).sum() / den)) if den > 0 else 0.0
+    return float(fit_overheads(base_us, np.asarray(nodes, dtype=float)[:, None], measured_us)[0])
 
 
-def leave_one_out_overhead(base_us, nodes, measured_us) -> list[tuple[float, float]]:
-    """Per run ``i``: ``(o_i, predicted_i)``, the overhead fitted (:func:`fit_node_overhead`) on all
+def fit_overheads(base_us, counts, measured_us) -> np.ndarray:
+    """Non-negative per-unit overheads ``o`` (one per column of ``counts``, runs x terms: executed
+    nodes, GiB allocated, ...) for which ``base + counts @ o`` best matches ``measured`` in relative
+    terms: non-negative least squares of ``(base + counts @ o - measured) / measured``. One column:
+    :func:`fit_node_overhead`'s closed form."""
+    from scipy.optimize import nnls
+
+    b, m = np.asarray(base_us, dtype=float), np.asarray(measured_us, dtype=float)
+    X = np.asarray(counts, dtype=float)
+    if b.ndim != 1 or not len(b) or m.shape != b.shape or X.ndim != 2 or X.shape[0] != len(b):
+        raise ValueError("fit_overheads needs base and measured of one length n >= 1 and counts of shape (n, k)")
+    A, y = X / m[:, None], (m - b) / m
+    if not (A != 0).any():
+        return np.zeros(X.shape[1])
+    if X.shape[1] == 1:  # the closed form (exact, no solver tolerance)
+        w = A[:, 0]
+        return np.array([max(0.0, float((w * y).sum() / (w * w).sum()))])
+    return nnls(A, y)[0]
+
+
+def leave_one_out_overhead(base_us, nodes, measured_us) -> list[tuple]:
+    """Per run ``i``: ``(o_i, predicted_i)``, the overhead fitted (:func:`fit_node_overhead`, or
+    :func:`fit_overheads` when ``nodes`` is a runs x terms array; ``o_i`` is then an array) on all
     the other runs and the prediction ``base_i + nodes_i * o_i`` it gives for the held-out run, the
     honest check of a calibrated overhead (it never sees the run it predicts)."""
-    b, n, m = (np.asarray(x, dtype=float) for x in (base_us, nodes, measured_us))
+    b, m = np.asarray(base_us, dtype=float), np.asarray(measured_us, dtype=float)
+    X = np.asarray(nodes, dtype=float)
+    one = X.ndim == 1
+    X = X[:, None] if one else X
     if len(b) < 2:
         raise ValueError("leave_one_out_overhead needs at least two runs")
     out = []
     for i in range(len(b)):
         keep = np.arange(len(b)) != i
-        o = fit_node_overhead(b[keep], n[keep], m[keep])
-        out.append((o, float(b[i] + n[i] * o)))
+        o = fit_overheads(b[keep], X[keep], m[keep])
+        out.append((float(o[0]) if one else o, float(b[i] + X[i] @ o)))
     return out
 
 
