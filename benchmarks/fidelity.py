@@ -302,13 +302,19 @@ def cpu_summary(rows, committed: float, calibrate: bool) -> dict:
         out[key] = {"mape": mape(p, m), "spearman": spearman(p, m),
                     "ratio_min": float(min(np.array(p) / m)), "ratio_max": float(max(np.array(p) / m))}
     out["loo_overhead_range_us"] = [float(np.min([o for o, _ in loo])), float(np.max([o for o, _ in loo]))]
-    calm = [i for i, r in enumerate(rows) if (r.get("run_usage") or {}).get("cpu_share", 0) >= 0.9]
-    if len(calm) > 2:  # the runs that had their core (CPU / wall >= 0.9 over the run: little contention)
+    def share(r, k):
+        return (r.get(k) or {}).get("cpu_share")
+
+    # the models whose profile and run had the same share of their core (CPU / wall within 0.1 of each
+    # other): on a shared machine the wall-clock profile and step are comparable only then
+    calm = [i for i, r in enumerate(rows) if share(r, "run_usage") is not None and share(r, "profile_usage") is not None
+            and abs(share(r, "run_usage") - share(r, "profile_usage")) <= 0.1]
+    if len(calm) > 2:
         pc = np.array([rows[i]["predicted_us"] for i in calm])
         p0c = np.array([rows[i]["predicted_no_overhead_us"] for i in calm])
         loo_c = leave_one_out_overhead(b[calm], n[calm], m[calm])
         plc = np.array([p for _, p in loo_c])
-        out["uncontended"] = {"models": [rows[i]["model"] for i in calm],
+        out["matched"] = {"models": [rows[i]["model"] for i in calm],
                               "fitted_overhead_us": fit_node_overhead(b[calm], n[calm], m[calm]),
                               "no_overhead": {"mape": mape(p0c, m[calm]), "spearman": spearman(p0c, m[calm])},
                               "used": {"mape": mape(pc, m[calm]), "spearman": spearman(pc, m[calm])},
@@ -338,9 +344,9 @@ def cpu_summary(rows, committed: float, calibrate: bool) -> dict:
     for key in ("no_overhead", "committed", "fitted", "held_out"):
         print(f"  {key:<12} MAPE {out[key]['mape']:6.1%}  Spearman {out[key]['spearman']:.3f}  "
               f"ratio {out[key]['ratio_min']:.2f}-{out[key]['ratio_max']:.2f}")
-    if "uncontended" in out:
-        u = out["uncontended"]
-        print(f"  runs with CPU / wall >= 0.9 ({', '.join(u['models'])}): fitted {u['fitted_overhead_us']:.1f} us; "
+    if "matched" in out:
+        u = out["matched"]
+        print(f"  profile and run at the same CPU share ({', '.join(u['models'])}): fitted {u['fitted_overhead_us']:.1f} us; "
               f"MAPE no overhead {u['no_overhead']['mape']:.1%}, used {u['used']['mape']:.1%}, held out "
               f"{u['held_out']['mape']:.1%} (Spearman {u['no_overhead']['spearman']:.3f} / {u['used']['spearman']:.3f} / "
               f"{u['held_out']['spearman']:.3f})")
