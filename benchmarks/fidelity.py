@@ -318,7 +318,9 @@ def cpu_summary(rows, committed: float, calibrate: bool) -> dict:
                               "fitted_overhead_us": fit_node_overhead(b[calm], n[calm], m[calm]),
                               "no_overhead": {"mape": mape(p0c, m[calm]), "spearman": spearman(p0c, m[calm])},
                               "used": {"mape": mape(pc, m[calm]), "spearman": spearman(pc, m[calm])},
-                              "held_out": {"mape": mape(plc, m[calm]), "spearman": spearman(plc, m[calm])}}
+                              "held_out": {"mape": mape(plc, m[calm]), "spearman": spearman(plc, m[calm])},
+                              "held_out_overheads_us": [float(o) for o, _ in loo_c],
+                              "held_out_ratios": [float(p / mm) for p, mm in zip(plc, m[calm])]}
     if len(rows) > 2 and all("output_gib_run" in r for r in rows):
         # a second term: us per GiB of op outputs (fresh memory the step allocates; on one CPU the
         # predicted step grows by exactly that); fitted and held out like the per-node term alone
