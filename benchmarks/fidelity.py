@@ -143,10 +143,8 @@ def fit_overhead(rows, kind: str) -> float:
     r = [x for x in rows if x["single"] == kind]
     if not r:
         return OP_OVERHEAD_US[kind]
-    n = np.array([x["nodes_run"] for x in r], dtype=float)
-    m = np.array([x["measured_us"] for x in r])
-    gap = m - np.array([x["sum_median_us"] for x in r])
-    return float(max(0.0, ((n / m) * (gap / m)).sum() / ((n / m) ** 2).sum()))
+    return fit_node_overhead([x["sum_median_us"] for x in r], [x["nodes_run"] for x in r],
+                             [x["measured_us"] for x in r])
 
 
 def fit_issue_overhead(rows, kernels: dict, nodes: dict) -> float:
