@@ -282,9 +282,10 @@ def bench_graph(name, problem, args, rows, extras=True):
             mk_py, peak_py, ne = python_sim(problem, q, prm)
             eng.objective(q)
             n_ev.append(ne)
-            same &= mk_py == eng.makespan_us and np.allclose(peak_py, eng.peak_memory_bytes, rtol=1e-12, atol=0)
-            if not same:
+            same = mk_py == eng.makespan_us and np.allclose(peak_py, eng.peak_memory_bytes, rtol=1e-12, atol=0)
+            if not same:  # report the first placement that differs
                 mk_c, peak_c = eng.makespan_us, eng.peak_memory_bytes.copy()
+                break
         n_ev = float(np.mean(n_ev))
         eng_p2p = Engine(problem, SimParams.placeto(comm_model="p2p"))
         t_p2p = median_time(eng_p2p.objective, args.repeat, 0.1, ps)
