@@ -32,11 +32,12 @@ def _scaled(a: np.ndarray) -> list[int]:
 
 def metis_parts(problem: Problem, k: int, seed: int = 0) -> Grouping:
     """The units of a k-way METIS partition of the colocation families (see the module docstring);
-    the families themselves when there are at most k of them."""
+    the families themselves when there are fewer than 2 k of them (as :func:`placer.grouping.metis_groups`:
+    METIS then fails to bisect and says so on stdout)."""
     import pymetis
 
     fam = colocate(problem).units(problem.graph)
-    if fam.n_groups <= k or k <= 1:
+    if fam.n_groups < 2 * k or k <= 1:
         return fam if k > 1 else Grouping.partition(np.zeros(problem.n_ops, dtype=np.int64), "metis-parts").units(problem.graph)
     xadj, adj, w = fam.undirected_csr(problem.graph)
     work = fam.total(problem.fastest_us)
