@@ -55,7 +55,8 @@ def test_group_embeddings_follow_section_2():
 
 def test_finds_the_obvious_best_placement():
     P = obvious_problem()
-    r = run_method("hierarchical", P, Budget(placements=160), seed=0, lr=0.1, **SMALL)  # the paper's lr: fast here
+    r = run_method("hierarchical", P, Budget(placements=160), seed=0, lr=0.1, placer_start="none",
+                   **SMALL)  # the paper's lr and start: learned, not given by the single-GPU start
     assert r.sim.objective_us == pytest.approx(best_objective(P), rel=1e-9)
 
 
@@ -104,3 +105,39 @@ def test_warm_start_makes_groups_follow_the_topological_order():
     before = spread()
     loss = tr.warm_start(200)
     assert np.isfinite(loss) and spread() < 0.6 * before
+
+
+def test_split_start_cuts_the_topological_order_at_equal_compute():
+    """8 ops in one chain on 2 equal GPUs, compute 1,1,1,1,4,4,4,4 ms, M = 8 (group g = op g after the
+    Grouper's chunks): the middle of op g lies at F_g = (cum[g] + cum[g + 1]) / 2 / 20 of the compute,
+    so ops 0-4 (F = 0.025 .. 0.3) go to gpu 0 and ops 5-7 (F = 0.5 .. 0.9) to gpu 1."""
+    from placer.cluster import preset
+    from placer.graph import OpGraph
+    from placer.problem import Problem
+
+    names = [f"op{i}" for i in range(8)]
+    c = np.array([1, 1, 1, 1, 4, 4, 4, 4], dtype=float) * 1e3
+    g = OpGraph.build(names, [(names[i], names[i + 1], 1e3) for i in range(7)], name="chain",
+                      compute_us={"gpu": c, "cpu": 10 * c})
+    P = Problem(g, preset("k80x2"))
+    tr = HierarchicalTrainer(P, HierarchicalConfig(**{**SMALL, "n_groups": 8}), seed=0)
+    t = tr.start_targets()
+    assert t["split"].tolist() == [0, 0, 0, 0, 0, 1, 1, 1] and t["single"].tolist() == [0] * 8
+    assert tr.start_placement(t["split"]).tolist() == [tr.units.cand[d] for d in t["split"]]
+
+
+def test_placer_warm_start_reaches_its_mass_and_best_start_is_simulated_once_each():
+    from placer.methods.hierarchical import choose_start
+
+    P = obvious_problem(40)
+    cfg = HierarchicalConfig(**SMALL)
+    tr = HierarchicalTrainer(P, cfg, seed=0)
+    ev = Evaluator(P, limit=50)
+    name, target = choose_start(tr, ev, cfg)
+    assert ev.placements == 2 and name == "single"  # everything on gpu:0 is the best placement there is
+    assert ev.best_objective_us == pytest.approx(best_objective(P))
+    before = np.mean([(tr.sample(4)[0] == 0).mean() for _ in range(3)])
+    steps, reached = tr.placer_warm_start(target, 0.95)
+    assert reached >= 0.95 and steps >= 1
+    after = np.mean([(tr.sample(4)[0] == 0).mean() for _ in range(3)])
+    assert after > 0.9 > before

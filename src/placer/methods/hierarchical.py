@@ -38,18 +38,35 @@ a hyperparameter), the Grouper's hidden size, the Placer's LSTM size (256), the 
 decay, the OOM penalty (100 s), the sizes of the embeddings, and placing on the GPUs only by default
 (``devices``). Modes, checkpoints and logs as :mod:`placer.methods.colocrl`.
 
-Not in the paper: ``warm_start`` supervised steps (no placement simulated) pull the Grouper toward
-contiguous chunks of the topological order before REINFORCE starts. From the paper's start, each op's
-group is close to uniform over the M groups (the logits are divided by T = 10 and clipped by C = 5),
-so every group spans the whole graph and every sampled placement is a near-random op placement; in
-our runs (1,000-1,600 placements) REINFORCE did not recover from that on NMT and RNNLM (NMT 2-layer on
-2 GPUs: 1,767 ms against the expert's 1,714 ms; NMT 4-layer on 4 GPUs: 1,162 ms against 801 ms).
-With the bounded logits the warm start gives soft chunks (an op's sampled group is about 20 groups
-from its chunk on NMT 2-layer, 85 from the uniform start). ``warm_start=0`` is the paper's start.
+Not in the paper, two warm starts (supervised steps, no placement simulated):
+
+* ``warm_start`` steps pull the Grouper toward contiguous chunks of the topological order before
+  REINFORCE starts. From the paper's start, each op's group is close to uniform over the M groups
+  (the logits are divided by T = 10 and clipped by C = 5), so every group spans the whole graph and
+  every sampled placement is a near-random op placement; in our runs (1,000-1,600 placements)
+  REINFORCE did not recover from that on NMT and RNNLM (NMT 2-layer on 2 GPUs: 1,767 ms against the
+  expert's 1,714 ms; NMT 4-layer on 4 GPUs: 1,162 ms against 801 ms). With the bounded logits the
+  warm start gives soft chunks (cross-entropy 3.5 after 300 steps, 2.8-2.9 after 1,000 on NMT).
+  ``warm_start=0`` is the paper's start.
+* ``placer_start`` pulls the Placer toward a start placement until its devices have mean probability
+  ``start_mass`` (geometric mean over the M groups): "split", the chunks cut into A pieces of equal
+  compute (the layer-wise split a person draws for a deep network), or "single", every group on the
+  fastest GPU; "best" (default) simulates both once (2 placements of the budget) and takes the
+  faster. From a random Placer the first samples scatter 256 groups over the devices (NMT 8-layer on
+  8 GPUs: 2.7 s, 1.4x single GPU) and the policy then drifts to one device (the committed hp-table1
+  before this change: 1,718 ms against the expert's 808 ms). The mass matters: at 0.96 about 10
+  groups per sample leave the start and the samples cost 25% more than it (NMT 2-layer, 600
+  placements: best 1,718 ms = the start, with warm_start 300), at 0.99 RL improves on it (warm_start
+  1,000: 1,618 ms, expert 1,714 ms; NMT 4-layer, 2,000 placements: samples 1,103 -> 973 ms, best 836
+  ms against the start's 833 and the expert's 801; RNNLM 2 GPUs, 600 placements: 648 ms, expert 585
+  ms). Sine/cosine position features (16 frequencies) made the Grouper sharper (cross-entropy 0.4)
+  but REINFORCE then drove the samples from 890 to 1,300 ms on NMT 4-layer, so they are not used.
+  ``placer_start="none"`` is the paper's start.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,7 +94,9 @@ class HierarchicalConfig(MethodConfig):
     entropy: float = 0.0  # entropy bonus weight (not in the paper)
     oom_penalty_s: float = 100.0  # step time (s) given to an out-of-memory placement (as ColocRL; 100 s our choice)
     grouper_hidden: int = 64  # hidden ReLU units of the feed-forward Grouper (our choice)
-    warm_start: int = 300  # Grouper steps toward contiguous topological chunks before RL (ours; 0 = paper's start)
+    warm_start: int = 1000  # Grouper steps toward contiguous topological chunks before RL (ours; 0 = paper's start)
+    placer_start: str = "best"  # Placer's start: "best" of "split" / "single" (each simulated once), or "none" (paper)
+    start_mass: float = 0.99  # Placer warm start stops when its start's devices reach this mean probability (ours)
     type_embed: int = 16  # size of the Grouper's learned op-type embedding (our choice)
     hidden: int = 256  # Placer LSTM hidden units (our choice)
     bidirectional: bool = False  # Placer encoder reads both ways (the paper's is one-way)
@@ -96,7 +115,12 @@ class HierarchicalConfig(MethodConfig):
         return seq_checks(self) + [(self.n_groups >= 1, "n_groups", ">= 1"),
                                    (self.grouper_hidden >= 1, "grouper_hidden", ">= 1"),
                                    (self.type_embed >= 1, "type_embed", ">= 1"),
-                                   (self.warm_start >= 0, "warm_start", ">= 0")]
+                                   (self.warm_start >= 0, "warm_start", ">= 0"),
+                                   (self.placer_start in PLACER_STARTS, "placer_start", " or ".join(PLACER_STARTS)),
+                                   (0 < self.start_mass < 1, "start_mass", "in (0, 1)")]
+
+
+PLACER_STARTS = ("best", "split", "single", "none")
 
 
 SHAPE_FIELDS = ("n_groups", "grouper_hidden", "type_embed", "hidden", "bidirectional", "device_embed", "attention",
@@ -191,6 +215,65 @@ class HierarchicalTrainer(Seq2SeqRLTrainer):
                 opt.step()
         return float(loss.detach())
 
+    # -- the Placer's start
+    def start_targets(self) -> dict[str, np.ndarray]:
+        """(M,) candidate index per group for each start the Placer may be pulled toward:
+
+        * "split": group g (ops [g n / M, (g + 1) n / M) of the topological order after the Grouper's
+          warm start) goes to candidate floor(A F_g), F_g the fraction of the graph's compute (each op
+          at its fastest runnable time) done before the middle of the chunk: A contiguous pieces of
+          about equal compute, the layer-wise split a person draws for a deep network;
+        * "single": every group on the candidate that runs the whole graph fastest."""
+        P, M = self.problem, self.cfg.n_groups
+        A, n = len(self.units.cand), P.n_ops
+        t = np.asarray(P.compute_us, dtype=np.float64)
+        w = np.where(np.isfinite(t), t, np.inf).min(axis=1)
+        w = np.where(np.isfinite(w), w, 0.0)
+        cum = np.concatenate([[0.0], np.cumsum(w)])
+        total = cum[-1] if cum[-1] > 0 else 1.0
+        lo, hi = (np.arange(M) * n) // M, ((np.arange(M) + 1) * n) // M
+        split = np.minimum((A * (cum[lo] + cum[hi]) / (2 * total)).astype(np.int64), A - 1)
+        tc = t[:, self.units.cand]
+        tot = np.where(np.isfinite(tc).all(axis=0), np.where(np.isfinite(tc), tc, 0.0).sum(axis=0), np.inf)
+        single = np.full(M, int(np.argmin(tot)) if np.isfinite(tot).any() else 0, dtype=np.int64)
+        return {"split": split, "single": single}
+
+    def start_placement(self, target: np.ndarray) -> np.ndarray:
+        """The op placement the Placer's start gives under the chunk grouping (unit: its first op's chunk)."""
+        n, M = self.problem.n_ops, self.cfg.n_groups
+        first = np.full(self.units.n_units, -1, dtype=np.int64)
+        first[self.units.unit_of[::-1]] = np.arange(n)[::-1]
+        return self.units.expand(target[(first * M) // n][None, :])[0]
+
+    def placer_warm_start(self, target: np.ndarray, mass: float, max_steps: int = 1000) -> tuple[int, float]:
+        """Supervised steps (Adam, lr 1e-2; teacher forcing on groupings sampled from the Grouper) that
+        raise the Placer's probability of ``target`` (M,) until the geometric mean over groups reaches
+        ``mass``; no placement is simulated. Returns (steps, final mean probability). Not in the paper
+        (see the module docstring)."""
+        import torch
+
+        M = self.cfg.n_groups
+        opt = torch.optim.Adam(self.placer.parameters(), lr=1e-2)
+        reached, steps = 0.0, 0
+        with one_thread():
+            while steps < max_steps and reached < mass:
+                with torch.no_grad():
+                    ug, _, _ = self.sample_grouping()
+                    x = torch.as_tensor(group_embeddings(self.problem, self.tab, self.grouping_of_ops(ug), M))
+                    mask = torch.as_tensor(decision_mask(self.units, ug, M))
+                    allowed = mask[torch.arange(M), torch.as_tensor(target)]
+                    act = torch.where(allowed, torch.as_tensor(target), mask.to(torch.int64).argmax(dim=1))
+                out = self.placer(x.unsqueeze(0), mask, actions=act.unsqueeze(0))
+                loss = -out.log_prob.sum() / M
+                reached = math.exp(-float(loss.detach()))
+                if reached >= mass:
+                    break
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                steps += 1
+        return steps, reached
+
     # -- the Grouper
     def group_logits(self):
         """(U, M) log-probabilities of each colocation unit's group: the per-op logits C tanh(u / T),
@@ -232,6 +315,24 @@ class HierarchicalTrainer(Seq2SeqRLTrainer):
         return self.units.expand(actions), lp_g + out.log_prob, ent_g + out.entropy
 
 
+def choose_start(tr: HierarchicalTrainer, ev: Evaluator, cfg: HierarchicalConfig) -> tuple[str, np.ndarray] | None:
+    """The start the Placer is pulled toward: ``placer_start`` itself, or for "best" the faster of the
+    two (their placements simulated once each, counted in the budget; the lower one is also a
+    candidate result). None for "none", or when the budget has no room for the comparison."""
+    if cfg.placer_start == "none":
+        return None
+    targets = tr.start_targets()
+    if cfg.placer_start != "best":
+        return cfg.placer_start, targets[cfg.placer_start]
+    room = ev.remaining()
+    if room is not None and room < len(targets) + 1:
+        return None
+    names = list(targets)
+    br = ev.evaluate_batch(np.stack([tr.start_placement(targets[k]) for k in names]))
+    k = names[int(np.argmin(br.objective_us))]
+    return k, targets[k]
+
+
 @register("hierarchical", "Hierarchical Planner: feed-forward Grouper + seq2seq Placer trained jointly with REINFORCE",
           "learned", HierarchicalConfig, paper=PAPER, available=torch_available)
 def hierarchical(problem, budget: Budget, seed: int, ev: Evaluator, cfg: HierarchicalConfig):
@@ -244,8 +345,14 @@ def hierarchical(problem, budget: Budget, seed: int, ev: Evaluator, cfg: Hierarc
     if state is not None:
         tr.load_state_dict(state, weights_only=True)
         notes.append(f"started from {cfg.policy} (trained on {state['graph']})")
-    elif cfg.warm_start:
-        notes.append(f"Grouper warm-started toward contiguous chunks ({cfg.warm_start} steps, loss "
-                     f"{tr.warm_start(cfg.warm_start):.2f})")
+    else:
+        if cfg.warm_start:
+            notes.append(f"Grouper warm-started toward contiguous chunks ({cfg.warm_start} steps, loss "
+                         f"{tr.warm_start(cfg.warm_start):.2f})")
+        start = choose_start(tr, ev, cfg)
+        if start is not None:
+            steps, reached = tr.placer_warm_start(start[1], cfg.start_mass)
+            notes.append(f"Placer warm-started toward the {start[0]} start ({steps} steps, mean probability "
+                         f"{reached:.3f})")
     notes.append(f"{cfg.n_groups} groups over {tr.units.n_units} colocation units")
     return run_trainer("hierarchical", tr, ev, cfg, notes)
