@@ -436,3 +436,26 @@ def test_second_ctrl_c_stops_even_when_the_first_was_swallowed(tmp_path):
             p.kill()
     assert p.returncode == 130
     assert err.splitlines() == ["error: interrupted twice; stopped"]
+
+
+def test_ctrl_c_inside_a_c_callback_still_ends_as_an_interrupt():
+    """A Ctrl-C that arrives while a C library calls back into Python (numba saving its cache on a
+    fresh machine) cannot propagate: Python reports it as unraisable and the library then fails with
+    its own error. The command must still end with one "interrupted" line and status 130."""
+    script = (
+        "import os, signal, sys, typer\n"
+        "from placer.cli.guard import run_guarded\n"
+        "app = typer.Typer()\n"
+        "class Callback:\n"
+        "    def __del__(self):  # like a ctypes callback: exceptions raised here are unraisable\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "        for _ in range(1000): pass  # the handler runs here, between bytecodes\n"
+        "@app.command()\n"
+        "def compile(name: str):\n"
+        "    Callback()\n"
+        "    raise RuntimeError('no compiled object yet for ' + name)\n"
+        "sys.exit(run_guarded(app, ['views']))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 130, r.stderr
+    assert r.stderr.splitlines() == ["error: " + __import__("placer.cli.guard").cli.guard.INTERRUPTED]

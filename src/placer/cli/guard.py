@@ -7,7 +7,10 @@ line on stderr and a fixed status, never a traceback:
   callback) and usage errors (unknown command or option, a missing argument): status 2;
 * an output that cannot be written (an ``OSError`` naming a file): status 2;
 * Ctrl-C: status 130, "interrupted". A second Ctrl-C stops at once, whatever the first one was
-  waiting for.
+  waiting for. A Ctrl-C that lands inside a C callback (numba writing its cache, for one) cannot
+  propagate from there: Python reports it as "unraisable" and the library then fails with an error of
+  its own. Both are recognised as the interrupt's consequence: the unraisable report is silenced and
+  any failure after a Ctrl-C ends as an interrupt.
 
 Anything else is a bug in placer and keeps its traceback. Typer vendors click in recent releases and
 re-exports it in older ones, so usage errors are recognised by what typer exposes, with click's own
@@ -88,17 +91,25 @@ class _SigintGuard:
             os._exit(EXIT_INTERRUPTED)
         raise Interrupted()
 
+    def unraisable(self, info):
+        """Swallow our own :class:`Interrupted` when Python cannot raise it (inside a C callback)."""
+        if isinstance(info.exc_value, Interrupted) or info.exc_type is Interrupted:
+            return
+        self.previous_hook(info)
+
     def __enter__(self):
         try:
             self.previous = signal.signal(signal.SIGINT, self.handler)
             self.installed = True
         except ValueError:  # not the main thread: leave signals alone
             pass
+        self.previous_hook, sys.unraisablehook = sys.unraisablehook, self.unraisable
         return self
 
     def __exit__(self, *exc):
         if self.installed:
             signal.signal(signal.SIGINT, self.previous)
+        sys.unraisablehook = self.previous_hook
         return False
 
 
@@ -146,3 +157,8 @@ def run_guarded(app: Any, args: list[str] | None = None, setup: Callable[[], Non
             raise
         error_line(f"{e.filename}: {e.strerror or e}; check the path, its permissions and free space")
         return EXIT_BAD_INPUT
+    except Exception:
+        if guard.count:  # a library failing because the interrupt hit it mid-callback
+            error_line(INTERRUPTED)
+            return EXIT_INTERRUPTED
+        raise
