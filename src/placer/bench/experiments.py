@@ -189,9 +189,10 @@ experiment(Experiment(
         "trained jointly with REINFORCE on -sqrt(step time), one grouping and 4 placements per policy step, on the "
         "GPUs (ops no GPU runs stay on their fastest device); Adam lr 1e-3 instead of the paper's 0.1, which "
         "collapses the policy at these budgets; the Grouper is first pulled toward contiguous chunks of the "
-        "topological order (warm_start, ours, no placements simulated) and the Placer toward the faster of two "
-        "starts, a compute-balanced split of those chunks and single GPU (placer_start, ours; the two start "
-        "placements are simulated once each and count in the budget). Runtime reduction is against the best of the five prior columns, "
+        "ops ordered by the layer split (method layer-split: forward ops cut at equal compute, backward ops with "
+        "the forward op they mirror; warm_start, ours, no placements simulated) and the Placer toward the faster "
+        "of two starts, that split and single GPU (placer_start, ours; the two start placements are simulated "
+        "once each and count in the budget). Runtime reduction is against the best of the five prior columns, "
         "as the paper computes it; Local search (same placements) is ours, a classical search given the same "
         "number of simulated placements, not in the paper.",
     ),

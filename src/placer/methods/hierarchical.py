@@ -40,28 +40,32 @@ decay, the OOM penalty (100 s), the sizes of the embeddings, and placing on the 
 
 Not in the paper, two warm starts (supervised steps, no placement simulated):
 
-* ``warm_start`` steps pull the Grouper toward contiguous chunks of the topological order before
-  REINFORCE starts. From the paper's start, each op's group is close to uniform over the M groups
-  (the logits are divided by T = 10 and clipped by C = 5), so every group spans the whole graph and
-  every sampled placement is a near-random op placement; in our runs (1,000-1,600 placements)
-  REINFORCE did not recover from that on NMT and RNNLM (NMT 2-layer on 2 GPUs: 1,767 ms against the
-  expert's 1,714 ms; NMT 4-layer on 4 GPUs: 1,162 ms against 801 ms). With the bounded logits the
-  warm start gives soft chunks (cross-entropy 3.5 after 300 steps, 2.8-2.9 after 1,000 on NMT).
-  ``warm_start=0`` is the paper's start.
+* ``warm_start`` steps pull the Grouper toward M contiguous chunks of the order it reads: the ops
+  sorted by their piece of the layer split over the A candidates (:mod:`placer.methods.layer_split`:
+  forward units cut at equal compute, backward ops with the forward op they mirror, the rest with
+  the neighbours they exchange the most bytes with), then by topological index; the position
+  features of :func:`op_adjacency` are ranks in that order. From the paper's start, each op's group
+  is close to uniform over the M groups (the logits are divided by T = 10 and clipped by C = 5), so
+  every group spans the whole graph and every sampled placement is a near-random op placement; in
+  our runs (1,000-1,600 placements) REINFORCE did not recover from that on NMT and RNNLM (NMT
+  2-layer on 2 GPUs: 1,767 ms against the expert's 1,714 ms; NMT 4-layer on 4 GPUs: 1,162 ms against
+  801 ms). With the bounded logits the warm start gives soft chunks (cross-entropy 2.7-2.9 after
+  1,000 steps on NMT). ``warm_start=0`` is the paper's start.
 * ``placer_start`` pulls the Placer toward a start placement until its devices have mean probability
-  ``start_mass`` (geometric mean over the M groups): "split", the chunks cut into A pieces of equal
-  compute (the layer-wise split a person draws for a deep network), or "single", every group on the
+  ``start_mass`` (geometric mean over the M groups): "split", each chunk on its piece of the layer
+  split (the layer-wise split a person draws for a deep network), or "single", every group on the
   fastest GPU; "best" (default) simulates both once (2 placements of the budget) and takes the
   faster. From a random Placer the first samples scatter 256 groups over the devices (NMT 8-layer on
-  8 GPUs: 2.7 s, 1.4x single GPU) and the policy then drifts to one device (the committed hp-table1
-  before this change: 1,718 ms against the expert's 808 ms). The mass matters: at 0.96 about 10
-  groups per sample leave the start and the samples cost 25% more than it (NMT 2-layer, 600
-  placements: best 1,718 ms = the start, with warm_start 300), at 0.99 RL improves on it (warm_start
-  1,000: 1,618 ms, expert 1,714 ms; NMT 4-layer, 2,000 placements: samples 1,103 -> 973 ms, best 836
-  ms against the start's 833 and the expert's 801; RNNLM 2 GPUs, 600 placements: 648 ms, expert 585
-  ms). Sine/cosine position features (16 frequencies) made the Grouper sharper (cross-entropy 0.4)
-  but REINFORCE then drove the samples from 890 to 1,300 ms on NMT 4-layer, so they are not used.
-  ``placer_start="none"`` is the paper's start.
+  8 GPUs: 2.7 s, 1.4x single GPU) and the policy then drifts to one device (hp-table1 before the
+  start: 1,718 ms against the expert's 808 ms). The mass matters: at 0.96 about 10 groups per sample
+  leave the start and the samples cost 25% more than it (NMT 2-layer, 600 placements), at 0.99 RL
+  improves on it. The split used to be a cut of the topological order at equal compute, which puts
+  the whole backward pass on the last devices: NMT 8-layer 894 ms as a placement, and the
+  Hierarchical Planner ended at 892 ms after 2,000 placements against the expert's 808 ms. With the
+  layer split, 40 placements give NMT 8-layer 631 ms, NMT 4-layer 621 ms (expert 801) and RNNLM
+  629 ms (expert 585). Sine/cosine position features (16 frequencies) made the Grouper sharper
+  (cross-entropy 0.4) but REINFORCE then drove the samples from 890 to 1,300 ms on NMT 4-layer, so
+  they are not used. ``placer_start="none"`` is the paper's start.
 """
 
 from __future__ import annotations
@@ -127,12 +131,13 @@ SHAPE_FIELDS = ("n_groups", "grouper_hidden", "type_embed", "hidden", "bidirecti
                 "feed_aligned", "n_types", "neighbours")
 
 
-def op_adjacency(problem, neighbours: int) -> np.ndarray:
+def op_adjacency(problem, neighbours: int, rank: np.ndarray | None = None) -> np.ndarray:
     """(n, 1 + 2 * neighbours): the op's position and those of its first inputs and outputs, as
-    index / n (padding repeats its own position)."""
+    rank / n (``rank``: the op's place in the order the Grouper reads, default the topological
+    index; padding repeats its own position)."""
     g = problem.graph
     n = g.n_ops
-    pos = (np.arange(n) + 0.5) / n
+    pos = ((np.arange(n) if rank is None else np.asarray(rank)) + 0.5) / n
     out = np.repeat(pos[:, None], 1 + 2 * neighbours, axis=1)
     for col, (ptr, idx) in enumerate(((g.pred_ptr, g.pred_idx), (g.succ_ptr, g.succ_idx))):
         owner = np.repeat(np.arange(n), np.diff(ptr))
@@ -173,11 +178,16 @@ class HierarchicalTrainer(Seq2SeqRLTrainer):
         self.n_candidates = len(self.units.cand)
         self.tab = op_table(P, cfg.n_types)
         self.types = torch.as_tensor(self.tab.type_bucket)
+        M, n = cfg.n_groups, P.n_ops
+        # the order the Grouper reads: ops by their piece of the layer split, then topological index
+        self.piece = split_pieces(P, self.units.unit_of, self.n_candidates)
+        rank = np.empty(n, dtype=np.int64)
+        rank[np.lexsort((np.arange(n), self.piece))] = np.arange(n)
+        self.chunk = (rank * M) // max(n, 1)
         self.op_x = torch.as_tensor(np.concatenate([self.tab.log_out[:, None], self.tab.log_consumers[:, None],
-                                                    op_adjacency(P, cfg.neighbours)], axis=1))
+                                                    op_adjacency(P, cfg.neighbours, rank)], axis=1))
         self.unit_index = torch.as_tensor(self.units.unit_of)
         self.unit_count = torch.bincount(self.unit_index, minlength=self.units.n_units).to(torch.float32)
-        M = cfg.n_groups
         self.type_emb = nn.Embedding(cfg.n_types, cfg.type_embed)
         self.grouper = nn.Sequential(nn.Linear(cfg.type_embed + self.op_x.shape[1], cfg.grouper_hidden), nn.ReLU(),
                                      nn.Linear(cfg.grouper_hidden, M))
@@ -192,14 +202,16 @@ class HierarchicalTrainer(Seq2SeqRLTrainer):
 
     def warm_start(self, steps: int, batch: int = 4096) -> float:
         """Supervised steps (Adam, lr 1e-2, cross-entropy on ``batch`` ops drawn per step) pulling the
-        Grouper toward putting op i in group floor(M i / n), contiguous chunks of the topological
-        order; no placement is simulated. Returns the final loss. Not in the paper: from its uniform
-        start a sampled grouping scatters every group over the whole graph, and at this project's
-        budgets REINFORCE does not recover from that (see the module docstring)."""
+        Grouper toward ``self.chunk``: M chunks of equal op count of the order it reads (the ops by
+        their piece of the layer split over the A candidates, :func:`split_pieces`, then by
+        topological index); no placement is simulated. Returns the final
+        loss. Not in the paper: from its uniform start a sampled grouping scatters every group over
+        the whole graph, and at this project's budgets REINFORCE does not recover from that (see the
+        module docstring)."""
         import torch
 
-        n, M = self.problem.n_ops, self.cfg.n_groups
-        target = torch.as_tensor((np.arange(n) * M) // n, dtype=torch.int64)
+        n = self.problem.n_ops
+        target = torch.as_tensor(self.chunk)
         params = list(self.type_emb.parameters()) + list(self.grouper.parameters())
         opt = torch.optim.Adam(params, lr=1e-2)
         g = torch.Generator().manual_seed(self.seed + 1)
@@ -219,31 +231,26 @@ class HierarchicalTrainer(Seq2SeqRLTrainer):
     def start_targets(self) -> dict[str, np.ndarray]:
         """(M,) candidate index per group for each start the Placer may be pulled toward:
 
-        * "split": group g (ops [g n / M, (g + 1) n / M) of the topological order after the Grouper's
-          warm start) goes to candidate floor(A F_g), F_g the fraction of the graph's compute (each op
-          at its fastest runnable time) done before the middle of the chunk: A contiguous pieces of
-          about equal compute, the layer-wise split a person draws for a deep network;
+        * "split": group g (chunk g of the Grouper's warm-start target) goes to the piece of the
+          layer split its middle op has: the layer-wise split a person draws for a deep network;
         * "single": every group on the candidate that runs the whole graph fastest."""
         P, M = self.problem, self.cfg.n_groups
-        A, n = len(self.units.cand), P.n_ops
+        n = P.n_ops
+        order = np.lexsort((np.arange(n), self.piece))
+        mid = order[np.minimum(((2 * np.arange(M) + 1) * n) // (2 * M), n - 1)]
+        split = self.piece[mid].astype(np.int64)
         t = np.asarray(P.compute_us, dtype=np.float64)
-        w = np.where(np.isfinite(t), t, np.inf).min(axis=1)
-        w = np.where(np.isfinite(w), w, 0.0)
-        cum = np.concatenate([[0.0], np.cumsum(w)])
-        total = cum[-1] if cum[-1] > 0 else 1.0
-        lo, hi = (np.arange(M) * n) // M, ((np.arange(M) + 1) * n) // M
-        split = np.minimum((A * (cum[lo] + cum[hi]) / (2 * total)).astype(np.int64), A - 1)
         tc = t[:, self.units.cand]
         tot = np.where(np.isfinite(tc).all(axis=0), np.where(np.isfinite(tc), tc, 0.0).sum(axis=0), np.inf)
         single = np.full(M, int(np.argmin(tot)) if np.isfinite(tot).any() else 0, dtype=np.int64)
         return {"split": split, "single": single}
 
     def start_placement(self, target: np.ndarray) -> np.ndarray:
-        """The op placement the Placer's start gives under the chunk grouping (unit: its first op's chunk)."""
-        n, M = self.problem.n_ops, self.cfg.n_groups
+        """The op placement the Placer's start gives under the warm-start grouping (unit: its first
+        op's chunk)."""
         first = np.full(self.units.n_units, -1, dtype=np.int64)
-        first[self.units.unit_of[::-1]] = np.arange(n)[::-1]
-        return self.units.expand(target[(first * M) // n][None, :])[0]
+        first[self.units.unit_of[::-1]] = np.arange(self.problem.n_ops)[::-1]
+        return self.units.expand(target[self.chunk[first]][None, :])[0]
 
     def placer_warm_start(self, target: np.ndarray, mass: float, max_steps: int = 1000) -> tuple[int, float]:
         """Supervised steps (Adam, lr 1e-2; teacher forcing on groupings sampled from the Grouper) that
@@ -315,6 +322,24 @@ class HierarchicalTrainer(Seq2SeqRLTrainer):
         return self.units.expand(actions), lp_g + out.log_prob, ent_g + out.entropy
 
 
+def split_pieces(problem, unit_of: np.ndarray, k: int) -> np.ndarray:
+    """(n_ops,) piece in [0, k) of the layer split (:func:`placer.methods.layer_split.layer_split`)
+    over units that join ``unit_of``'s units with :func:`placer.grouping.mirrors.mirror_units`."""
+    from placer.grouping import components
+    from placer.grouping.mirrors import mirror_units
+    from placer.methods.layer_split import layer_split
+
+    n = problem.n_ops
+    ops = np.arange(n)
+    pairs = []
+    for lab in (np.asarray(unit_of, dtype=np.int64), mirror_units(problem)):
+        first = np.full(int(lab.max()) + 1, -1, dtype=np.int64)
+        first[lab[::-1]] = ops[::-1]
+        pairs += list(zip(ops.tolist(), first[lab].tolist()))
+    joint = components(n, pairs)
+    return layer_split(problem, joint, k)[joint]
+
+
 def choose_start(tr: HierarchicalTrainer, ev: Evaluator, cfg: HierarchicalConfig) -> tuple[str, np.ndarray] | None:
     """The start the Placer is pulled toward: ``placer_start`` itself, or for "best" the faster of the
     two (their placements simulated once each, counted in the budget; the lower one is also a
@@ -347,7 +372,7 @@ def hierarchical(problem, budget: Budget, seed: int, ev: Evaluator, cfg: Hierarc
         notes.append(f"started from {cfg.policy} (trained on {state['graph']})")
     else:
         if cfg.warm_start:
-            notes.append(f"Grouper warm-started toward contiguous chunks ({cfg.warm_start} steps, loss "
+            notes.append(f"Grouper warm-started toward chunks of the layer-split order ({cfg.warm_start} steps, loss "
                          f"{tr.warm_start(cfg.warm_start):.2f})")
         start = choose_start(tr, ev, cfg)
         if start is not None:
