@@ -101,6 +101,7 @@ class HierarchicalConfig(MethodConfig):
     warm_start: int = 1000  # Grouper steps toward contiguous topological chunks before RL (ours; 0 = paper's start)
     placer_start: str = "best"  # Placer's start: "best" of "split" / "single" (each simulated once), or "none" (paper)
     start_mass: float = 0.99  # Placer warm start stops when its start's devices reach this mean probability (ours)
+    split_search: int = 24  # simulations moving the layer split's cuts before the start (ours; 0 = equal compute)
     type_embed: int = 16  # size of the Grouper's learned op-type embedding (our choice)
     hidden: int = 256  # Placer LSTM hidden units (our choice)
     bidirectional: bool = False  # Placer encoder reads both ways (the paper's is one-way)
@@ -121,7 +122,8 @@ class HierarchicalConfig(MethodConfig):
                                    (self.type_embed >= 1, "type_embed", ">= 1"),
                                    (self.warm_start >= 0, "warm_start", ">= 0"),
                                    (self.placer_start in PLACER_STARTS, "placer_start", " or ".join(PLACER_STARTS)),
-                                   (0 < self.start_mass < 1, "start_mass", "in (0, 1)")]
+                                   (0 < self.start_mass < 1, "start_mass", "in (0, 1)"),
+                                   (self.split_search >= 0, "split_search", ">= 0")]
 
 
 PLACER_STARTS = ("best", "split", "single", "none")
@@ -165,7 +167,14 @@ def group_embeddings(problem, tab: OpTable, op_group: np.ndarray, M: int) -> np.
 
 
 class HierarchicalTrainer(Seq2SeqRLTrainer):
+    """``piece`` (n_ops,): each op's piece of the layer split the Grouper reads in (default: the split
+    at equal compute, :func:`split_pieces`)."""
+
     method = "hierarchical"
+
+    def __init__(self, problem, cfg, seed: int = 0, piece: np.ndarray | None = None):
+        self.given_piece = piece
+        super().__init__(problem, cfg, seed)
 
     def build(self) -> None:
         import torch
@@ -180,9 +189,11 @@ class HierarchicalTrainer(Seq2SeqRLTrainer):
         self.types = torch.as_tensor(self.tab.type_bucket)
         M, n = cfg.n_groups, P.n_ops
         # the order the Grouper reads: ops by their piece of the layer split, then topological index
-        self.piece = split_pieces(P, self.units.unit_of, self.n_candidates)
+        self.piece = (split_pieces(P, self.units.unit_of, self.units.cand) if self.given_piece is None
+                      else np.asarray(self.given_piece, dtype=np.int64))
+        self.order = np.lexsort((np.arange(n), self.piece))
         rank = np.empty(n, dtype=np.int64)
-        rank[np.lexsort((np.arange(n), self.piece))] = np.arange(n)
+        rank[self.order] = np.arange(n)
         self.chunk = (rank * M) // max(n, 1)
         self.op_x = torch.as_tensor(np.concatenate([self.tab.log_out[:, None], self.tab.log_consumers[:, None],
                                                     op_adjacency(P, cfg.neighbours, rank)], axis=1))
@@ -236,8 +247,7 @@ class HierarchicalTrainer(Seq2SeqRLTrainer):
         * "single": every group on the candidate that runs the whole graph fastest."""
         P, M = self.problem, self.cfg.n_groups
         n = P.n_ops
-        order = np.lexsort((np.arange(n), self.piece))
-        mid = order[np.minimum(((2 * np.arange(M) + 1) * n) // (2 * M), n - 1)]
+        mid = self.order[np.minimum(((2 * np.arange(M) + 1) * n) // (2 * M), n - 1)]
         split = self.piece[mid].astype(np.int64)
         t = np.asarray(P.compute_us, dtype=np.float64)
         tc = t[:, self.units.cand]
@@ -322,12 +332,15 @@ class HierarchicalTrainer(Seq2SeqRLTrainer):
         return self.units.expand(actions), lp_g + out.log_prob, ent_g + out.entropy
 
 
-def split_pieces(problem, unit_of: np.ndarray, k: int) -> np.ndarray:
-    """(n_ops,) piece in [0, k) of the layer split (:func:`placer.methods.layer_split.layer_split`)
-    over units that join ``unit_of``'s units with :func:`placer.grouping.mirrors.mirror_units`."""
+def split_pieces(problem, unit_of: np.ndarray, cand, ev: Evaluator | None = None, search: int = 0) -> np.ndarray:
+    """(n_ops,) piece in [0, len(cand)) of the layer split over the candidate devices ``cand``
+    (:mod:`placer.methods.layer_split`) over units that join ``unit_of``'s units with
+    :func:`placer.grouping.mirrors.mirror_units`: at equal compute, or with ``ev`` its cuts moved by
+    :func:`~placer.methods.layer_split.tune_split` (at most 1 + ``search`` placements of ``ev``'s
+    budget; the best of them is a candidate result like every placement simulated)."""
     from placer.grouping import components
     from placer.grouping.mirrors import mirror_units
-    from placer.methods.layer_split import layer_split
+    from placer.methods.layer_split import layer_split, tune_split
 
     n = problem.n_ops
     ops = np.arange(n)
@@ -337,7 +350,9 @@ def split_pieces(problem, unit_of: np.ndarray, k: int) -> np.ndarray:
         first[lab[::-1]] = ops[::-1]
         pairs += list(zip(ops.tolist(), first[lab].tolist()))
     joint = components(n, pairs)
-    return layer_split(problem, joint, k)[joint]
+    if ev is None:
+        return layer_split(problem, joint, len(cand))[joint]
+    return tune_split(problem, joint, list(cand), ev, search)[0][joint]
 
 
 def choose_start(tr: HierarchicalTrainer, ev: Evaluator, cfg: HierarchicalConfig) -> tuple[str, np.ndarray] | None:
@@ -366,7 +381,16 @@ def hierarchical(problem, budget: Budget, seed: int, ev: Evaluator, cfg: Hierarc
     if cfg.policy:
         state = load_policy(cfg.policy)
         cfg = shape_from_checkpoint(cfg, state, SHAPE_FIELDS)
-    tr = HierarchicalTrainer(problem, cfg, seed)
+    piece = None
+    if state is None and cfg.placer_start != "none":
+        room = ev.remaining()
+        search = cfg.split_search if room is None else min(cfg.split_search, room - 4)
+        if search >= 0:
+            units = base_units(problem, cfg.devices, "hierarchical")
+            piece = split_pieces(problem, units.unit_of, units.cand, ev, search)
+            notes.append(f"layer split's cuts searched with {ev.placements} placements "
+                         f"(best {ev.best_objective_us / 1e3:,.1f} ms)")
+    tr = HierarchicalTrainer(problem, cfg, seed, piece=piece)
     if state is not None:
         tr.load_state_dict(state, weights_only=True)
         notes.append(f"started from {cfg.policy} (trained on {state['graph']})")

@@ -10,49 +10,116 @@ from the activations they read (NMT 8-layer on 8 K80s: 894 ms, against the exper
 
 * the units are the colocation groups with every backward op merged into the forward op it mirrors
   (:func:`placer.grouping.mirrors.mirror_units`), numbered by first op;
-* the *anchors*, units holding a forward op, are cut in their order into ``k`` contiguous pieces of
-  about equal compute (each unit at its fastest runnable time, backward ops included), piece j on
-  device j;
+* the *anchors*, units holding a forward op, are cut in their order into ``k`` contiguous pieces,
+  piece j on device j. Each anchor weighs its compute at its fastest runnable time, backward ops
+  included, and sits at the middle of its span of the cumulative weight; a cut is a point of that
+  axis. The start is equal compute (cuts at j/k);
 * every other unit (backward ops with no mirror, optimizer updates) takes the device it exchanges
   the most bytes with among its already placed neighbours, sweep after sweep until all are placed
   (a unit with no placed neighbour after that goes to piece 0).
 
-Measured on the zoo, K80 presets, best over k (``placer optimize -m layer-split``; ms): NMT 8-layer
-739 (expert 808, single GPU 1,920, the topological cut 894), NMT 4-layer 712 (801), NMT 2-layer
-1,673 (1,714), GNMT 2,162 (expert 1,467, single GPU 3,189), RNNLM 632 (585, 747), Inception-V3 b32
-on 2 GPUs 539 (554), BERT-base on 4 GPUs 1,010 (single GPU 1,017), ResNet-50: single GPU (419).
-It is also the start the Hierarchical Planner's Placer is pulled toward (:mod:`placer.methods.hierarchical`).
+Equal compute is not the best cut of a recurrent network: its layers run as a wavefront across
+devices only when the cut falls between layers, and a large output layer (a softmax over 32k words)
+draws the cut into the middle of the LSTM stack (RNNLM on 2 K80s: 631 ms at equal compute, against
+the expert's 585 ms, which puts two of the four layers on each GPU). :func:`tune_split` therefore
+moves the cuts by a pattern search on simulated step time (GPipe and PipeDream choose their stage
+boundaries with a cost model; here the simulator is the model): each cut in turn steps by half a
+piece's share of the compute either way, snapped to a *scope boundary* (two consecutive anchors
+whose first forward ops sit in different modules, the op name up to its last ``/``; every position
+when the names carry no scopes), and the step halves when no move helps, down to 1/16 of a share
+or the given number of simulations.
+
+Measured on the zoo, K80 presets, best over k (``placer optimize -m layer-split``, default
+``search``; ms, equal compute in brackets): NMT 8-layer 721 (739; expert 808, single GPU 1,920, the
+topological cut 894; 162 simulations), NMT 4-layer 688 (712; expert 801), NMT 2-layer 1,641 (1,673;
+expert 1,714), GNMT 2,015 (2,162; expert 1,467, single GPU 3,189), RNNLM 575 (631; expert 585, single
+GPU 747), Inception-V3 b32 on 2 GPUs 534 (539; expert 554), BERT-base on 4 GPUs 942 (1,010; single
+GPU 1,017), ResNet-50 on 2 GPUs 415 (single GPU 419). Under 3 s per graph. It is also the start the Hierarchical Planner's Placer is pulled toward
+(:mod:`placer.methods.hierarchical`).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from placer.graph import FORWARD
 from placer.grouping.mirrors import mirror_units
-from placer.methods.base import Budget, Evaluator, NoConfig, NotApplicable, register
+from placer.methods.base import Budget, Evaluator, MethodConfig, NotApplicable, register
+
+PAPER = "Huang et al., GPipe, NeurIPS 2019, section 2.2 (layers cut into cells of equal compute)"
 
 
-def layer_split(problem, unit_of: np.ndarray, k: int) -> np.ndarray:
-    """(U,) piece in [0, k) of each unit of ``unit_of`` (op -> unit, units numbered by first op,
-    each inside one :func:`~placer.grouping.mirrors.mirror_units` unit or a union of them): the split of the module
-    docstring."""
+@dataclass(frozen=True)
+class LayerSplitConfig(MethodConfig):
+    """The layer-wise split's one knob (ours: GPipe cuts at equal compute, which is ``search=0``)."""
+
+    search: int = 24  # simulations per piece count spent moving the cuts (pattern search, see module docstring)
+
+    def checks(self):
+        return [(self.search >= 0, "search", ">= 0")]
+
+
+class Axis:
+    """The anchors of ``unit_of`` on the cumulative-compute axis: ``mid`` (U,) each anchor's middle
+    in [0, 1] (NaN for the other units) and ``bounds``, the sorted points where a cut may fall."""
+
+    def __init__(self, problem, unit_of: np.ndarray):
+        g = problem.graph
+        self.unit_of = unit_of = np.asarray(unit_of, dtype=np.int64)
+        self.U = U = int(unit_of.max()) + 1 if len(unit_of) else 0
+        fwd = g.role == FORWARD
+        anchor = np.bincount(unit_of, weights=fwd.astype(np.float64), minlength=U) > 0
+        if not anchor.any():  # no roles (an inference graph): every unit is an anchor
+            anchor[:] = True
+            fwd = np.ones(len(unit_of), dtype=bool)
+        self.anchor = anchor
+        w = np.where(anchor, np.bincount(unit_of, weights=problem.fastest_us, minlength=U), 0.0)
+        total = w.sum()
+        mid = (np.cumsum(w) - w / 2) / total if total > 0 else np.cumsum(anchor) / max(int(anchor.sum()), 1)
+        self.mid = np.where(anchor, mid, np.nan)
+        am = self.mid[anchor]
+        # scope of each anchor: the module of its first forward op
+        ops = np.flatnonzero(fwd)
+        first = np.full(U, -1, dtype=np.int64)
+        first[unit_of[ops[::-1]]] = ops[::-1]
+        names = [g.op_names[i] for i in first[anchor]]
+        scope = [n.rsplit("/", 1)[0] for n in names]
+        between = (am[:-1] + am[1:]) / 2
+        change = np.array([a != b for a, b in zip(scope[:-1], scope[1:])], dtype=bool)
+        self.bounds = np.unique(between[change]) if change.sum() >= 1 else np.unique(between)
+        if len(self.bounds) == 0:
+            self.bounds = np.unique(between)
+
+    def snap(self, c: float) -> float:
+        """The boundary nearest to ``c`` (``c`` itself when there is none)."""
+        if len(self.bounds) == 0:
+            return float(c)
+        return float(self.bounds[int(np.argmin(np.abs(self.bounds - c)))])
+
+    def step(self, c: float, direction: int) -> float | None:
+        """The next boundary strictly beyond ``c`` in ``direction`` (+1 / -1), or None."""
+        if direction > 0:
+            i = int(np.searchsorted(self.bounds, c, side="right"))
+            return float(self.bounds[i]) if i < len(self.bounds) else None
+        i = int(np.searchsorted(self.bounds, c, side="left")) - 1
+        return float(self.bounds[i]) if i >= 0 else None
+
+
+def layer_split(problem, unit_of: np.ndarray, k: int, cuts=None, axis: Axis | None = None) -> np.ndarray:
+    """(U,) piece in [0, k) of each unit of ``unit_of`` (op -> unit, units numbered by first op, each
+    inside one :func:`~placer.grouping.mirrors.mirror_units` unit or a union of them): anchors cut at
+    ``cuts`` (k - 1 increasing points of the compute axis; default j/k, equal compute), the rest
+    following the bytes, as the module docstring says."""
     g = problem.graph
-    unit_of = np.asarray(unit_of, dtype=np.int64)
-    U = int(unit_of.max()) + 1 if len(unit_of) else 0
+    axis = axis or Axis(problem, unit_of)
+    unit_of, U = axis.unit_of, axis.U
     piece = np.full(U, -1, dtype=np.int64)
     if U == 0:
         return piece
-    anchor = np.bincount(unit_of, weights=(g.role == FORWARD).astype(np.float64), minlength=U) > 0
-    if not anchor.any():  # no roles (an inference graph): every unit is an anchor
-        anchor[:] = True
-    w = np.bincount(unit_of, weights=problem.fastest_us, minlength=U)
-    wa = np.where(anchor, w, 0.0)
-    total = wa.sum()
-    mid = (np.cumsum(wa) - wa / 2) / (total if total > 0 else 1.0)
-    if total <= 0:
-        mid = np.cumsum(anchor) / max(int(anchor.sum()), 1)
-    piece[anchor] = np.minimum((k * mid[anchor]).astype(np.int64), k - 1)
+    cuts = np.arange(1, k) / k if cuts is None else np.sort(np.asarray(cuts, dtype=np.float64))
+    piece[axis.anchor] = np.minimum(np.searchsorted(cuts, axis.mid[axis.anchor], side="right"), k - 1)
     # the rest follow the bytes: W[u, v] = bytes on edges between units u and v
     s, d = unit_of[g.edge_src], unit_of[g.edge_dst]
     keep = s != d
@@ -74,25 +141,77 @@ def layer_split(problem, unit_of: np.ndarray, k: int) -> np.ndarray:
     return piece
 
 
-def split_placement(problem, devices: list[int], unit_of: np.ndarray | None = None) -> np.ndarray:
-    """(n_ops,) device per op: the split over ``devices`` in order (piece j on ``devices[j]``); a unit
-    that piece's device cannot run goes to the fastest device that runs all its ops."""
-    unit_of = mirror_units(problem) if unit_of is None else unit_of
-    piece = layer_split(problem, unit_of, len(devices))
+def unit_devices(problem, unit_of: np.ndarray, piece: np.ndarray, devices) -> np.ndarray:
+    """(n_ops,) device per op: piece j on ``devices[j]``; a unit that piece's device cannot run goes
+    to the fastest device that runs all its ops."""
     U = len(piece)
     comp = problem.compute_us
     runnable = np.isfinite(comp)
     ok = np.ones((U, problem.n_devices), dtype=bool)
     np.logical_and.at(ok, unit_of, runnable)
-    cost = np.zeros((U, problem.n_devices))
-    np.add.at(cost, unit_of, np.where(runnable, comp, 0.0))
     dev = np.asarray(devices, dtype=np.int64)[piece]
     bad = ~ok[np.arange(U), dev]
     if bad.any():
         if not ok[bad].any(axis=1).all():
             raise NotApplicable("layer-split", "a colocation group has ops that share no device")
+        cost = np.zeros((U, problem.n_devices))
+        np.add.at(cost, unit_of, np.where(runnable, comp, 0.0))
         dev[bad] = np.argmin(np.where(ok[bad], cost[bad], np.inf), axis=1)
     return dev[unit_of]
+
+
+def split_placement(problem, devices: list[int], unit_of: np.ndarray | None = None, cuts=None) -> np.ndarray:
+    """(n_ops,) device per op: the split (at ``cuts``, default equal compute) over ``devices`` in order."""
+    unit_of = mirror_units(problem) if unit_of is None else np.asarray(unit_of, dtype=np.int64)
+    return unit_devices(problem, unit_of, layer_split(problem, unit_of, len(devices), cuts), devices)
+
+
+def tune_split(problem, unit_of: np.ndarray, devices, ev: Evaluator, search: int) -> tuple[np.ndarray, float, int]:
+    """Pattern search over the cuts of the split over ``devices`` (module docstring), at most
+    ``1 + search`` simulations through ``ev`` (each one a placement of its budget; fewer when the
+    budget runs out). Returns (piece per unit (U,), its step time in us (inf when none was
+    simulated), simulations)."""
+    unit_of = np.asarray(unit_of, dtype=np.int64)
+    k = len(devices)
+    axis = Axis(problem, unit_of)
+    seen: dict[tuple, float] = {}
+
+    def cost(cuts) -> float:
+        key = tuple(np.round(cuts, 12))
+        if key not in seen:
+            if ev.out_of_budget() or len(seen) >= 1 + search:
+                return np.inf
+            piece = layer_split(problem, unit_of, k, cuts, axis)
+            seen[key] = float(ev.simulate(unit_devices(problem, unit_of, piece, devices)).objective_us)
+        return seen[key]
+
+    best = np.arange(1, k) / k
+    best_t = cost(best)
+    if k > 1 and search > 0 and np.isfinite(best_t):
+        snapped = np.array([axis.snap(c) for c in best])
+        if cost(snapped) < best_t:
+            best, best_t = snapped, cost(snapped)
+        step = 0.5 / k
+        while step >= 1 / (16 * k) and len(seen) < 1 + search and not ev.out_of_budget():
+            moved = False
+            for j in range(k - 1):
+                for direction in (-1, 1):
+                    lo = best[j - 1] if j > 0 else 0.0
+                    hi = best[j + 1] if j < k - 2 else 1.0
+                    c = axis.snap(min(max(best[j] + direction * step, lo), hi))
+                    if c == best[j]:
+                        c = axis.step(best[j], direction)
+                    if c is None or not lo <= c <= hi:
+                        continue
+                    trial = best.copy()
+                    trial[j] = c
+                    t = cost(trial)
+                    if t < best_t:
+                        best, best_t, moved = trial, t, True
+                        break
+            if not moved:
+                step /= 2
+    return layer_split(problem, unit_of, k, best, axis), best_t, len(seen)
 
 
 def gpus_by_speed(problem) -> list[int]:
@@ -103,16 +222,16 @@ def gpus_by_speed(problem) -> list[int]:
     return [gpus[i] for i in np.argsort(total, kind="stable")]
 
 
-@register("layer-split", "the layer-wise split: forward units cut into k pieces of equal compute, backward ops with "
-          "their forward op, best over k = 1..#GPUs", "partitioning",
-          paper="Huang et al., GPipe, NeurIPS 2019, section 2.2 (layers cut into cells of equal compute)")
-def layer_split_method(problem, budget: Budget, seed: int, ev: Evaluator, cfg: NoConfig):
+@register("layer-split", "the layer-wise split: forward units cut into k pieces (equal compute, then the cuts moved "
+          "by a pattern search on step time), backward ops with their forward op, best over k = 1..#GPUs",
+          "partitioning", LayerSplitConfig, paper=PAPER)
+def layer_split_method(problem, budget: Budget, seed: int, ev: Evaluator, cfg: LayerSplitConfig):
     gpus = gpus_by_speed(problem)
     units = mirror_units(problem)
     tried = []
     for k in range(1, len(gpus) + 1):
         if ev.out_of_budget():
             break
-        r = ev.simulate(split_placement(problem, gpus[:k], units))
-        tried.append(f"{k}: {r.objective_us / 1e3:,.1f} ms{' OOM' if r.oom else ''}")
-    return ev.result("layer-split", notes=["pieces " + "; ".join(tried)])
+        _, t, n = tune_split(problem, units, gpus[:k], ev, cfg.search if k > 1 else 0)
+        tried.append(f"{k}: {t / 1e3:,.1f} ms ({n} sims)")
+    return ev.result("layer-split", notes=["best per piece count " + "; ".join(tried)])
