@@ -62,12 +62,8 @@ Not in the paper, two warm starts (supervised steps, no placement simulated):
   improves on it. The split used to be a cut of the topological order at equal compute, which puts
   the whole backward pass on the last devices: NMT 8-layer 894 ms as a placement, and the
   Hierarchical Planner ended at 892 ms after 2,000 placements against the expert's 808 ms. With the
-  layer split at equal compute, 40 placements gave NMT 8-layer 631 ms, NMT 4-layer 621 ms (expert 801)
-  and RNNLM 629 ms (expert 585), and 2,000 RNNLM 599 ms: equal compute cuts the LSTM stack in the
-  middle of a layer there. Before the start, ``split_search`` simulations move the split's cuts
-  (:func:`placer.methods.layer_split.tune_split`, counted in the budget); hp-table1 at 2,000
-  placements then gives RNNLM 506 ms, NMT 2-layer 1,436, NMT 4-layer 603, NMT 8-layer 545 (expert
-  808), Inception-V3 544, ResNet-50 418.7 (single GPU 418.8). Sine/cosine position features (16 frequencies) made the Grouper sharper
+  layer split, 40 placements give NMT 8-layer 631 ms, NMT 4-layer 621 ms (expert 801) and RNNLM
+  629 ms (expert 585). Sine/cosine position features (16 frequencies) made the Grouper sharper
   (cross-entropy 0.4) but REINFORCE then drove the samples from 890 to 1,300 ms on NMT 4-layer, so
   they are not used. ``placer_start="none"`` is the paper's start.
 """
