@@ -184,7 +184,7 @@ def test_units_follow_colocation_and_grouping():
 @pytest.mark.parametrize("method", ["post", "ce", "ppo", "pg"])
 def test_runs_respect_masks_colocation_and_budget(method):
     pr = masked_problem()
-    r = run_method(method, pr, Budget(placements=100), seed=1)
+    r = run_method(method, pr, Budget(placements=100), seed=1, start="fastest")  # every placement from the policy
     assert r.cost.placements == 100 and r.cost.sim_calls == 100
     p = r.placement.devices
     pr.validate_placement(p)
@@ -333,12 +333,32 @@ def test_metis_parts_and_common_refinement_keep_colocation():
 
 
 def test_device_parts_let_post_split_a_deep_network_layer_by_layer():
-    """NMT 4-layer on 4 GPUs, 300 placements: on the repaired metis:64 units alone (22 of them) Post
-    ends at 711 ms (expert 801 ms, single GPU 1,288 ms); refined by 2 METIS parts per device at 504 ms."""
+    """NMT 4-layer on 4 GPUs, 300 placements, from the single-device start: on the repaired metis:64
+    units alone (22 of them) Post ends at 711 ms (expert 801 ms, single GPU 1,288 ms); refined by 2 METIS parts per device at 504 ms."""
     from placer.resolve import resolve_graph
 
     P = Problem(resolve_graph("nmt4"), preset("k80x4"))
     expert = run_method("expert", P, Budget(), 0).sim.objective_us
-    coarse = run_method("post", P, Budget(placements=300), seed=0, parts_per_device=0).sim.objective_us
-    fine = run_method("post", P, Budget(placements=300), seed=0).sim.objective_us
+    coarse = run_method("post", P, Budget(placements=300), seed=0, parts_per_device=0, start="fastest").sim.objective_us
+    fine = run_method("post", P, Budget(placements=300), seed=0, start="fastest").sim.objective_us
     assert fine < expert and fine < 0.9 * coarse
+
+
+@pytest.mark.parametrize("method", ["post", "pg"])
+def test_split_start_counts_in_the_budget_and_is_never_lost(method):
+    """start="best": the layer split's search and the single-device check are simulated through the
+    same Evaluator, so the run still spends exactly its budget, and its result is no worse than the
+    best split (nor than the whole graph on the fastest GPU)."""
+    from placer.cluster import preset
+    from placer.methods.base import Evaluator
+    from placer.methods.post import split_start
+    from placer.problem import Problem
+    from placer.zoo.synthetic import layered_training_graph
+
+    P = Problem(layered_training_graph(80, seed=3), preset("k80x4"))
+    split, split_t = split_start(P, Evaluator(P), 24)
+    P.validate_placement(split)
+    r = run_method(method, P, Budget(placements=300), seed=0)
+    single = run_method("single-gpu", P, Budget(), seed=0)
+    assert r.cost.placements == 300 and r.cost.extra["iterations"]["placements"][-1] == 300
+    assert r.step_time_us <= min(split_t, single.step_time_us) * (1 + 1e-12)

@@ -69,6 +69,16 @@ Where this differs from the paper, and why:
   0.555 / 0.720 -> 0.509 / 0.552 / 0.720 (geometric mean over the 11 post-table1 rows 0.987x);
   on 18 graphs of the generated families (the first 3 training graphs of cifar10, nmt and ptb on
   k80x2 and k80x4, not used for anything else) 0.991x, 7 better and 8 worse.
+* A second start, the layer-wise split (``start="best"``): the forward layers cut into one piece
+  per GPU, for every piece count from 2 to the number of GPUs, the cuts moved by a pattern search on
+  simulated step time (:func:`placer.methods.layer_split.tune_split`; ``split_search`` simulations
+  in all, about 4% of the default budget, every one counted). The units are cut along the best split's
+  devices, and when it beats the whole graph on the fastest device (simulated once), each unit
+  starts with ``start_mass`` on its device of the split instead, and the first sample is that split.
+  Where one device is best (ResNet) the chain is then cut where a cut costs least, which the
+  factorised distributions did not find from the single-device start: Post stayed on single GPU
+  (ResNet-50 k80x2 418.8 ms, k80x4 416.2, ResNet-101 k80x8 756.2) while the RNN-based placer found
+  417.9, 411.0 and 753.1, and the searched split alone gives 414.6, 414.6 and 748.0.
 * The reward ``b - T`` is divided by ``b``, so that ``lr = 1`` means the same on a graph whose step
   takes 1 ms as on one that takes 1 s (the paper's times are seconds, with ``b`` around 1 s).
 * ``T`` is the Evaluator's memory-penalised objective (so out-of-memory placements still rank among
@@ -112,6 +122,8 @@ class PostConfig(MethodConfig):
     grouping: str = "metis:64"  # placement units, a placer.grouping spec (paper: one softmax per op; see the module docstring)
     parts_per_device: int = 2  # units also split along a METIS partition into this many parts per device (ours; 0 = off)
     start_mode: bool = True  # the first batch's first sample is the start distribution's most likely placement (ours)
+    start: str = "best"  # the device each unit starts favouring: "fastest" (one device), or the "best" of it and the layer split (ours)
+    split_search: int = 24  # simulations searching the layer split's cuts over all piece counts, for start="best" (ours)
 
     @classmethod
     def method_name(cls) -> str:
@@ -136,6 +148,8 @@ class PostConfig(MethodConfig):
                 (self.oom_penalty_us >= 0, "oom_penalty_us", ">= 0"),
                 (0 <= self.start_mass < 1, "start_mass", "in [0, 1)"),
                 (self.parts_per_device >= 0, "parts_per_device", ">= 0"),
+                (self.start in ("fastest", "best"), "start", "'fastest' or 'best'"),
+                (self.split_search >= 1, "split_search", ">= 1"),
                 (ok_grouping, "grouping", f"one of: {GROUPING_HELP}")]
 
 
@@ -159,19 +173,43 @@ def unit_feasible(problem, units: Grouping) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- softmax distributions (Eq. 2)
-def initial_logits(feasible: np.ndarray, favour: int | None = None, mass: float = 0.0) -> np.ndarray:
+def initial_logits(feasible: np.ndarray, favour=None, mass: float = 0.0) -> np.ndarray:
     """u = 0 on feasible devices (the uniform distribution), -inf elsewhere (Algorithm 1, line 1);
-    with ``favour`` = d and ``mass`` = a > 0, every unit that can run on d starts with probability a
-    on d and the rest spread evenly over its other feasible devices (see the module docstring)."""
+    with ``favour`` = d (one device, or one per unit) and ``mass`` = a > 0, every unit that can run
+    on its d starts with probability a on d and the rest spread evenly over its other feasible
+    devices (see the module docstring)."""
     u = np.where(feasible, 0.0, -np.inf)
     if favour is None or mass <= 0:
         return u
+    fav = np.broadcast_to(np.asarray(favour, dtype=np.int64), (len(feasible),))
     others = feasible.sum(axis=1) - 1
-    rows = feasible[:, favour] & (others > 0)
+    rows = feasible[np.arange(len(feasible)), fav] & (others > 0)
     p = np.where(feasible[rows], (1.0 - mass) / others[rows, None], 0.0)
-    p[:, favour] = mass
+    p[np.arange(int(rows.sum())), fav[rows]] = mass
     u[rows] = logits_of(p)
     return u
+
+
+def split_start(problem, ev: Evaluator, search: int) -> tuple[np.ndarray, float] | None:
+    """The best layer-wise split over 2..G pieces (G GPUs, fastest first), ``search`` simulations in
+    all through ``ev`` shared evenly between the piece counts: (device per op, its objective), or
+    None with fewer than 2 GPUs. See the module docstring."""
+    from placer.grouping.mirrors import mirror_units
+    from placer.methods.layer_split import gpus_by_speed, tune_split, unit_devices
+
+    gpus = gpus_by_speed(problem)
+    if len(gpus) < 2:
+        return None
+    units = mirror_units(problem)
+    per_k = max(1, search // (len(gpus) - 1)) - 1
+    best, best_t = None, np.inf
+    for k in range(2, len(gpus) + 1):
+        if ev.out_of_budget():
+            break
+        piece, t, _ = tune_split(problem, units, gpus[:k], ev, per_k)
+        if t < best_t:
+            best, best_t = unit_devices(problem, units, piece, gpus[:k]), t
+    return None if best is None else (best, best_t)
 
 
 def fastest_device(problem) -> int | None:
@@ -279,9 +317,18 @@ def run_post(problem, budget: Budget, seed: int, ev: Evaluator, cfg: PostConfig,
     if cfg.parts_per_device:
         units = common_refinement(units, metis_parts(problem, cfg.parts_per_device * problem.n_devices, seed),
                                   problem.graph)
+    favour = fastest_device(problem)
+    room = ev.remaining()
+    if cfg.start == "best" and cfg.start_mass > 0 and not ev.custom and (room is None or room >= 4 * cfg.split_search):
+        split = split_start(problem, ev, cfg.split_search)
+        if split is not None:
+            units = common_refinement(units, Grouping.partition(split[0], "layer-split"), problem.graph)
+            single = np.inf if favour is None else ev.evaluate(np.full(problem.n_ops, favour, dtype=np.int64))
+            if split[1] < single:
+                favour = split[0][units.first]
     feasible = unit_feasible(problem, units)
     D = problem.n_devices
-    u = initial_logits(feasible, fastest_device(problem), cfg.start_mass)
+    u = initial_logits(feasible, favour, cfg.start_mass)
     K = cfg.placements_per_iter
     b = None
     window_units, window_t = [], []  # the samples since the last CE update
