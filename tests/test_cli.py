@@ -63,6 +63,16 @@ def test_methods_and_compare(capsys, monkeypatch):
     assert all(r["step_time_us"] >= d["lower_bound_us"] - 1e-6 for r in d["rows"])
 
 
+def test_default_line_up_leaves_out_only_slow_and_training_methods():
+    from placer.bench.compare import SLOW, default_methods
+    from placer.methods import METHODS
+
+    names = default_methods()
+    assert "post" in names and "layer-split" in names and "local-search" in names
+    assert not SLOW & set(names) and "hierarchical" not in names
+    assert all(m in METHODS for m in SLOW)  # a renamed method would silently come back
+
+
 def write(tmp_path, name, text):
     p = tmp_path / name
     p.write_text(text)
