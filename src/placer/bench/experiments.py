@@ -243,6 +243,10 @@ experiment(Experiment(
         "Policy Gradient is the RNN policy Post compares against (Mirhoseini et al.; our method colocrl: seq2seq "
         "LSTM over colocation groups, REINFORCE on -sqrt(step time)); REINFORCE per-op softmax (ablation) is "
         "REINFORCE over Post's own independent softmax distributions (method pg), not a column of Post's table.",
+        "Post and its ablations run on METIS units (metis:64, refined by 2 METIS parts per device) instead of one "
+        "softmax per op, and start each unit at probability 0.5 on the faster of two starts: the fastest single "
+        "GPU, or the layer-wise split over 2..G GPUs with its cuts searched (24 simulated placements, counted in "
+        "the budget); the paper starts uniform over ops (see placer.methods.post for the measurements).",
     ),
 ))
 

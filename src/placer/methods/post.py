@@ -72,13 +72,17 @@ Where this differs from the paper, and why:
 * A second start, the layer-wise split (``start="best"``): the forward layers cut into one piece
   per GPU, for every piece count from 2 to the number of GPUs, the cuts moved by a pattern search on
   simulated step time (:func:`placer.methods.layer_split.tune_split`; ``split_search`` simulations
-  in all, about 4% of the default budget, every one counted). The units are cut along the best split's
-  devices, and when it beats the whole graph on the fastest device (simulated once), each unit
-  starts with ``start_mass`` on its device of the split instead, and the first sample is that split.
+  in all, about 4% of the default budget, every one counted). When it beats the whole graph on the
+  fastest device (simulated once), each unit starts with ``start_mass`` on the device of the split
+  that runs most of its compute instead, and the first sample is that placement of the units.
   Where one device is best (ResNet) the chain is then cut where a cut costs least, which the
   factorised distributions did not find from the single-device start: Post stayed on single GPU
   (ResNet-50 k80x2 418.8 ms, k80x4 416.2, ResNet-101 k80x8 756.2) while the RNN-based placer found
-  417.9, 411.0 and 753.1, and the searched split alone gives 414.6, 414.6 and 748.0.
+  417.9, 411.0 and 753.1, and the searched split alone gives 414.6, 414.6 and 748.0. Measured with
+  the split start (seed 0, 600 placements, ms): ResNet-50 k80x2 414.6, k80x4 414.6, ResNet-101 k80x8
+  748.0, NMT-4 k80x4 448.6 (445.0 from the fastest device), NMT-8 k80x8 440.1 (445.8), Inception-V3
+  k80x4 484.3 (483.1). Cutting Post's units along the split as well gave Inception-V3 k80x4 470.4
+  but NMT-4 462.6 and NMT-8 480.1, so the units are left as they are.
 * The reward ``b - T`` is divided by ``b``, so that ``lr = 1`` means the same on a graph whose step
   takes 1 ms as on one that takes 1 s (the paper's times are seconds, with ``b`` around 1 s).
 * ``T`` is the Evaluator's memory-penalised objective (so out-of-memory placements still rank among
@@ -322,10 +326,11 @@ def run_post(problem, budget: Budget, seed: int, ev: Evaluator, cfg: PostConfig,
     if cfg.start == "best" and cfg.start_mass > 0 and not ev.custom and (room is None or room >= 4 * cfg.split_search):
         split = split_start(problem, ev, cfg.split_search)
         if split is not None:
-            units = common_refinement(units, Grouping.partition(split[0], "layer-split"), problem.graph)
             single = np.inf if favour is None else ev.evaluate(np.full(problem.n_ops, favour, dtype=np.int64))
-            if split[1] < single:
-                favour = split[0][units.first]
+            if split[1] < single:  # each unit favours the device of the split that runs most of its compute
+                work = np.zeros((units.n_groups, problem.n_devices))
+                np.add.at(work, (units.op_group, split[0]), problem.fastest_us + 1e-9)
+                favour = np.argmax(work, axis=1)
     feasible = unit_feasible(problem, units)
     D = problem.n_devices
     u = initial_logits(feasible, favour, cfg.start_mass)
