@@ -78,11 +78,14 @@ Where this differs from the paper, and why:
   Where one device is best (ResNet) the chain is then cut where a cut costs least, which the
   factorised distributions did not find from the single-device start: Post stayed on single GPU
   (ResNet-50 k80x2 418.8 ms, k80x4 416.2, ResNet-101 k80x8 756.2) while the RNN-based placer found
-  417.9, 411.0 and 753.1, and the searched split alone gives 414.6, 414.6 and 748.0. Measured with
-  the split start (seed 0, 600 placements, ms): ResNet-50 k80x2 414.6, k80x4 414.6, ResNet-101 k80x8
-  748.0, NMT-4 k80x4 448.6 (445.0 from the fastest device), NMT-8 k80x8 440.1 (445.8), Inception-V3
-  k80x4 484.3 (483.1). Cutting Post's units along the split as well gave Inception-V3 k80x4 470.4
-  but NMT-4 462.6 and NMT-8 480.1, so the units are left as they are.
+  417.9, 411.0 and 753.1, and the searched split alone gives 414.6, 414.6 and 748.0.
+  Measured (600 placements, seeds 0 / 1 / 2 and their mean, ms, ``start="fastest"`` -> ``"best"``):
+  RNNLM k80x2 379 / 382 / 413 (392) -> 413 / 402 / 386 (400), NMT-4 k80x4 445 / 453 / 474 (458) ->
+  449 / 441 / 440 (443), NMT-8 k80x8 446 / 455 / 444 (448) -> 440 / 455 / 423 (439), Inception-V3
+  b32 k80x2 488 / 490 / 520 (500) -> 488 / 490 / 506 (495), ResNet-50 k80x4 416 / 419 / 419 (418) ->
+  415 on all three: better on average on 4 of the 5 graphs, 2% worse on RNNLM. Cutting Post's units
+  along the split as well (seed 0) gave Inception-V3 k80x4 470 but NMT-4 463 and NMT-8 480, so the
+  units are left as they are.
 * The reward ``b - T`` is divided by ``b``, so that ``lr = 1`` means the same on a graph whose step
   takes 1 ms as on one that takes 1 s (the paper's times are seconds, with ``b`` around 1 s).
 * ``T`` is the Evaluator's memory-penalised objective (so out-of-memory placements still rank among
