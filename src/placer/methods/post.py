@@ -72,7 +72,8 @@ Where this differs from the paper, and why:
 * A second start, the layer-wise split (``start="best"``): the forward layers cut into one piece
   per GPU, for every piece count from 2 to the number of GPUs, the cuts moved by a pattern search on
   simulated step time (:func:`placer.methods.layer_split.tune_split`; ``split_search`` simulations
-  in all, about 4% of the default budget, every one counted). When it beats the whole graph on the
+  in all, about 4% of the default budget, every one counted; a split or single device that runs out
+  of memory counts ``oom_penalty_us`` more, as Post's samples do). When it beats the whole graph on the
   fastest device (simulated once), each unit starts with ``start_mass`` on the device of the split
   that runs most of its compute instead, and the first sample is that placement of the units.
   Where one device is best (ResNet) the chain is then cut where a cut costs least, which the
@@ -197,10 +198,30 @@ def initial_logits(feasible: np.ndarray, favour=None, mass: float = 0.0) -> np.n
     return u
 
 
-def split_start(problem, ev: Evaluator, search: int) -> tuple[np.ndarray, float] | None:
+class _OutOfMemoryCounts:
+    """``ev`` as :func:`~placer.methods.layer_split.tune_split` sees it: a simulated placement's
+    objective plus ``penalty_us`` when it runs out of memory, so that the split searched, and the
+    start chosen from it, fit in memory where a split that fits was simulated (the memory-penalised
+    objective alone ranks a split that overflows a small device by a little above one that fits)."""
+
+    def __init__(self, ev: Evaluator, penalty_us: float):
+        self.ev, self.penalty_us = ev, penalty_us
+
+    def out_of_budget(self) -> bool:
+        return self.ev.out_of_budget()
+
+    def simulate(self, placement):
+        from types import SimpleNamespace
+
+        r = self.ev.simulate(placement)
+        return SimpleNamespace(objective_us=r.objective_us + self.penalty_us * bool(r.oom))
+
+
+def split_start(problem, ev: Evaluator, search: int, oom_penalty_us: float = 1e8) -> tuple[np.ndarray, float] | None:
     """The best layer-wise split over 2..G pieces (G GPUs, fastest first), ``search`` simulations in
-    all through ``ev`` shared evenly between the piece counts: (device per op, its objective), or
-    None with fewer than 2 GPUs. See the module docstring."""
+    all through ``ev`` shared evenly between the piece counts: (device per op, its objective plus
+    ``oom_penalty_us`` if it runs out of memory), or None with fewer than 2 GPUs. See the module
+    docstring."""
     from placer.grouping.mirrors import mirror_units
     from placer.methods.layer_split import gpus_by_speed, tune_split, unit_devices
 
@@ -213,7 +234,7 @@ def split_start(problem, ev: Evaluator, search: int) -> tuple[np.ndarray, float]
     for k in range(2, len(gpus) + 1):
         if ev.out_of_budget():
             break
-        piece, t, _ = tune_split(problem, units, gpus[:k], ev, per_k)
+        piece, t, _ = tune_split(problem, units, gpus[:k], _OutOfMemoryCounts(ev, oom_penalty_us), per_k)
         if t < best_t:
             best, best_t = unit_devices(problem, units, piece, gpus[:k]), t
     return None if best is None else (best, best_t)
@@ -327,9 +348,12 @@ def run_post(problem, budget: Budget, seed: int, ev: Evaluator, cfg: PostConfig,
     favour = fastest_device(problem)
     room = ev.remaining()
     if cfg.start == "best" and cfg.start_mass > 0 and not ev.custom and (room is None or room >= 4 * cfg.split_search):
-        split = split_start(problem, ev, cfg.split_search)
+        split = split_start(problem, ev, cfg.split_search, cfg.oom_penalty_us)
         if split is not None:
-            single = np.inf if favour is None else ev.evaluate(np.full(problem.n_ops, favour, dtype=np.int64))
+            single = np.inf
+            if favour is not None:
+                r = ev.simulate(np.full(problem.n_ops, favour, dtype=np.int64))
+                single = r.objective_us + cfg.oom_penalty_us * bool(r.oom)
             if split[1] < single:  # each unit favours the device of the split that runs most of its compute
                 work = np.zeros((units.n_groups, problem.n_devices))
                 np.add.at(work, (units.op_group, split[0]), problem.fastest_us + 1e-9)
