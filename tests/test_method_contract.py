@@ -1,7 +1,8 @@
 """The method contract, checked clause by clause over every registered method (a new method gets
 these checks by registering): a valid placement; the same seed gives the same placement, also with
-the machine loaded; the budget in placements is never exceeded; the best-so-far curve never rises;
-the result is never worse than the best placement the method evaluated; unknown and ill-typed
+the machine loaded; the budget in placements is never exceeded; the best-so-far curve never rises
+(where every placement fits); the result is never worse than the best placement the method
+evaluated, and fits in memory whenever a placement it evaluated did; unknown and ill-typed
 parameters are refused; the reported simulation equals a fresh one; honest cost."""
 
 from __future__ import annotations
@@ -52,17 +53,22 @@ def _skip_unavailable(name):
 
 
 class Recorder:
-    """Every objective the Evaluator recorded during one run."""
+    """Every objective the Evaluator recorded during one run, and whether its placement fit."""
 
     def __init__(self, monkeypatch):
         self.objectives: list[float] = []
+        self.fits: list[bool] = []
         orig = base.Evaluator._record
 
-        def record(ev, placement, obj):
+        def record(ev, placement, obj, fits=True):
             self.objectives.append(float(obj))
-            return orig(ev, placement, obj)
+            self.fits.append(bool(fits))
+            return orig(ev, placement, obj, fits)
 
         monkeypatch.setattr(base.Evaluator, "_record", record)
+
+    def best_that_fits(self) -> float:
+        return min((o for o, f in zip(self.objectives, self.fits) if f), default=np.inf)
 
 
 @pytest.fixture(scope="module")
@@ -96,12 +102,63 @@ def test_contract(name, problem, monkeypatch):
     # never worse than the best placement it evaluated
     if rec.objectives:
         assert r.sim.objective_us <= min(rec.objectives) * (1 + 1e-9)
+        assert all(rec.fits) and not r.sim.oom  # the contract problem has memory to spare
     # the reported simulation equals a fresh one
     fresh = simulate(problem, r.placement.devices)
     assert fresh.objective_us == r.sim.objective_us and fresh.makespan_us == r.sim.makespan_us
     assert np.array_equal(fresh.peak_memory_bytes, r.sim.peak_memory_bytes)
     # params record the whole config
     assert set(r.params) >= {f for f in METHODS[name].config.__dataclass_fields__}
+
+
+def tight_problem() -> Problem:
+    """The contract problem with 40 MB GPUs: the whole graph on one GPU (58 MB at its peak)
+    overflows, by little enough that its memory-penalised objective (Placeto's 2 s per GB over)
+    still beats the CPU's; two GPUs or the CPU fit."""
+    pr = contract_problem()
+    devs = [Device(d.name, d.kind, d.model, 40e6 if d.kind == "gpu" else d.memory_bytes) for d in pr.cluster.devices]
+    return Problem(pr.graph, make_cluster("tight", devs, 7600.0, 0.0))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_contract_result_fits_whenever_an_evaluated_placement_fit(name, monkeypatch):
+    _skip_unavailable(name)
+    pr = tight_problem()
+    rec = Recorder(monkeypatch)
+    r = _run(name, pr)
+    if any(rec.fits):
+        assert not r.sim.oom, f"{name} returned a placement that overflows ({r.sim.objective_us:.0f} us)"
+        assert r.sim.objective_us <= rec.best_that_fits() * (1 + 1e-9)
+
+
+def test_evaluator_prefers_a_placement_that_fits():
+    """A better-scored placement that overflows never displaces one that fits: hand-built case."""
+    from placer.bench.runner import placements_to_best
+
+    pr = tight_problem()
+    n, cpu = pr.n_ops, pr.cluster.cpus()[0]
+    gpu_ok = np.isfinite(pr.compute_us[:, 0])
+    one_gpu = np.where(gpu_ok, 0, cpu)
+    all_cpu = np.full(n, cpu)
+    r_gpu, r_cpu = simulate(pr, one_gpu), simulate(pr, all_cpu)
+    assert r_gpu.oom and not r_cpu.oom and r_gpu.objective_us < r_cpu.objective_us  # the premise
+    ev = base.Evaluator(pr, limit=10)
+    ev.evaluate(one_gpu)
+    assert not ev.best_fits and ev.best_objective_us == r_gpu.objective_us  # nothing fits yet: the lowest
+    ev.evaluate_batch(np.stack([all_cpu, one_gpu]))
+    assert ev.best_fits and np.array_equal(ev.best, all_cpu)
+    res = ev.result("x", one_gpu)  # a final placement that overflows is replaced by the best that fits
+    assert not res.sim.oom and res.sim.objective_us == r_cpu.objective_us
+    assert any("runs out of memory" in note for note in res.notes)
+    # the curve rises once, where the first placement that fits came; reached there, not before
+    ys = [y for _, y in res.curve]
+    assert ys[0] == r_gpu.objective_us and ys[-1] == r_cpu.objective_us
+    assert placements_to_best(res.curve, ev.placements) == 2
+    # a charged run (an RL trainer's) that found only an overflowing best does not displace it
+    ev2 = base.Evaluator(pr, limit=10)
+    ev2.simulate(all_cpu)
+    ev2.charge(3, [(1, r_gpu.objective_us)], one_gpu, r_gpu.objective_us)
+    assert np.array_equal(ev2.best, all_cpu) and ev2.placements == 4
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -308,15 +308,21 @@ def decode_placement(doc: dict) -> np.ndarray:
 
 
 def placements_to_best(curve: list, total: int) -> int:
-    """Placements sampled until the final best objective was first reached (Placeto Table 1's
-    "training time (# placements sampled)")."""
+    """Placements sampled until the final best objective was reached for good (Placeto Table 1's
+    "training time (# placements sampled)"): the start of the curve's last stretch at its final
+    value. (The curve can rise once, where the first placement that fits in memory displaces a
+    better-scored one that overflows: see :class:`placer.methods.base.Evaluator`.)"""
     if not curve:
         return int(total)
     final = curve[-1][1]
-    for x, y in curve:
-        if y is not None and final is not None and y <= final * (1 + 1e-12):
-            return int(x)
-    return int(total)
+    if final is None:
+        return int(total)
+    at = int(total)
+    for x, y in reversed(curve):
+        if y is None or y > final * (1 + 1e-12) or y < final * (1 - 1e-12):
+            break
+        at = int(x)
+    return at
 
 
 def _finite(x):

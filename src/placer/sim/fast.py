@@ -87,6 +87,11 @@ class Engine:
         return float(self.WF[K.F_TMAX])
 
     @property
+    def oom(self) -> bool:
+        """Whether a device overflowed its memory in the last run (as :class:`BatchResult`'s flag)."""
+        return bool((self.peak_memory_bytes > np.asarray(self.problem.memory_bytes)).any())
+
+    @property
     def last_objective(self) -> float:
         return float(self.WF[K.F_OBJ])
 
