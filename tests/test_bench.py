@@ -361,3 +361,17 @@ def test_code_fingerprint_does_not_depend_on_where_the_checkout_lies(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.split()
     assert out[0].startswith(str(tmp_path))  # really the copy
     assert out[1:] == [code_fingerprint("local-search"), objective_fingerprint()]
+
+
+def test_code_tokens_ignore_docstrings_and_comments_but_not_code():
+    from placer.bench.runner import code_tokens
+
+    a = 'def f(x):\n    """Doc."""\n    y = x + 1  # one\n    return y\n'
+    same = ('"""A module docstring,\nover two lines."""\n\n\ndef f(x):\n    """Another doc,\n    longer."""\n'
+            '    # a comment\n    y = x + 1\n\n    return y  # the answer\n')
+    assert code_tokens(a) == code_tokens(same)
+    for changed in ('def f(x):\n    """Doc."""\n    y = x + 2\n    return y\n',  # a constant
+                    'def f(x):\n    "Doc."\n    y = "Doc."\n    return y\n',  # a string that is not a docstring
+                    'def f(x):\n    """Doc."""\n    y = x + 1\nreturn_ = 1\n',  # indentation moves a statement
+                    'def f(x):\n    """Doc."""\n    y = x + 1\n    return y\n    return y\n'):
+        assert code_tokens(a) != code_tokens(changed), changed

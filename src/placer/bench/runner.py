@@ -116,11 +116,44 @@ def code_fingerprint(method: str) -> str:
 
 def _hash_source(h, path: str) -> None:
     """Add one source file to a fingerprint: its path inside the package (not where the checkout
-    lies, so a clone elsewhere finds the committed runs) and its bytes."""
+    lies, so a clone elsewhere finds the committed runs) and its code, as :func:`code_tokens`: an
+    edit to a docstring, a comment or the layout does not make the committed runs stale."""
     import placer
 
     h.update(Path(path).relative_to(Path(placer.__file__).parent).as_posix().encode())
-    h.update(Path(path).read_bytes())
+    h.update(code_tokens(Path(path).read_text()).encode())
+
+
+def code_tokens(source: str) -> str:
+    """The tokens of ``source`` that can change what it computes, one per line: every token but
+    comments, line breaks, indentation changes (their effect is kept as the indentation depth on
+    each logical line) and docstrings (the string statement that opens a module, class or
+    function; found with ``ast``, whose line numbers do not change between Python versions, while
+    ``ast.dump``'s format does)."""
+    import ast
+    import io
+    import tokenize
+
+    doc_lines: set[int] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+                    and isinstance(first.value.value, str)):
+                doc_lines.update(range(first.lineno, first.end_lineno + 1))
+    out, depth = [], 0
+    skip = (tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER)
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.INDENT:
+            depth += 1
+        elif tok.type == tokenize.DEDENT:
+            depth -= 1
+        elif tok.type == tokenize.NEWLINE:
+            if out and out[-1] != "\n":  # (a docstring's line leaves nothing to end)
+                out.append("\n")
+        elif tok.type not in skip and not (tok.type == tokenize.STRING and tok.start[0] in doc_lines):
+            out.append(f"{depth}:{tok.string}" if not out or out[-1] == "\n" else tok.string)
+    return " ".join(out)
 
 
 def objective_fingerprint() -> str:
