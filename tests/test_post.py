@@ -351,7 +351,7 @@ def test_split_start_counts_in_the_budget_and_is_never_lost(method):
     best split (nor than the whole graph on the fastest GPU)."""
     from placer.cluster import preset
     from placer.methods.base import Evaluator
-    from placer.methods.post import split_start
+    from placer.methods.layer_split import split_start
     from placer.problem import Problem
     from placer.zoo.synthetic import layered_training_graph
 

@@ -105,6 +105,7 @@ from placer.errors import InputError
 from placer.grouping import Grouping, make_grouping
 from placer.grouping.parts import common_refinement, metis_parts
 from placer.methods.base import Budget, Evaluator, MethodConfig, register
+from placer.methods.layer_split import fastest_device, split_start
 
 PAPER = "Gao, Chen, Li. Post: Device Placement with Cross-Entropy Minimization and Proximal Policy Optimization. NeurIPS 2018"
 VARIANTS = ("post", "ce", "ppo", "pg")
@@ -196,56 +197,6 @@ def initial_logits(feasible: np.ndarray, favour=None, mass: float = 0.0) -> np.n
     p[np.arange(int(rows.sum())), fav[rows]] = mass
     u[rows] = logits_of(p)
     return u
-
-
-class _OutOfMemoryCounts:
-    """``ev`` as :func:`~placer.methods.layer_split.tune_split` sees it: a simulated placement's
-    objective plus ``penalty_us`` when it runs out of memory, so that the split searched, and the
-    start chosen from it, fit in memory where a split that fits was simulated (the memory-penalised
-    objective alone ranks a split that overflows a small device by a little above one that fits)."""
-
-    def __init__(self, ev: Evaluator, penalty_us: float):
-        self.ev, self.penalty_us = ev, penalty_us
-
-    def out_of_budget(self) -> bool:
-        return self.ev.out_of_budget()
-
-    def simulate(self, placement):
-        from types import SimpleNamespace
-
-        r = self.ev.simulate(placement)
-        return SimpleNamespace(objective_us=r.objective_us + self.penalty_us * bool(r.oom))
-
-
-def split_start(problem, ev: Evaluator, search: int, oom_penalty_us: float = 1e8) -> tuple[np.ndarray, float] | None:
-    """The best layer-wise split over 2..G pieces (G GPUs, fastest first), ``search`` simulations in
-    all through ``ev`` shared evenly between the piece counts: (device per op, its objective plus
-    ``oom_penalty_us`` if it runs out of memory), or None with fewer than 2 GPUs. See the module
-    docstring."""
-    from placer.grouping.mirrors import mirror_units
-    from placer.methods.layer_split import gpus_by_speed, tune_split, unit_devices
-
-    gpus = gpus_by_speed(problem)
-    if len(gpus) < 2:
-        return None
-    units = mirror_units(problem)
-    per_k = max(1, search // (len(gpus) - 1)) - 1
-    best, best_t = None, np.inf
-    for k in range(2, len(gpus) + 1):
-        if ev.out_of_budget():
-            break
-        piece, t, _ = tune_split(problem, units, gpus[:k], _OutOfMemoryCounts(ev, oom_penalty_us), per_k)
-        if t < best_t:
-            best, best_t = unit_devices(problem, units, piece, gpus[:k]), t
-    return None if best is None else (best, best_t)
-
-
-def fastest_device(problem) -> int | None:
-    """The device that runs every op in the least total compute time (None if none runs them all):
-    where the whole graph on one device is fastest."""
-    t = np.asarray(problem.compute_us, dtype=np.float64)
-    tot = np.where(np.isfinite(t).all(axis=0), t.sum(axis=0, where=np.isfinite(t)), np.inf)
-    return int(np.argmin(tot)) if np.isfinite(tot).any() else None
 
 
 def softmax(u: np.ndarray) -> np.ndarray:
