@@ -129,3 +129,54 @@ def test_bad_config_values_are_refused():
         GDPConfig(hidden=10, heads=4)
     with pytest.raises(InputError, match="clip"):
         GDPConfig(clip=1.5)
+    with pytest.raises(InputError, match="start"):
+        GDPConfig(start="split")
+    with pytest.raises(InputError, match="start_mass"):
+        GDPConfig(start_mass=1.0)
+
+
+@pytest.mark.parametrize("method", ["gdp", "mars"])
+def test_the_start_is_simulated_first_counted_and_never_lost(method):
+    """start="best": the searched layer split and the whole graph on the fastest device are
+    simulated inside the budget; the result is never slower than either. start="none" skips them."""
+    from placer.methods.base import Evaluator
+    from placer.methods.layer_split import fastest_device, split_start
+    from placer.sim import simulate
+
+    P = problem(60, cluster="k80x4")
+    kw = SMALL if method == "gdp" else dict(hidden=16, gnn_layers=1, seq_hidden=16, segment=8, batch=4,
+                                           pretrain=False, start_steps=5)
+    r = run_method(method, P, Budget(placements=120), seed=0, **kw)
+    assert r.cost.placements == 120
+    assert any(n.startswith("start: the ") for n in r.notes), r.notes
+    split = split_start(P, Evaluator(P), 24)[0]
+    single = np.full(P.n_ops, fastest_device(P))
+    assert r.sim.objective_us <= min(simulate(P, split).objective_us, simulate(P, single).objective_us) * (1 + 1e-9)
+    n = run_method(method, P, Budget(placements=120), seed=0, **{**kw, "start": "none"})
+    assert n.cost.placements == 120 and not any(x.startswith("start: ") for x in n.notes)
+
+
+def test_the_warm_start_raises_the_probability_of_its_target():
+    import math
+
+    import torch
+
+    from placer.methods.gdp import warm_start
+    from placer.methods.mars import MarsConfig, make_mars_net
+
+    P = problem(40)
+    ctx = graph_ctx(P, 1024)
+    torch.manual_seed(0)
+    net = make_mars_net(MarsConfig(hidden=16, gnn_layers=1, seq_hidden=16, segment=8, pretrain=False),
+                        ctx.gp.n_actions, [ctx], 0)
+    target = np.arange(ctx.n) * ctx.gp.n_actions // ctx.n  # contiguous blocks, one per device
+    act = torch.as_tensor(target)[None, :]
+
+    def mean_prob():
+        with torch.no_grad():
+            return math.exp(float(net.evaluate(ctx, act)[0].mean()))
+
+    before = mean_prob()
+    steps, reached = warm_start(net, ctx, target, 0.8, 300)
+    assert before < 0.6 and 0 < steps < 300 and reached >= 0.8
+    assert mean_prob() == pytest.approx(reached, rel=1e-6)

@@ -22,6 +22,12 @@ Architecture (section 3), with our choices where the text we could read gives no
   3e-3 (1e-3 barely moved in 400 placements of BERT-base on 4 GPUs, 1e-2 did worse than 3e-3), reward
   -sqrt(step time in ms).
 
+The start (ours, not in the paper; ``start="none"`` is the paper's): the searched layer split and
+the whole graph on the fastest device are simulated first, inside the budget (:func:`start_target`,
+shared with Mars), so GDP never returns slower than either. GDP is not warm-started toward the start
+(``start_steps`` = 0): its per-node outputs see no position, and 60 supervised steps (lr 1e-2) toward
+a 4-way contiguous split of GNMT left the target's mean probability at 0.24-0.25, uniform.
+
 As a method (search mode) it trains on the one graph within the placement budget and returns the
 best placement evaluated. With ``policy=<checkpoint>`` (written by ``save=`` or :func:`train_policy`,
 batch training on several graphs) it starts from a trained policy: ``finetune`` PPO updates on this

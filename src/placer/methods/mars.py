@@ -26,6 +26,16 @@ Architecture, with our choices where the text we could read gives no number:
   segment, length-normalised: r = exp((log pi - log pi_old) / L_segment), the geometric mean of the
   per-op ratios (our choice: the ratio of a whole segment's joint probability would clip at once).
 
+The start (ours, not in the paper; ``start="none"`` is the paper's): as the Hierarchical Planner
+and Post here, the layer split with its cuts searched over 2..G GPUs (``split_search`` = 24
+simulations) and the whole graph on the fastest device are simulated first, counted in the budget
+(:func:`placer.methods.gdp.start_target`); the policy is then warm-started toward the faster one by
+teacher-forced supervised steps until its mean per-node probability reaches ``start_mass`` = 0.9
+(at most ``start_steps`` = 50; nothing simulated). Why: from near-uniform weights the policy spent
+its 2,000 placements learning to gather GNMT on one GPU and returned 3,453 ms against 3,189 ms for
+the whole graph on one GPU (``placer bench mars`` at stop 14); with the start, GNMT on 4 K80s at
+150 placements returns the split's 2,084 ms (the warm start reached 0.91 in 10 steps, 1.6 s each).
+
 As a method (search mode) it trains on the one graph within the placement budget and returns the
 best placement evaluated. With ``policy=<checkpoint>`` (written by ``save=`` or :func:`train_mars`)
 it starts from a trained policy: ``finetune`` PPO updates, then the greedy placement.
