@@ -247,27 +247,16 @@ def start_target(problem, ctx: GraphCtx, ev: Evaluator, cfg) -> tuple[str, np.nd
     return k, cands[k]
 
 
-def warm_start(net, ctx: GraphCtx, target: np.ndarray, mass: float, max_steps: int, lr: float = 1e-2) -> tuple[int, float]:
-    """Supervised steps (Adam, teacher forcing) that raise the policy's probability of ``target``
-    (N,) until its geometric mean per node reaches ``mass``, at most ``max_steps``; nothing is
-    simulated. Returns (steps, mean probability reached). As the Hierarchical Planner's Placer warm
-    start (not in the papers: see the module docstrings)."""
+def warm_start(net, ctx: GraphCtx, target: np.ndarray, mass: float, max_steps: int) -> tuple[int, float]:
+    """Raise the policy's probability of ``target`` (N,) to a geometric mean per node of ``mass``
+    (:func:`placer.rl.warm.warm_start`, at most ``max_steps`` steps). Returns (steps, mean
+    probability reached)."""
     import torch
 
-    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    from placer.rl.warm import warm_start as supervised
+
     act = torch.as_tensor(np.asarray(target, dtype=np.int64))[None, :]
-    reached, steps = 0.0, 0
-    while steps < max_steps:
-        lp, _ = net.evaluate(ctx, act)
-        loss = -lp.mean()
-        reached = math.exp(-float(loss.detach()))
-        if reached >= mass:
-            break
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        steps += 1
-    return steps, reached
+    return supervised(lambda: -net.evaluate(ctx, act)[0].mean(), net.parameters(), mass, max_steps)
 
 
 def settings(cfg, seed: int):

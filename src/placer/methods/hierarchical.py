@@ -70,7 +70,6 @@ Not in the paper, two warm starts (supervised steps, no placement simulated):
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -269,27 +268,21 @@ class HierarchicalTrainer(Seq2SeqRLTrainer):
         (see the module docstring)."""
         import torch
 
+        from placer.rl.warm import warm_start
+
         M = self.cfg.n_groups
-        opt = torch.optim.Adam(self.placer.parameters(), lr=1e-2)
-        reached, steps = 0.0, 0
+
+        def nll():
+            with torch.no_grad():
+                ug, _, _ = self.sample_grouping()
+                x = torch.as_tensor(group_embeddings(self.problem, self.tab, self.grouping_of_ops(ug), M))
+                mask = torch.as_tensor(decision_mask(self.units, ug, M))
+                allowed = mask[torch.arange(M), torch.as_tensor(target)]
+                act = torch.where(allowed, torch.as_tensor(target), mask.to(torch.int64).argmax(dim=1))
+            return -self.placer(x.unsqueeze(0), mask, actions=act.unsqueeze(0)).log_prob.sum() / M
+
         with one_thread():
-            while steps < max_steps and reached < mass:
-                with torch.no_grad():
-                    ug, _, _ = self.sample_grouping()
-                    x = torch.as_tensor(group_embeddings(self.problem, self.tab, self.grouping_of_ops(ug), M))
-                    mask = torch.as_tensor(decision_mask(self.units, ug, M))
-                    allowed = mask[torch.arange(M), torch.as_tensor(target)]
-                    act = torch.where(allowed, torch.as_tensor(target), mask.to(torch.int64).argmax(dim=1))
-                out = self.placer(x.unsqueeze(0), mask, actions=act.unsqueeze(0))
-                loss = -out.log_prob.sum() / M
-                reached = math.exp(-float(loss.detach()))
-                if reached >= mass:
-                    break
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                steps += 1
-        return steps, reached
+            return warm_start(nll, self.placer.parameters(), mass, max_steps)
 
     # -- the Grouper
     def group_logits(self):
