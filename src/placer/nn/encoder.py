@@ -41,7 +41,7 @@ from torch import nn
 
 from placer.errors import InputError
 from placer.graph import BACKWARD, FORWARD, UPDATE
-from placer.grouping import components
+from placer.grouping.mirrors import mirror_units
 
 TYPE_BUCKETS = 64
 N_NUMERIC = 13
@@ -66,12 +66,7 @@ def node_of_ops(problem, max_nodes: int) -> np.ndarray:
     more than ``max_nodes`` components remain, consecutive components (ordered by first op) are cut
     into ``max_nodes`` chunks of about equal work. Nodes are numbered by their first op."""
     g = problem.graph
-    pairs: list[tuple[int, int]] = []
-    for members in g.colocation_groups():
-        pairs += [(int(members[0]), int(m)) for m in members[1:]]
-    bw = np.flatnonzero((g.role == BACKWARD) & (g.mirror >= 0))
-    pairs += list(zip(bw.tolist(), g.mirror[bw].tolist()))
-    cid = components(g.n_ops, pairs)  # numbered in the order of their first op
+    cid = mirror_units(problem)  # numbered in the order of their first op
     c = int(cid.max()) + 1 if len(cid) else 0
     k = max(1, min(int(max_nodes), c))
     if k == c:
