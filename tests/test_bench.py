@@ -148,6 +148,14 @@ def test_report_summarises_committed_results(tiny, monkeypatch):
     assert "method future (not implemented" in text and "graph absent (zoo model" in text
     assert "- it is a test" in text
     assert "## Placeto Table 1" in text and "Not run yet" in text  # experiments without results say so
+    assert "| yes |" in text and "**Stale:**" not in text  # every run made with today's code
+    run = sorted((results / "tiny" / "runs").glob("*.json"))[0]
+    doc = json.loads(run.read_text())
+    doc["spec"]["code"] = "0" * 16  # as if the method's code had changed since the run
+    run.write_text(json.dumps(doc))
+    text = build_report(results)
+    assert f"**Stale:** 1 of {len(list(run.parent.glob('*.json')))} runs were made with code" in text
+    assert f"{doc['spec']['method']})" in text
 
 
 def test_missing_shared_graphs_show_as_missing(monkeypatch, tmp_path):

@@ -1,9 +1,12 @@
 """``REPRODUCTION.md``: every experiment's latest committed results against its paper, regenerated
 from ``results/<experiment>/summary.json`` (written by each run) and nothing else, so the numbers in
-the report are the numbers in the result files."""
+the report are the numbers in the result files. It also says, per experiment, whether every run was
+made with today's code of its method (the code fingerprint in each run file against today's,
+:func:`stale_runs`), so a table that older code produced is marked as such."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from placer.bench.experiments import EXPERIMENTS
@@ -126,7 +129,41 @@ def findings(s: dict) -> list[str]:
     return out
 
 
-def experiment_section(name: str, s: dict | None) -> str:
+def stale_runs(results_dir: Path, name: str) -> tuple[int, int, list[str]]:
+    """(runs made with code that has changed since, runs, the methods concerned): a run's code
+    fingerprint (``spec["code"]``) against today's :func:`placer.bench.runner.code_fingerprint` of
+    its method. Such a run's cell in the committed table is what the older code gave;
+    ``placer bench <experiment>`` would redo it."""
+    from placer.bench.runner import code_fingerprint
+    from placer.methods import METHODS
+
+    now: dict[str, str | None] = {}
+    stale, total, methods = 0, 0, set()
+    for f in sorted((results_dir / name / "runs").glob("*.json")):
+        try:
+            spec = json.loads(f.read_text())["spec"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        m, code = spec.get("method"), spec.get("code")
+        if not isinstance(m, str) or code is None:
+            continue
+        if m not in now:
+            now[m] = code_fingerprint(m) if m in METHODS else None
+        total += 1
+        if code != now[m]:
+            stale += 1
+            methods.add(m)
+    return stale, total, sorted(methods)
+
+
+def _currency(stale: tuple[int, int, list[str]]) -> str:
+    n, total, methods = stale
+    if not total:
+        return "—"
+    return "yes" if n == 0 else f"{n} of {total} runs stale ({', '.join(methods)})"
+
+
+def experiment_section(name: str, s: dict | None, stale: tuple[int, int, list[str]] = (0, 0, [])) -> str:
     exp = EXPERIMENTS[name]
     lines = [f"## {exp.title}", ""]
     if s is None:
@@ -140,8 +177,12 @@ def experiment_section(name: str, s: dict | None) -> str:
         f"seeds {', '.join(map(str, s['seeds']))}), generated {s['generated']} at commit "
         f"`{(s.get('commit') or 'unknown')[:10]}`. Files: [results/{name}/](results/{name}/table.md).  ",
         "Runs: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + ".", "",
-        s["table"], "",
     ]
+    if stale[0]:
+        lines += [f"**Stale:** {stale[0]} of {stale[1]} runs were made with code of their method that has changed "
+                  f"since ({', '.join(stale[2])}); their cells are what that code gave. `{s['command']}` redoes "
+                  "them.", ""]
+    lines += [s["table"], ""]
     if s.get("footnotes"):
         lines += [s["footnotes"].replace("\n", "  \n"), ""]
     if s.get("method_summary"):
@@ -167,19 +208,20 @@ def experiment_section(name: str, s: dict | None) -> str:
 def build_report(results_dir: str | Path = "results") -> str:
     results_dir = Path(results_dir)
     summaries = {name: _load(results_dir, name) for name in EXPERIMENTS}
+    stale = {name: stale_runs(results_dir, name) for name in EXPERIMENTS}
     index = ["| experiment | budget | runs with a result | cells: method not implemented / unavailable | "
-             "cells: graph missing | generated |",
-             "|---|---|---|---|---|---|"]
+             "cells: graph missing | generated | made with today's code |",
+             "|---|---|---|---|---|---|---|"]
     for name, s in summaries.items():
         if s is None:
-            index.append(f"| {name} | not run | — | — | — | — |")
+            index.append(f"| {name} | not run | — | — | — | — | — |")
             continue
         c = s["counts"]
         index.append(f"| [{name}](#{_anchor(EXPERIMENTS[name].title)}) | {s['level']} | {c.get('ok', 0)} | "
                      f"{c.get('not implemented', 0) + c.get('unavailable', 0)} | {c.get('missing', 0)} | "
-                     f"{s['generated'][:10]} |")
+                     f"{s['generated'][:10]} | {_currency(stale[name])} |")
     parts = [INTRO, "\n".join(index), ""]
-    parts += [experiment_section(name, s) for name, s in summaries.items()]
+    parts += [experiment_section(name, s, stale[name]) for name, s in summaries.items()]
     return "\n".join(parts).rstrip() + "\n"
 
 
