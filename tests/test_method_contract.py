@@ -159,6 +159,11 @@ def test_evaluator_prefers_a_placement_that_fits():
     ev2.simulate(all_cpu)
     ev2.charge(3, [(1, r_gpu.objective_us)], one_gpu, r_gpu.objective_us)
     assert np.array_equal(ev2.best, all_cpu) and ev2.placements == 4
+    # ... and a charged run on a fresh evaluator keeps its own best-so-far points (Placeto's curve)
+    ev3 = base.Evaluator(pr, limit=10)
+    c = r_cpu.objective_us
+    ev3.charge(5, [(1, 2 * c), (4, c)], all_cpu, c)
+    assert ev3.curve == [(1, 2 * c), (4, c), (5, c)] and placements_to_best(ev3.curve, 5) == 4
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -292,7 +292,7 @@ class Evaluator:
         if best_placement is not None:
             fits = self.custom or not self._overflows(best_placement)  # re-simulated, not counted: it was
             if self._better(best_objective_us, fits):
-                if fits == self.best_fits:  # the charged run's own best-so-far points
+                if self.best is None or fits == self.best_fits:  # the charged run's own best-so-far points
                     for x, y in curve:
                         if y < self.best_objective_us:
                             self.best_objective_us = float(y)
