@@ -11,8 +11,10 @@ simulated over and over lets the CPU's branch predictors learn it, 2x faster at 
   microseconds per simulation and events per second (events counted by the pure-Python model);
 * the pure-Python implementation below (same semantics, also tracking peak memory), checked to give
   the same makespan and peaks, and the speed ratio;
-* the p2p model, the full SimResult, the progressive MDP's ``IncrementalSim.move`` over a full run
-  (a sweep of single-op moves), and the batch API (``evaluate_many``) on 1 and 2 threads.
+* the p2p model, the full SimResult, and the batch API (``evaluate_many``) on 1 and 2 threads.
+
+A move of one op is a full run on a kept Engine (the incremental path was measured and removed:
+see :mod:`placer.sim.fast`), so it has no column of its own.
 
 Times are medians of per-call CPU time of the calling thread (``time.thread_time``: the time one
 core spent, robust to the other processes on a shared machine); ``--wall`` uses wall-clock time.
@@ -34,7 +36,7 @@ import numpy as np
 
 from placer.cluster import preset
 from placer.problem import Problem
-from placer.sim import Engine, IncrementalSim, SimParams, evaluate, evaluate_many, simulate
+from placer.sim import Engine, SimParams, evaluate_many, simulate
 from placer.sim.prepare import link_matrices, name_rank, prepared
 from placer.zoo.synthetic import layered_training_graph
 
@@ -234,36 +236,8 @@ def batch_rate(problem, prm, p, jobs, k=32, reps=3):
     return k / float(np.median(walls)), k / float(np.median(cpus))
 
 
-def incremental_ratio(problem, prm, p, steps=40):
-    """Mean cost of ``IncrementalSim.move`` (a Placeto-style sweep: ops visited in topological order,
-    each moved to another GPU it can run on) over a full objective run of the same placement."""
-    rng = np.random.default_rng(2)
-    gpus = [d for d, dev in enumerate(problem.cluster.devices) if dev.kind == "gpu"]
-    lead = prepared(problem).leader
-    ok = np.isfinite(problem.compute_us)
-    inc = IncrementalSim(problem, prm, p)
-    eng = Engine(problem, prm)
-    eng.objective(p)
-    t_inc, t_full, bad = [], [], 0
-    for v in np.linspace(0, problem.n_ops - 1, steps).astype(int).tolist():
-        members = np.flatnonzero(lead == lead[v])
-        choices = [d for d in gpus if d != inc.placement[v] and ok[members, d].all()]
-        if not choices:
-            continue
-        q = inc.placement
-        q[members] = int(rng.choice(choices))
-        t = CLOCK()
-        o = inc.move(v, int(q[v])) if len(members) == 1 else inc.update(q)
-        t_inc.append(CLOCK() - t)
-        t = CLOCK()
-        o2 = eng.objective(q)
-        t_full.append(CLOCK() - t)
-        bad += o != o2
-    return float(np.mean(t_inc) / np.mean(t_full)), bad
-
-
 HEADER = (f"{'graph':<26} {'ops':>6} {'place':<7} {'us/sim':>9} {'Mevents/s':>9} {'python ms':>9} {'ratio':>6} "
-          f"{'same':>4} {'p2p us':>9} {'full ms':>8} {'incr/full':>9} {'batch1/s':>9} {'batch2/s':>9} {'b2 cpu/s':>9}")
+          f"{'same':>4} {'p2p us':>9} {'full ms':>8} {'batch1/s':>9} {'batch2/s':>9} {'b2 cpu/s':>9}")
 
 
 def bench_graph(name, problem, args, rows, extras=True):
@@ -290,15 +264,14 @@ def bench_graph(name, problem, args, rows, extras=True):
         eng_p2p = Engine(problem, SimParams.placeto(comm_model="p2p"))
         t_p2p = median_time(eng_p2p.objective, args.repeat, 0.1, ps)
         t_full = median_time(lambda q: simulate(problem, q, prm), max(3, args.repeat // 10), 0.0, ps[:4])
-        inc, b1, b2, b2c, wrong = float("nan"), float("nan"), float("nan"), float("nan"), 0
+        b1, b2, b2c = float("nan"), float("nan"), float("nan")
         if extras:
-            inc, wrong = incremental_ratio(problem, prm, p, steps=20 if n > 20000 else 40)
             b1, _ = batch_rate(problem, prm, p, 1, k=8 if n > 20000 else 32)
             b2, b2c = batch_rate(problem, prm, p, 2, k=8 if n > 20000 else 32)
-        rows.append((name, n, pname, t_c, t_py, same and not wrong, inc))
+        rows.append((name, n, pname, t_c, t_py, same))
         print(f"{name:<26} {n:>6} {pname:<7} {t_c * 1e6:>9.1f} {n_ev / t_c / 1e6:>9.1f} {t_py * 1e3:>9.1f} "
-              f"{t_py / t_c:>5.0f}x {'yes' if same and not wrong else 'NO':>4} {t_p2p * 1e6:>9.1f} {t_full * 1e3:>8.2f} "
-              f"{inc:>9.2f} {b1:>9.0f} {b2:>9.0f} {b2c:>9.0f}", flush=True)
+              f"{t_py / t_c:>5.0f}x {'yes' if same else 'NO':>4} {t_p2p * 1e6:>9.1f} {t_full * 1e3:>8.2f} "
+              f"{b1:>9.0f} {b2:>9.0f} {b2c:>9.0f}", flush=True)
         if not same:
             print(f"  MISMATCH makespan {mk_c} vs {mk_py}, peaks {peak_c} vs {peak_py}", file=sys.stderr)
 
@@ -326,8 +299,8 @@ def main(argv=None):
     sizes = [s for s in args.sizes if not args.quick or s <= 10000]
     cluster = preset("k80x4")
     print(f"k80x4 preset, SimParams.placeto() (ties by op name); medians of {'wall' if args.wall else 'thread CPU'} "
-          f"time per simulation ('random': {RANDOM} different placements in turn); events: those of the pure-Python event model; incr/full: IncrementalSim.move "
-          f"over a full run; batch1/batch2: evaluate_many sims per wall second on 1 / 2 threads, b2 cpu/s: per "
+          f"time per simulation ('random': {RANDOM} different placements in turn); events: those of the pure-Python event model; "
+          f"batch1/batch2: evaluate_many sims per wall second on 1 / 2 threads, b2 cpu/s: per "
           f"process-CPU second on 2 threads")
     print(HEADER)
     rows = []
@@ -342,7 +315,7 @@ def main(argv=None):
           f"max {max(ratios):.0f}x; all results equal: {all(r[5] for r in rows)}")
     for n, r in sorted(rnd.items()):
         print(f"random placement, {n} ops: {r[3] * 1e6:.0f} us per simulation, {r[4] / r[3]:.0f}x the pure-Python "
-              f"simulator (target 100x{', and under 1 ms' if n == 10000 else ''}); a move costs {r[6]:.2f} of a full run")
+              f"simulator (target 100x{', and under 1 ms' if n == 10000 else ''})")
 
 
 if __name__ == "__main__":

@@ -66,13 +66,13 @@ def test_pattern_search_keeps_to_its_simulations_and_never_loses_to_equal_comput
     units = mirror_units(P)
     for k in (2, 3, 4):
         ev = Evaluator(P)
-        piece, t, sims = tune_split(P, units, [0, 1, 2, 3][:k], ev, search=6)
+        piece, t, fits, sims = tune_split(P, units, [0, 1, 2, 3][:k], ev, search=6)
         assert sims == ev.placements <= 7
         equal = Evaluator(P).simulate(split_placement(P, [0, 1, 2, 3][:k], units)).objective_us
         assert t <= equal * (1 + 1e-12) and t == ev.best_objective_us
         assert set(piece.tolist()) <= set(range(k))
     ev = Evaluator(P, limit=3)  # the budget stops the search, not an error
-    _, t, sims = tune_split(P, units, [0, 1, 2, 3], ev, search=50)
+    _, t, fits, sims = tune_split(P, units, [0, 1, 2, 3], ev, search=50)
     assert sims == ev.placements == 3 and np.isfinite(t)
 
 
@@ -84,3 +84,27 @@ def test_method_is_no_worse_than_single_gpu_or_equal_compute_and_keeps_to_its_se
     assert equal.cost.placements == 4 and r.cost.placements <= 1 + 3 * 6
     assert r.step_time_us <= min(single.step_time_us, equal.step_time_us) * (1 + 1e-12)
     P.validate_placement(r.placement.devices)
+
+
+def test_the_search_keeps_the_evaluators_memory_first_best():
+    """Every split is simulated through the Evaluator, so the search's answer is the Evaluator's best:
+    a split that fits in memory before a better-scored one that overflows (placer.sim.memory_first).
+    On 250 MB GPUs the whole graph (440 MB at its peak) and the 2-way splits overflow, 3 and 4 fit."""
+    from placer.cluster import Device, make_cluster
+    from placer.sim import simulate
+
+    g = layered_training_graph(120, seed=5)
+    free = Problem(g, preset("k80x4"))
+    tight = Problem(g, make_cluster("tight", [Device(d.name, d.kind, d.model, 250e6 if d.kind == "gpu" else d.memory_bytes)
+                                              for d in free.cluster.devices], 7600.0, 0.0))
+    units = mirror_units(free)
+    fitted = 0
+    for P in (free, tight):
+        for k in (1, 2, 3, 4):
+            ev = Evaluator(P)
+            piece, t, fits, sims = tune_split(P, units, [0, 1, 2, 3][:k], ev, search=12)
+            assert (t, fits) == (ev.best_objective_us, ev.best_fits) and sims == ev.placements
+            r = simulate(P, ev.best)
+            assert r.objective_us == t and r.oom == (not fits)
+            fitted += fits
+    assert fitted == 6  # every split fits the free cluster; some, not all, fit the tight one

@@ -53,7 +53,9 @@ def _skip_unavailable(name):
 
 
 class Recorder:
-    """Every objective the Evaluator recorded during one run, and whether its placement fit."""
+    """Every objective evaluated during one run, and whether its placement fit: those the Evaluator
+    recorded and those of the RL environments' own simulator (Placeto's rollouts, charged to the
+    Evaluator afterwards)."""
 
     def __init__(self, monkeypatch):
         self.objectives: list[float] = []
@@ -66,6 +68,23 @@ class Recorder:
             return orig(ev, placement, obj, fits)
 
         monkeypatch.setattr(base.Evaluator, "_record", record)
+        try:
+            from placer.rl import env as rl_env
+        except ImportError:  # pragma: no cover - torch / gymnasium missing: no RL method runs
+            return
+        make = rl_env.simulator_scorer
+
+        def scorer(gp, params=None):
+            score = make(gp, params)
+
+            def recorded(op_placement):
+                obj, step, fits = score(op_placement)
+                self.objectives.append(float(obj))
+                self.fits.append(bool(fits))
+                return obj, step, fits
+            return recorded
+
+        monkeypatch.setattr(rl_env, "simulator_scorer", scorer)
 
     def best_that_fits(self) -> float:
         return min((o for o, f in zip(self.objectives, self.fits) if f), default=np.inf)

@@ -356,7 +356,8 @@ def test_split_start_counts_in_the_budget_and_is_never_lost(method):
     from placer.zoo.synthetic import layered_training_graph
 
     P = Problem(layered_training_graph(80, seed=3), preset("k80x4"))
-    split, split_t = split_start(P, Evaluator(P), 24)
+    split, split_t, fits = split_start(P, Evaluator(P), 24)
+    assert fits  # the default K80s hold every split of this graph
     P.validate_placement(split)
     r = run_method(method, P, Budget(placements=300), seed=0)
     single = run_method("single-gpu", P, Budget(), seed=0)

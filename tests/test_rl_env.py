@@ -179,3 +179,27 @@ def test_a_unit_no_candidate_runs_is_fixed_on_a_device_that_runs_it():
     p = gp.expand(np.ones(gp.n_groups, dtype=np.int64))
     assert p[op] == 2 and (np.delete(p, op) == 1).all()
     P.validate_placement(p)
+
+
+def test_the_episodes_best_fits_in_memory_before_a_lower_objective_that_overflows(gp):
+    """placer.sim.memory_first: a placement that overflows never displaces one that fits, however much
+    lower its memory-penalised objective; among overflowing ones, the lower objective wins."""
+    seen = []
+
+    def scorer(op_placement):  # group 0 on device 1: lower objective, but out of memory
+        moved = bool(gp.contract(op_placement)[0] == 1)
+        seen.append(moved)
+        return (50.0, 40.0, False) if moved else (100.0, 100.0, True)
+
+    env = PlacementEnv(gp, EnvConfig(init="single"), scorer=scorer)
+    env.reset(seed=0)
+    start = env.placement.copy()
+    assert env.current_node == 0
+    env.step(1 - int(start[0]))
+    assert seen == [False, True]
+    assert env.best_objective_us == 100.0 and env.best_fits and np.array_equal(env.best_placement, start)
+    env2 = PlacementEnv(gp, EnvConfig(init="single"), scorer=lambda q: (100.0 - len(seen), 90.0, False))
+    env2.reset(seed=0)
+    seen.append(0)
+    env2.step(1 - int(env2.placement[0]))
+    assert env2.best_objective_us == 100.0 - len(seen) and not env2.best_fits  # nothing fits: lowest objective

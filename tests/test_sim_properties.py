@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from placer.cluster import Cluster, preset
 from placer.graph import OpGraph
 from placer.problem import Problem
-from placer.sim import IncrementalSim, SimParams, evaluate, evaluate_many, simulate, simulate_reference
+from placer.sim import Engine, SimParams, evaluate, evaluate_many, simulate, simulate_reference
 from placer.sim.memory import intervals_from_transfers, sweep_peaks
 from placer.zoo.synthetic import layered_training_graph
 from test_sim import cluster
@@ -223,21 +223,21 @@ def test_ties_by_name_kernel_equals_the_oracle(case, comm):
 
 @SETTINGS
 @given(cases(), st.sampled_from(sorted(PARAMS)), st.data())
-def test_incremental_and_batch_equal_full_runs(case, name, data):
+def test_a_kept_engine_and_batch_equal_full_runs(case, name, data):
     P, p = case
     prm = PARAMS[name]
-    inc = IncrementalSim(P, prm, p)
-    inc.full_below = 0.0  # restart whenever T0 > 0, to exercise the restore path
+    e = Engine(P, prm)  # one workspace across moves, as a search uses it
+    e.objective(p)
     seen = [p.copy()]
     for _ in range(data.draw(st.integers(1, 8))):
         k = data.draw(st.integers(1, min(3, P.n_ops)))
         ops = data.draw(st.lists(st.integers(0, P.n_ops - 1), min_size=k, max_size=k))
-        q = inc.placement
+        q = seen[-1].copy()
         q[ops] = data.draw(st.lists(st.integers(0, P.n_devices - 1), min_size=k, max_size=k))
-        got = inc.update(q) if k > 1 else inc.move(ops[0], int(q[ops[0]]))
+        got = e.objective(q)
         want = simulate(P, q, prm)
-        assert got == want.objective_us and inc.makespan_us == want.makespan_us
-        np.testing.assert_array_equal(inc.peak_memory_bytes, want.peak_memory_bytes)
+        assert got == want.objective_us and e.makespan_us == want.makespan_us and e.oom == want.oom
+        np.testing.assert_array_equal(e.peak_memory_bytes, want.peak_memory_bytes)
         seen.append(q)
     b = evaluate_many(P, np.array(seen), prm, n_jobs=2)
     assert b.objective_us.tolist() == [evaluate(P, q, prm) for q in seen]
@@ -251,11 +251,6 @@ def test_generated_training_graph_against_reference(name):
     gpus = [d for d, dev in enumerate(P.cluster.devices) if dev.kind == "gpu"]
     for p in (rng.choice(gpus, g.n_ops), np.repeat(gpus, -(-g.n_ops // len(gpus)))[:g.n_ops]):
         check_against_reference(P, p, PARAMS[name])
-    inc = IncrementalSim(P, PARAMS[name], p)
-    inc.full_below = 0.0
-    for v in rng.choice(g.n_ops, 25, replace=False).tolist():
-        assert inc.move(v, int(rng.choice(gpus))) == evaluate(P, inc.placement, PARAMS[name])
-    assert inc.stats["full"] + inc.stats["unchanged"] == 26  # every change is a full run (no restarts)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

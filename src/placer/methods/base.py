@@ -30,7 +30,7 @@ import numpy as np
 
 from placer.errors import InputError
 from placer.placement import Cost, Placement, PlacementResult, Stopwatch
-from placer.sim import SimParams, SimResult, simulate
+from placer.sim import SimParams, SimResult, memory_first, simulate
 
 
 class NotApplicable(InputError):
@@ -281,7 +281,8 @@ class Evaluator:
                best_objective_us: float = np.inf) -> None:
         """Put simulations done outside this evaluator (e.g. in an RL trainer's rollout workers, which
         simulate their own environments) on its bill: ``calls`` placements, the best-so-far points
-        ``curve`` as (calls since the start of this charge, objective), and the best placement seen.
+        ``curve`` as (calls since the start of this charge, objective[, fits in memory]; without the
+        flag a point is taken to fit as the best placement does), and the best placement seen.
         The caller must have kept ``calls`` within :meth:`remaining`."""
         room = self.remaining()
         if room is not None and calls > room:
@@ -292,11 +293,11 @@ class Evaluator:
         if best_placement is not None:
             fits = self.custom or not self._overflows(best_placement)  # re-simulated, not counted: it was
             if self._better(best_objective_us, fits):
-                if self.best is None or fits == self.best_fits:  # the charged run's own best-so-far points
-                    for x, y in curve:
-                        if y < self.best_objective_us:
-                            self.best_objective_us = float(y)
-                            self.curve.append((base + int(x), float(y)))
+                for point in curve:  # the charged run's own best-so-far points
+                    y, f = float(point[1]), bool(point[2]) if len(point) > 2 else fits
+                    if self._better(y, f):
+                        self.best_objective_us, self.best_fits = y, f
+                        self.curve.append((base + int(point[0]), y))
                 self.best_objective_us, self.best_fits = float(best_objective_us), fits
                 self.best = np.asarray(best_placement, dtype=np.int64)
         self.curve.append((self.placements, self.best_objective_us))
@@ -309,10 +310,9 @@ class Evaluator:
         return e.oom
 
     def _better(self, obj: float, fits: bool) -> bool:
-        """Whether a placement with objective ``obj`` that does (not) fit beats the best so far."""
-        if fits != self.best_fits:
-            return fits
-        return obj < self.best_objective_us
+        """Whether a placement with objective ``obj`` that does (not) fit beats the best so far
+        (:func:`placer.sim.memory_first`)."""
+        return memory_first(obj, fits) < memory_first(self.best_objective_us, self.best_fits)
 
     def _record(self, placement: np.ndarray, obj: float, fits: bool = True) -> None:
         if self._better(obj, fits):
@@ -336,8 +336,8 @@ class Evaluator:
             return self._objective_result(method, p, params, seed, notes)
         sim = simulate(self.problem, p, self.sim_params)
         fits = not sim.oom
-        if self.best is not None and (self.best_fits and not fits or fits == self.best_fits
-                                      and sim.objective_us > self.best_objective_us * (1 + 1e-12)):
+        if self.best is not None and (memory_first(sim.objective_us, fits)
+                                      > memory_first(self.best_objective_us * (1 + 1e-12), self.best_fits)):
             why = ("runs out of memory; the best it evaluated fits" if self.best_fits and not fits else
                    f"({sim.objective_us:.1f} us) was worse than the best it evaluated")
             notes.append(f"its final placement {why} ({self.best_objective_us:.1f} us): the best is returned")

@@ -51,6 +51,7 @@ import numpy as np
 
 from placer.errors import InputError
 from placer.methods.base import Budget, Evaluator, MethodConfig, register
+from placer.sim import memory_first
 
 GDP_FORMAT = "placer-gdp-1"
 
@@ -243,7 +244,7 @@ def start_target(problem, ctx: GraphCtx, ev: Evaluator, cfg) -> tuple[str, np.nd
         return None
     names = list(cands)
     br = ev.evaluate_batch(np.stack([gp.expand(cands[k]) for k in names]))
-    k = names[int(np.lexsort((br.objective_us, br.oom))[0])]
+    k = names[min(range(len(names)), key=lambda j: memory_first(br.objective_us[j], not br.oom[j]))]
     return k, cands[k]
 
 

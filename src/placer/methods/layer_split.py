@@ -47,6 +47,7 @@ import numpy as np
 from placer.graph import FORWARD
 from placer.grouping.mirrors import mirror_units
 from placer.methods.base import Budget, Evaluator, MethodConfig, NotApplicable, register
+from placer.sim import memory_first
 
 PAPER = "Huang et al., GPipe, NeurIPS 2019, section 2.2 (layers cut into cells of equal compute)"
 
@@ -166,28 +167,31 @@ def split_placement(problem, devices: list[int], unit_of: np.ndarray | None = No
     return unit_devices(problem, unit_of, layer_split(problem, unit_of, len(devices), cuts), devices)
 
 
-def tune_split(problem, unit_of: np.ndarray, devices, ev: Evaluator, search: int) -> tuple[np.ndarray, float, int]:
+def tune_split(problem, unit_of: np.ndarray, devices, ev: Evaluator, search: int) -> tuple[np.ndarray, float, bool, int]:
     """Pattern search over the cuts of the split over ``devices`` (module docstring), at most
     ``1 + search`` simulations through ``ev`` (each one a placement of its budget; fewer when the
-    budget runs out). Returns (piece per unit (U,), its step time in us (inf when none was
-    simulated), simulations)."""
+    budget runs out). Splits compare in :func:`placer.sim.memory_first` order (one that fits before
+    one that overflows a device, then the step time). Returns (piece per unit (U,), its objective in
+    us (inf when none was simulated), whether it fits in memory, simulations)."""
     unit_of = np.asarray(unit_of, dtype=np.int64)
     k = len(devices)
     axis = Axis(problem, unit_of)
-    seen: dict[tuple, float] = {}
+    seen: dict[tuple, tuple[bool, float]] = {}
+    unseen = memory_first(np.inf, False)
 
-    def cost(cuts) -> float:
+    def cost(cuts) -> tuple[bool, float]:
         key = tuple(np.round(cuts, 12))
         if key not in seen:
             if ev.out_of_budget() or len(seen) >= 1 + search:
-                return np.inf
+                return unseen
             piece = layer_split(problem, unit_of, k, cuts, axis)
-            seen[key] = float(ev.simulate(unit_devices(problem, unit_of, piece, devices)).objective_us)
+            r = ev.simulate(unit_devices(problem, unit_of, piece, devices))
+            seen[key] = memory_first(r.objective_us, not r.oom)
         return seen[key]
 
     best = np.arange(1, k) / k
     best_t = cost(best)
-    if k > 1 and search > 0 and np.isfinite(best_t):
+    if k > 1 and search > 0 and best_t != unseen:
         snapped = np.array([axis.snap(c) for c in best])
         if cost(snapped) < best_t:
             best, best_t = snapped, cost(snapped)
@@ -211,7 +215,7 @@ def tune_split(problem, unit_of: np.ndarray, devices, ev: Evaluator, search: int
                         break
             if not moved:
                 step /= 2
-    return layer_split(problem, unit_of, k, best, axis), best_t, len(seen)
+    return layer_split(problem, unit_of, k, best, axis), best_t[1], not best_t[0], len(seen)
 
 
 def gpus_by_speed(problem) -> list[int]:
@@ -222,43 +226,24 @@ def gpus_by_speed(problem) -> list[int]:
     return [gpus[i] for i in np.argsort(total, kind="stable")]
 
 
-class _OutOfMemoryCounts:
-    """``ev`` as :func:`~placer.methods.layer_split.tune_split` sees it: a simulated placement's
-    objective plus ``penalty_us`` when it runs out of memory, so that the split searched, and the
-    start chosen from it, fit in memory where a split that fits was simulated (the memory-penalised
-    objective alone ranks a split that overflows a small device by a little above one that fits)."""
-
-    def __init__(self, ev: Evaluator, penalty_us: float):
-        self.ev, self.penalty_us = ev, penalty_us
-
-    def out_of_budget(self) -> bool:
-        return self.ev.out_of_budget()
-
-    def simulate(self, placement):
-        from types import SimpleNamespace
-
-        r = self.ev.simulate(placement)
-        return SimpleNamespace(objective_us=r.objective_us + self.penalty_us * bool(r.oom))
-
-
-def split_start(problem, ev: Evaluator, search: int, oom_penalty_us: float = 1e8) -> tuple[np.ndarray, float] | None:
+def split_start(problem, ev: Evaluator, search: int) -> tuple[np.ndarray, float, bool] | None:
     """The best layer-wise split over 2..G pieces (G GPUs, fastest first), ``search`` simulations in
-    all through ``ev`` shared evenly between the piece counts: (device per op, its objective plus
-    ``oom_penalty_us`` if it runs out of memory), or None with fewer than 2 GPUs. The start Post,
-    Mars and GDP search before they learn (see their docstrings)."""
+    all through ``ev`` shared evenly between the piece counts, best in :func:`placer.sim.memory_first`
+    order: (device per op, its objective, whether it fits in memory), or None with fewer than 2 GPUs.
+    The start Post, Mars and GDP search before they learn (see their docstrings)."""
     gpus = gpus_by_speed(problem)
     if len(gpus) < 2:
         return None
     units = mirror_units(problem)
     per_k = max(1, search // (len(gpus) - 1)) - 1
-    best, best_t = None, np.inf
+    best, best_key = None, memory_first(np.inf, False)
     for k in range(2, len(gpus) + 1):
         if ev.out_of_budget():
             break
-        piece, t, _ = tune_split(problem, units, gpus[:k], _OutOfMemoryCounts(ev, oom_penalty_us), per_k)
-        if t < best_t:
-            best, best_t = unit_devices(problem, units, piece, gpus[:k]), t
-    return None if best is None else (best, best_t)
+        piece, t, fits, _ = tune_split(problem, units, gpus[:k], ev, per_k)
+        if memory_first(t, fits) < best_key:
+            best, best_key = unit_devices(problem, units, piece, gpus[:k]), memory_first(t, fits)
+    return None if best is None else (best, best_key[1], not best_key[0])
 
 
 def fastest_device(problem) -> int | None:
@@ -279,6 +264,6 @@ def layer_split_method(problem, budget: Budget, seed: int, ev: Evaluator, cfg: L
     for k in range(1, len(gpus) + 1):
         if ev.out_of_budget():
             break
-        _, t, n = tune_split(problem, units, gpus[:k], ev, cfg.search if k > 1 else 0)
-        tried.append(f"{k}: {t / 1e3:,.1f} ms ({n} sims)")
+        _, t, fits, n = tune_split(problem, units, gpus[:k], ev, cfg.search if k > 1 else 0)
+        tried.append(f"{k}: {t / 1e3:,.1f} ms{'' if fits else ', out of memory'} ({n} sims)")
     return ev.result("layer-split", notes=["best per piece count " + "; ".join(tried)])

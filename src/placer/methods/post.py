@@ -72,9 +72,9 @@ Where this differs from the paper, and why:
 * A second start, the layer-wise split (``start="best"``): the forward layers cut into one piece
   per GPU, for every piece count from 2 to the number of GPUs, the cuts moved by a pattern search on
   simulated step time (:func:`placer.methods.layer_split.tune_split`; ``split_search`` simulations
-  in all, about 4% of the default budget, every one counted; a split or single device that runs out
-  of memory counts ``oom_penalty_us`` more, as Post's samples do). When it beats the whole graph on the
-  fastest device (simulated once), each unit starts with ``start_mass`` on the device of the split
+  in all, about 4% of the default budget, every one counted; splits, and the split against the single
+  device, compare in :func:`placer.sim.memory_first` order: one that fits in memory first). When it
+  beats the whole graph on the fastest device (simulated once), each unit starts with ``start_mass`` on the device of the split
   that runs most of its compute instead, and the first sample is that placement of the units.
   Where one device is best (ResNet) the chain is then cut where a cut costs least, which the
   factorised distributions did not find from the single-device start: Post stayed on single GPU
@@ -106,6 +106,7 @@ from placer.grouping import Grouping, make_grouping
 from placer.grouping.parts import common_refinement, metis_parts
 from placer.methods.base import Budget, Evaluator, MethodConfig, register
 from placer.methods.layer_split import fastest_device, split_start
+from placer.sim import memory_first
 
 PAPER = "Gao, Chen, Li. Post: Device Placement with Cross-Entropy Minimization and Proximal Policy Optimization. NeurIPS 2018"
 VARIANTS = ("post", "ce", "ppo", "pg")
@@ -299,13 +300,13 @@ def run_post(problem, budget: Budget, seed: int, ev: Evaluator, cfg: PostConfig,
     favour = fastest_device(problem)
     room = ev.remaining()
     if cfg.start == "best" and cfg.start_mass > 0 and not ev.custom and (room is None or room >= 4 * cfg.split_search):
-        split = split_start(problem, ev, cfg.split_search, cfg.oom_penalty_us)
+        split = split_start(problem, ev, cfg.split_search)
         if split is not None:
-            single = np.inf
+            single = memory_first(np.inf, False)
             if favour is not None:
                 r = ev.simulate(np.full(problem.n_ops, favour, dtype=np.int64))
-                single = r.objective_us + cfg.oom_penalty_us * bool(r.oom)
-            if split[1] < single:  # each unit favours the device of the split that runs most of its compute
+                single = memory_first(r.objective_us, not r.oom)
+            if memory_first(split[1], split[2]) < single:  # each unit favours the device of the split that runs most of its compute
                 work = np.zeros((units.n_groups, problem.n_devices))
                 np.add.at(work, (units.op_group, split[0]), problem.fastest_us + 1e-9)
                 favour = np.argmax(work, axis=1)

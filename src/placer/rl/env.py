@@ -16,6 +16,9 @@ per GB over M, computed by the simulator):
 
 Rewards are divided by ``scale_us`` (default: the graph's total work on its fastest devices, so a
 reward of -1 means "as slow as running everything serially"); ``info`` carries the raw microseconds.
+
+The episode's best placement, which the trainer keeps across episodes, follows
+:func:`placer.sim.memory_first`: one that fits in memory before a lower-objective one that overflows.
 """
 
 from __future__ import annotations
@@ -28,9 +31,9 @@ import numpy as np
 from gymnasium import spaces
 
 from placer.rl.task import PlacementTask
-from placer.sim import SimParams, simulate
+from placer.sim import Engine, SimParams, memory_first
 
-Scorer = Callable[[np.ndarray], tuple[float, float]]  # op placement -> (objective_us, step_time_us)
+Scorer = Callable[[np.ndarray], tuple[float, float, bool]]  # op placement -> (objective_us, step_time_us, fits)
 
 
 @dataclass(frozen=True)
@@ -55,34 +58,15 @@ class EnvConfig:
 
 
 def simulator_scorer(gp: PlacementTask, params: SimParams | None = None) -> Scorer:
-    """Score op placements with the simulator: (memory-penalised objective, step time) in us.
-    Uses the simulator's incremental fast path (``placer.sim.fast.IncrementalSim``: a step moves one
-    group, so only the part of the timeline after the first affected op is replayed, with the full
-    simulation's result) when it is there, else :func:`placer.sim.simulate`."""
-    params = params or SimParams()
-    problem = gp.problem
-    try:
-        from placer.sim.fast import IncrementalSim
-    except ImportError:
-        IncrementalSim = None
-    if IncrementalSim is None:
-        def score(op_placement: np.ndarray) -> tuple[float, float]:
-            r = simulate(problem, op_placement, params)
-            return float(r.objective_us), float(r.makespan_us)
-        return score
+    """Score op placements with the simulator's objective-only path on one kept
+    :class:`placer.sim.Engine`: (memory-penalised objective, step time, fits in memory)."""
+    engine = Engine(gp.problem, params or SimParams())
 
-    state = {}
+    def score(op_placement: np.ndarray) -> tuple[float, float, bool]:
+        obj = engine.objective(np.asarray(op_placement, dtype=np.int64))
+        return float(obj), engine.makespan_us, not engine.oom
 
-    def score_incremental(op_placement: np.ndarray) -> tuple[float, float]:
-        sim = state.get("sim")
-        if sim is None:
-            sim = state["sim"] = IncrementalSim(problem, params, np.asarray(op_placement, dtype=np.int64))
-            obj = sim.objective_us
-        else:
-            obj = sim.update(op_placement)
-        return float(obj), float(sim.makespan_us)
-
-    return score_incremental
+    return score
 
 
 class PlacementEnv(gym.Env):
@@ -121,9 +105,9 @@ class PlacementEnv(gym.Env):
     # ------------------------------------------------------------------ helpers
     def _score(self, group_placement: np.ndarray) -> tuple[float, float]:
         self.sim_calls += 1
-        obj, step = self.scorer(self.gp.expand(group_placement))
-        if obj < self.best_objective_us:
-            self.best_objective_us, self.best_step_us = obj, step
+        obj, step, fits = self.scorer(self.gp.expand(group_placement))
+        if memory_first(obj, fits) < memory_first(self.best_objective_us, self.best_fits):
+            self.best_objective_us, self.best_step_us, self.best_fits = obj, step, fits
             self.best_placement = group_placement.copy()
         return obj, step
 
@@ -168,7 +152,7 @@ class PlacementEnv(gym.Env):
         self.placed = np.zeros(N, dtype=np.int8)
         self._t = 0
         self._calls_at_reset = self.sim_calls
-        self.best_objective_us, self.best_step_us, self.best_placement = np.inf, np.inf, None
+        self.best_objective_us, self.best_step_us, self.best_placement, self.best_fits = np.inf, np.inf, None, False
         self.objective_us = self.step_us = np.nan
         if self.config.reward == "intermediate":
             self.objective_us, self.step_us = self._score(self.placement)

@@ -12,7 +12,7 @@ from placer.rl.env import EnvConfig
 from placer.rl.task import PlacementTask
 from placer.rl.reinforce import ReinforceConfig, Trainer, config_from_dict, task_seed
 from placer.rl.workers import RolloutTask, RolloutWorker
-from placer.sim import SimParams
+from placer.sim import SimParams, memory_first
 
 
 def policy_config(state: dict) -> PolicyConfig:
@@ -70,7 +70,8 @@ def place(net_or_state, gp: PlacementTask, *, env: EnvConfig | None = None, gree
         calls += r.sim_calls
         done += 1
         finals.append(r.final_objective_us)
-        if r.best_placement is not None and (best is None or r.best_objective_us < best.best_objective_us):
+        if r.best_placement is not None and (best is None or memory_first(r.best_objective_us, r.best_fits)
+                                             < memory_first(best.best_objective_us, best.best_fits)):
             best = r
     if best is None:
         return None

@@ -38,7 +38,7 @@ import torch
 from placer.nn.placeto import PlacetoNet, PolicyConfig, entropy_of
 from placer.rl.env import EnvConfig
 from placer.rl.task import PlacementTask
-from placer.sim import SimParams
+from placer.sim import SimParams, memory_first
 
 CHECKPOINT_FORMAT = "placer-placeto-1"
 
@@ -138,9 +138,10 @@ class Trainer:
         self.wall_s = 0.0
         self.baselines = [deque(maxlen=self.cfg.baseline_window) for _ in graphs]
         self.history: list[float] = []  # final objective / scale per episode (stopping rule)
-        self.best = [{"objective_us": float("inf"), "step_us": float("inf"), "placement": None, "at_sim_calls": 0}
-                     for _ in graphs]
-        self.curve: list[list[tuple[int, float]]] = [[] for _ in graphs]  # (sim calls so far, best objective)
+        # per graph the best placement seen, kept in placer.sim.memory_first order
+        self.best = [{"objective_us": float("inf"), "step_us": float("inf"), "placement": None, "at_sim_calls": 0,
+                      "fits": False} for _ in graphs]
+        self.curve: list[list[tuple]] = [[] for _ in graphs]  # (sim calls so far, best objective, it fits)
         self.stopped = False
         self.schedule_placements: int | None = None  # set by train(max_placements=...)
 
@@ -255,10 +256,11 @@ class Trainer:
         self.sim_calls += r.sim_calls
         self.wall_s += wall_s
         b = self.best[r.graph]
-        if r.best_placement is not None and r.best_objective_us < b["objective_us"]:
-            b.update(objective_us=r.best_objective_us, step_us=r.best_step_us,
+        if r.best_placement is not None and (memory_first(r.best_objective_us, r.best_fits)
+                                             < memory_first(b["objective_us"], b.get("fits", True))):
+            b.update(objective_us=r.best_objective_us, step_us=r.best_step_us, fits=r.best_fits,
                      placement=r.best_placement.astype(np.int64).tolist(), at_sim_calls=self.sim_calls)
-            self.curve[r.graph].append((self.sim_calls, r.best_objective_us))
+            self.curve[r.graph].append((self.sim_calls, r.best_objective_us, r.best_fits))
         scale = max(float(gp.problem.fastest_us.sum()), 1e-9)
         self.history.append(r.final_objective_us / scale)
         if self.log_path is not None:

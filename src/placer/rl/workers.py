@@ -59,6 +59,7 @@ class RolloutResult:
     best_objective_us: float  # best evaluated placement of the episode
     best_step_us: float
     best_placement: np.ndarray | None  # (N,) group placement
+    best_fits: bool  # whether the best placement fits in memory (the best follows placer.sim.memory_first)
     sim_calls: int
     wall_s: float
     grads: list[np.ndarray] | None = field(default=None, repr=False)
@@ -140,6 +141,7 @@ class RolloutWorker:
             final_placement=env.placement.copy(), best_objective_us=float(env.best_objective_us),
             best_step_us=float(env.best_step_us),
             best_placement=None if env.best_placement is None else env.best_placement.copy(),
+            best_fits=bool(env.best_fits),
             sim_calls=env.sim_calls - calls0, wall_s=time.perf_counter() - t0, grads=grads, loss=loss_value,
             truncated=truncated)
 

@@ -42,21 +42,21 @@ Semantics
 Entry points
 ------------
 ``simulate`` (full SimResult), ``evaluate`` (objective only, fastest single call),
-``evaluate_many`` (a (k, n) batch, ``n_jobs`` threads), ``IncrementalSim`` (progressive MDP: a few
-ops change device per step; each change is a full objective run), ``simulate_reference`` (pure
-Python, for tests).
+``evaluate_many`` (a (k, n) batch, ``n_jobs`` threads), ``Engine`` (one (Problem, SimParams) with
+a kept workspace: what a search that moves a few ops at a time calls), ``simulate_reference`` (pure
+Python, for tests). ``memory_first``: the order in which every best placement is kept.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from placer.sim.fast import BatchResult, Engine, IncrementalSim, engine, evaluate, evaluate_many
+from placer.sim.fast import BatchResult, Engine, engine, evaluate, evaluate_many
 from placer.sim.reference import simulate_reference
-from placer.sim.result import SimParams, SimResult
+from placer.sim.result import SimParams, SimResult, memory_first
 
 __all__ = ["SimParams", "SimResult", "simulate", "objective", "evaluate", "evaluate_many", "BatchResult",
-           "IncrementalSim", "Engine", "engine", "simulate_reference"]
+           "Engine", "memory_first", "engine", "simulate_reference"]
 
 
 def objective(makespan_us: float, peak: np.ndarray, capacity: np.ndarray, params: SimParams) -> tuple[float, bool]:

@@ -5,9 +5,15 @@
   full :class:`SimResult`.
 * :func:`evaluate` / :func:`evaluate_many`: the objective of one placement / of a (k, n) batch, the
   batch optionally split over threads (``n_jobs``; the kernel releases the GIL).
-* :class:`IncrementalSim`: the progressive MDP's interface (a few ops change device per step). Each
-  change is a full objective run: a restart from the first affected time was measured and removed
-  (see the class docstring).
+
+A move of a few ops (Placeto's progressive MDP) is a full objective run on a kept Engine. An
+incremental path (restart the event loop at the earliest end of a moved op's parent, from state read
+back from the previous run's records) was built, measured and removed: on training graphs a backward
+op's forward mirror feeds it, so that time falls in the forward pass and a Placeto-style sweep
+replayed on average 65% of the timeline (10k-op generated training graph), which bounds any restart
+at 1 / 0.65 = 1.5x even if reading the state back were free; measured, reading it back (O(n + m))
+and keeping the records a restart needs made a move 0.87-0.95x of a full run, and the wrapper that
+remained cost 0.99-1.06x of a full run.
 """
 
 from __future__ import annotations
@@ -89,7 +95,7 @@ class Engine:
     @property
     def oom(self) -> bool:
         """Whether a device overflowed its memory in the last run (as :class:`BatchResult`'s flag)."""
-        return bool((self.peak_memory_bytes > np.asarray(self.problem.memory_bytes)).any())
+        return bool(self.WF[K.F_OVER] > 0)
 
     @property
     def last_objective(self) -> float:
@@ -192,97 +198,3 @@ def evaluate_many(problem, placements, params: SimParams | None = None, n_jobs: 
     if status.any():
         engine(problem, params).run(P[int(np.flatnonzero(status)[0])])  # raises the precise error
     return BatchResult(obj, mk, peak, (peak > np.asarray(problem.memory_bytes)).any(axis=1))
-
-
-class IncrementalSim:
-    """Objective of a placement that changes a few ops at a time (Placeto's progressive MDP).
-
-    ``move(op, device)`` / ``update(placement)`` return the new objective R (us), equal to
-    ``simulate(problem, new placement, params).objective_us``; ``stats`` counts full runs and calls
-    that changed nothing.
-
-    Every change is one full objective run on a kept workspace. An earlier version restarted the
-    event loop at T0, the earliest end time of a parent of a changed op, from state read back from
-    the previous run's records. It was removed because it cannot pay on training graphs: a
-    backward op's forward mirror feeds it, so T0 falls in the forward pass and a Placeto-style
-    sweep replays on average 65% of the timeline (10k-op generated training graph), which bounds
-    any restart at 1 / 0.65 = 1.5x even if reading the state back were free; measured, reading it
-    back (O(n + m)) and keeping the records a restart needs made a move 0.87-0.95x of a full run.
-    ``benchmarks/sim_speed.py`` prints a move's cost against a full run.
-    """
-
-    full_below = 1.0  # kept for compatibility: every change is a full run
-
-    def __init__(self, problem, params: SimParams | None = None, placement=None):
-        self.problem = problem
-        self.engine = Engine(problem, params)
-        self.stats = {"full": 0, "restarts": 0, "unchanged": 0, "replayed_fraction_sum": 0.0}
-        self._comp = problem.compute_us
-        lead = self.engine.prep.leader
-        self._grouped = np.bincount(lead, minlength=problem.graph.n_ops)[lead] > 1  # ops that cannot move alone
-        p = np.zeros(problem.graph.n_ops, dtype=np.int64) if placement is None else placement
-        self.engine.run(p, record=False)
-        self.stats["full"] += 1
-
-    @property
-    def placement(self) -> np.ndarray:
-        return self.engine.place.copy()
-
-    @property
-    def objective_us(self) -> float:
-        return self.engine.last_objective
-
-    @property
-    def makespan_us(self) -> float:
-        return self.engine.makespan_us
-
-    @property
-    def peak_memory_bytes(self) -> np.ndarray:
-        return self.engine.peak_memory_bytes.copy()
-
-    def result(self) -> SimResult:
-        """The full SimResult of the current placement."""
-        return self.engine.result()
-
-    def move(self, op: int, device: int) -> float:
-        """Put ``op`` on ``device``; returns the new objective."""
-        e = self.engine
-        op, device = int(op), int(device)
-        if not 0 <= op < e.prep.n:
-            raise IndexError(f"op {op} is not in 0..{e.prep.n - 1}")
-        if e.place[op] == device:
-            self.stats["unchanged"] += 1
-            return e.last_objective
-        if not (0 <= device < e.prep.D and np.isfinite(self._comp[op, device])) or self._grouped[op]:
-            new = e.place.copy()
-            new[op] = device
-            return self.update(new)  # raises the InputError that names the problem
-        e.place[op] = device
-        return self._run()
-
-    def update(self, placement) -> float:
-        """Switch to ``placement`` (any number of ops may differ); returns the new objective."""
-        e = self.engine
-        new = e._as_array(placement)
-        if np.array_equal(new, e.place):
-            self.stats["unchanged"] += 1
-            return e.last_objective
-        prep = e.prep
-        changed = np.flatnonzero(new != e.place)
-        ok = ((new[changed] >= 0) & (new[changed] < prep.D)).all()
-        ok = ok and np.isfinite(self._comp[changed, new[changed]]).all()
-        if ok and prep.has_colocation:
-            ok = bool((new == new[prep.leader]).all())
-        if not ok:
-            self.problem.validate_placement(new)  # raises; the current state is untouched
-        e.place[:] = new
-        return self._run()
-
-    def _run(self) -> float:
-        e = self.engine
-        st = e._sim(False)
-        e.recorded = False
-        self.stats["full"] += 1
-        if st != K.OK:  # pragma: no cover - a valid placement always runs every op
-            e.check(st)
-        return e.last_objective

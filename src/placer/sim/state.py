@@ -1,6 +1,6 @@
 """The simulator's workspace layout, event keys and heap (used by the event loop in
 :mod:`placer.sim.kernel`; some record arrays served a restart path that was removed, see
-:class:`placer.sim.fast.IncrementalSim`).
+:mod:`placer.sim.fast`).
 
 ``WI`` (int64) and ``WF`` (float64) hold every piece of state: a few scalar slots at their head,
 then the arrays listed by :func:`views` (per op, per edge, per device, the event heap, the log of
