@@ -147,3 +147,51 @@ def test_bidirectional_encoder_shapes_and_masking():
     assert torch.allclose(out.attention.sum(dim=2), torch.ones(5, 8), atol=1e-6)
     nxt = m(x, mask, state=out.state, generator=torch.Generator().manual_seed(1))
     assert nxt.devices.shape == (5, 8)
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+@pytest.mark.parametrize("feed_aligned", [True, False])
+def test_teacher_forced_scoring_equals_the_step_loop(bidirectional, feed_aligned, monkeypatch):
+    """placer.nn.seq2seq_teacher scores given devices in one pass over positions: the same
+    log-probabilities, entropies, carried states and gradients as forward(actions=...), over two
+    segments (the second continuing the first's per-sample state), with a mask, with inputs that
+    differ per row, and with the attention computed in blocks of a few decoder steps."""
+    from placer.nn import seq2seq_teacher
+    from placer.nn.seq2seq_teacher import teacher_forced
+
+    monkeypatch.setattr(seq2seq_teacher, "BLOCK_ELEMENTS", 3 * 4 * 9 * 8)  # blocks of 3 of the 9 steps
+    m = net(D=4, H=16, bidirectional=bidirectional, feed_aligned=feed_aligned)
+    x = torch.randn(1, 16, 5)
+    mask = torch.rand(16, 4) > 0.3
+    mask[torch.arange(16), torch.randint(0, 4, (16,))] = True
+    with torch.no_grad():
+        first = m(x[:, :9], mask[:9], samples=4, generator=torch.Generator().manual_seed(0))
+        second = m(x[:, 9:], mask[9:], state=first.state, generator=torch.Generator().manual_seed(1))
+    acts = torch.cat([first.devices, second.devices], dim=1)
+
+    def run(score):
+        m.zero_grad()
+        a = score(x[:, :9], acts[:, :9], mask[:9], None)
+        b = score(x[:, 9:], acts[:, 9:], mask[9:], a.state)
+        (a.log_prob.sum() + b.log_prob.sum() + 0.1 * (a.entropy.sum() + b.entropy.sum())).backward()
+        return a, b, {k: p.grad.clone() for k, p in m.named_parameters()}
+
+    loop = run(lambda xx, aa, mm, st: m(xx, mm, samples=4 if st is None else None, actions=aa, state=st))
+    fused = run(lambda xx, aa, mm, st: teacher_forced(m, xx, aa, mm, st))
+    for lo, fu in zip(loop[:2], fused[:2]):
+        assert torch.equal(lo.devices, fu.devices)
+        assert torch.allclose(lo.log_prob, fu.log_prob, atol=1e-4)
+        assert torch.allclose(lo.entropy, fu.entropy, atol=1e-4)
+        for s_lo, s_fu in zip(lo.state.enc + lo.state.dec, fu.state.enc + fu.state.dec):
+            assert torch.allclose(s_lo, s_fu, atol=1e-5)
+        assert torch.equal(lo.state.last, fu.state.last)
+    assert torch.allclose(loop[0].log_prob, first.log_prob, atol=1e-4)  # what the sampler reported
+    for k, g in loop[2].items():
+        assert torch.allclose(g, fused[2][k], atol=1e-4, rtol=1e-3), k
+    # inputs that differ per row (no shared encoding)
+    xb = torch.randn(4, 9, 5)
+    lo = m(xb, actions=acts[:, :9])
+    fu = teacher_forced(m, xb, acts[:, :9])
+    assert torch.allclose(lo.log_prob, fu.log_prob, atol=1e-4) and torch.allclose(lo.entropy, fu.entropy, atol=1e-4)
+    with pytest.raises(ValueError):
+        teacher_forced(m, torch.randn(2, 9, 5), acts[:, :9])
