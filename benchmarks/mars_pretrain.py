@@ -7,6 +7,7 @@ step time.
     python benchmarks/mars_pretrain.py --quick               # BERT only, 200 placements, seed 0
     python benchmarks/mars_pretrain.py --graphs bert_base --placements 800 --seeds 0,1,2 --json out.json
     python benchmarks/mars_pretrain.py --pretrained enc.pt   # the encoder `placer pretrain` wrote instead
+    python benchmarks/mars_pretrain.py --start none          # the paper's start (no layer-split warm start)
 
 The fixed step time of a graph is the worse of the two variants' mean final bests (so both reach it);
 "to reach" is the first PPO update whose best-so-far is at or below it, in placements and in seconds
@@ -55,6 +56,8 @@ def main(argv=None) -> int:
     ap.add_argument("--placements", type=int, default=2_000)
     ap.add_argument("--seeds", default="0,1")
     ap.add_argument("--pretrained", default=None, help="encoder checkpoint for the pre-trained variant")
+    ap.add_argument("--start", default="best", choices=("best", "none"),
+                    help="Mars's start: best (ours, its default) or none (the paper's; learning from scratch)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
@@ -63,8 +66,9 @@ def main(argv=None) -> int:
     seeds = [int(s) for s in a.seeds.split(",")]
     from placer.resolve import resolve_graph
 
-    variants = {"no pre-training": {"pretrain": False},
-                "pre-trained": {"pretrained": a.pretrained} if a.pretrained else {"pretrain": True}}
+    variants = {"no pre-training": {"pretrain": False, "start": a.start},
+                "pre-trained": {**({"pretrained": a.pretrained} if a.pretrained else {"pretrain": True}),
+                                "start": a.start}}
     rows = []
     for name in a.graphs.split(","):
         P = Problem(resolve_graph(name), preset(a.cluster))
@@ -84,7 +88,7 @@ def main(argv=None) -> int:
                   f"{row[v]['placements_to_target']} placements, {row[v]['seconds_to_target']} s "
                   f"(reached {row[v]['reached']}), {row[v]['wall_s']:.0f} s in all", file=sys.stderr, flush=True)
         rows.append(row)
-    print(f"\nMars pre-training effect ({a.cluster}, {a.placements} placements, seeds {a.seeds})")
+    print(f"\nMars pre-training effect ({a.cluster}, {a.placements} placements, seeds {a.seeds}, start {a.start})")
     head = f"{'graph':<14}{'single GPU':>11}{'target':>9}  {'variant':<16}{'best':>9}{'placements':>11}{'seconds':>9}"
     print(head + "\n" + "-" * len(head))
     for row in rows:
