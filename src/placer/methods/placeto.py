@@ -33,6 +33,17 @@ paper's (section 2, appendix A.6 and A.7) except where stated in the field's com
   and 1,012 (2.2) on Inception-V3; a terminal reward (one simulation per episode, 2,000 episodes)
   gave 1,101 after 276 s. Local search at the same 2,000 placements: 888 (Inception-V3).
 * schedules (learning rate, entropy) follow the fraction of the placement budget used.
+
+Placing with a trained policy (``policy=...``, ``finetune=0``): the greedy episode (``greedy``, one
+episode, the method's default) takes each group's most likely device, and for a policy trained on
+a family that is the device the group is already on (the keep-bias term above), so the greedy
+placement is the one-device start itself, one simulation. Measured on the nmt family (policy trained
+on the 16 training graphs, 5,000 / 20,000 placements; the first 4 test graphs, k80x2, placeto
+simulator, ms): greedy 929 / 541 / 759 / 617 (= the start), against Placeto from scratch at 1,000
+placements 824 / 471 / 661 / 548; the best of 8 sampled episodes of the 20,000-placement policy
+834 / 464 / 671 / 541 (49-121 placements). ``placer place`` and the generalization table therefore
+place with 8 sampled episodes (``greedy=False, place_episodes=8``); the method's defaults stay the
+single greedy episode (the committed tables that use them were made with it).
 """
 
 from __future__ import annotations
@@ -79,8 +90,8 @@ class PlacetoConfig(MethodConfig):
     processes: int | None = None  # worker processes for the process / ray backends
     policy: str | None = None  # checkpoint of a trained policy to start from (None: train from scratch)
     finetune: int = 0  # with a policy: episodes of fine-tuning on this graph before placing
-    place_episodes: int = 1  # with a policy: episodes that place the graph (the best placement wins)
-    greedy: bool = True  # with a policy: place with the most likely device (False: sample)
+    place_episodes: int = 1  # with a policy: episodes that place the graph (the best placement wins; `placer place` and the generalization table: 8)
+    greedy: bool = True  # with a policy: place with the most likely device (False: sample; `placer place` and the generalization table sample, see the module docstring)
     log: str | None = None  # JSON-lines training log, one line per episode
 
     def checks(self):
