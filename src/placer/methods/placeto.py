@@ -90,8 +90,8 @@ class PlacetoConfig(MethodConfig):
     processes: int | None = None  # worker processes for the process / ray backends
     policy: str | None = None  # checkpoint of a trained policy to start from (None: train from scratch)
     finetune: int = 0  # with a policy: episodes of fine-tuning on this graph before placing
-    place_episodes: int = 1  # with a policy: episodes that place the graph (the best placement wins; `placer place` and the generalization table: 8)
-    greedy: bool = True  # with a policy: place with the most likely device (False: sample; `placer place` and the generalization table sample, see the module docstring)
+    place_episodes: int = 1  # with a policy: episodes that place the graph, the best wins (`placer place`: 8)
+    greedy: bool = True  # with a policy: the most likely device (False: sample, as `placer place`; see above)
     log: str | None = None  # JSON-lines training log, one line per episode
 
     def checks(self):
