@@ -69,21 +69,22 @@ def reduction_vs(base: str | tuple[str, ...], new: str):
     return fn
 
 
-def to_best(label: str):
+def _count(label: str, field: str):
     def fn(a: Mapping[str, Agg]) -> float | None:
         x = a.get(label)
-        return None if x is None else x.placements_to_best
+        return None if x is None else getattr(x, field)
 
     return fn
+
+
+def to_best(label: str):
+    """Placements the column sampled until its best was first reached (mean over seeds)."""
+    return _count(label, "placements_to_best")
 
 
 def used(label: str):
     """Placements the column sampled in all (mean over seeds)."""
-    def fn(a: Mapping[str, Agg]) -> float | None:
-        x = a.get(label)
-        return None if x is None else x.placements
-
-    return fn
+    return _count(label, "placements")
 
 
 def ratio_of_counts(num: str, den: str):

@@ -41,7 +41,7 @@ placement is the one-device start itself, one simulation. Measured on the nmt fa
 on the 16 training graphs, 5,000 / 20,000 placements; the first 4 test graphs, k80x2, placeto
 simulator, ms): greedy 929 / 541 / 759 / 617 (= the start), against Placeto from scratch at 1,000
 placements 824 / 471 / 661 / 548; the best of 8 sampled episodes of the 20,000-placement policy
-834 / 464 / 671 / 541 (49-121 placements). ``placer place`` and the generalization table therefore
+834 / 464 / 671 / 541 (59-121 placements). ``placer place`` and the generalization table therefore
 place with 8 sampled episodes (``greedy=False, place_episodes=8``); the method's defaults stay the
 single greedy episode (the committed tables that use them were made with it).
 """

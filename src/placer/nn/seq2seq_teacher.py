@@ -13,8 +13,8 @@ float32 rounding (``tests/test_seq2seq.py`` checks log-probabilities, entropies,
 gradients against it). Measured on Mars, GNMT on 4 K80s (1,024 nodes in 8 segments of 128, batch 8,
 one core): one PPO update (K = 4 scoring passes with their backward) took 11.7 s with the step loop
 and 5.7 s with this; one segment's scoring with its backward 0.34 s -> 0.18 s (the rest is the
-(B, L, L, A) attention's tanh and the LSTMs; the Mars docstring has the whole run). The Hierarchical Planner and ColocRL
-still score with the step loop: switching them changes their float32 rounding, so their committed
+(B, L, L, A) attention's tanh and the LSTMs; the Mars docstring has the whole run). The
+Hierarchical Planner and ColocRL still score with the step loop: switching them changes their float32 rounding, so their committed
 tables would have to be rerun (hp-table1, post-table1, placeto-table1)."""
 
 from __future__ import annotations
