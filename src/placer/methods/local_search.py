@@ -82,6 +82,21 @@ def _list(kind: str, comm: str):
     return make
 
 
+def _layer_split(problem, ev, gpus):
+    """The layer-wise split over 2..G GPUs with its cuts searched
+    (:func:`placer.methods.layer_split.split_start`, SPLIT_SEARCH simulations through ``ev``):
+    where a chain is best pipelined (ResNet) list scheduling and partitioners miss it."""
+    from placer.methods.layer_split import split_start
+
+    if ev.custom:  # a published objective: the split's search simulates under the event simulator
+        raise NotApplicable("the layer-split seed searches under the simulator's objective")
+    got = split_start(problem, ev, SPLIT_SEARCH)
+    return {} if got is None else {"layer-split": got[0]}
+
+
+SPLIT_SEARCH = 24  # simulations the layer-split seed spends searching its cuts
+
+
 @dataclass(frozen=True)
 class Seed:
     """A seeding heuristic: its name, whether its own computation grows as n^2 or worse, how many
@@ -91,6 +106,7 @@ class Seed:
     quadratic: bool
     placements: Callable[[Any, list[int]], int]
     make: Callable
+    searches: bool = False  # simulates placements through the evaluator itself: skipped unless all fit
 
 
 SEEDS: dict[str, Seed] = {s.name: s for s in [  # cheapest first
@@ -98,6 +114,7 @@ SEEDS: dict[str, Seed] = {s.name: s for s in [  # cheapest first
     Seed("expert", False, lambda pr, gpus: 1, _expert),
     Seed("m-topo", False, lambda pr, gpus: 1, _topo),
     Seed("metis", False, lambda pr, gpus: 1, _metis),
+    Seed("layer-split", False, lambda pr, gpus: SPLIT_SEARCH + 1, _layer_split, searches=True),
     Seed("heft", True, lambda pr, gpus: 1, _list("heft", "sim")),
     Seed("m-etf", True, lambda pr, gpus: 1, _list("m-etf", "sim")),
     Seed("heft:free", True, lambda pr, gpus: 1, _list("heft", "free")),
@@ -112,24 +129,29 @@ def seed_placements(problem, ev: Evaluator, names=tuple(SEEDS), max_placements: 
     """Candidate starting points from the seeding heuristics, in the given order (cheapest first).
 
     A heuristic proposing more placements than are left of ``max_placements`` is skipped (its
-    placements would be simulated once each); one marked quadratic is skipped when the graph has
+    placements would be simulated once each; a searching one, the layer split, also spends its
+    search's simulations from them); one marked quadratic is skipped when the graph has
     more than ``max_ops`` ops. A heuristic that does not apply here (``NotApplicable``) is skipped.
     Placements equal to an earlier seed's are dropped. ``skipped`` collects why each was left out.
     Nothing here reads the clock."""
     gpus = gpu_devices(problem)
     out: dict[str, np.ndarray] = {}
     skipped = skipped if skipped is not None else []
+    searched = 0  # placements a searching heuristic simulated while building its seed
     for name in names:
         s = SEEDS[name]
-        left = None if max_placements is None else max_placements - len(out)
-        if left is not None and left < 1:
+        left = None if max_placements is None else max_placements - len(out) - searched
+        if left is not None and (left < 1 or (s.searches and s.placements(problem, gpus) > left)):
             skipped.append(f"{name} (no seeding placements left)")
             continue
         if s.quadratic and max_ops is not None and problem.n_ops > max_ops:
             skipped.append(f"{name} (n^2 heuristic, {problem.n_ops} ops > seed_max_ops={max_ops})")
             continue
         try:
+            before = ev.placements
             got = s.make(problem, ev, gpus)
+            searched += ev.placements - before
+            left = None if left is None else left - (ev.placements - before)
         except NotApplicable:
             skipped.append(f"{name} (does not apply)")
             continue
