@@ -27,7 +27,7 @@ err_console = Console(stderr=True)
 GraphArg = typer.Argument(..., help="graph file (native JSON, PipeDream graph.txt, dnn-partitioning JSON) or built-in name")
 ClusterOpt = typer.Option("auto", "--cluster", "-c", help="preset name, cluster JSON file, or 'auto'")
 JsonOpt = typer.Option(False, "--json", help="print machine-readable JSON")
-GROUPING_DEFAULT = "contiguous:64"  # PlacetoConfig's default grouping (a test keeps them equal)
+GROUPING_DEFAULT = "metis:64"  # PlacetoConfig's default grouping (a test keeps them equal)
 GroupingOpt = typer.Option(GROUPING_DEFAULT, "--grouping", callback=grouping_spec,
                            help="op groups: ops, colocate, merge:N, metis:K or contiguous:N")
 SimOpt = typer.Option("default", "--sim", help="'default' (cluster links, no gaps) or 'placeto' (reference constants)",

@@ -32,7 +32,19 @@ paper's (section 2, appendix A.6 and A.7) except where stated in the field's com
   random placements (``init=random``, the paper's "arbitrary" placement) gave 1,070 (keep_bias 0)
   and 1,012 (2.2) on Inception-V3; a terminal reward (one simulation per episode, 2,000 episodes)
   gave 1,101 after 276 s. Local search at the same 2,000 placements: 888 (Inception-V3).
-* schedules (learning rate, entropy) follow the fraction of the placement budget used.
+* schedules (learning rate, entropy) follow the fraction of the placement budget used;
+* ``grouping`` "metis:64" (A.6 groups with Merge-and-Colocate): the units are METIS groups, as
+  Post's (:func:`placer.grouping.metis_groups`: a k-way METIS partition into 64 parts, repaired to
+  stay acyclic, colocation ties merged), which leaves 6-31 units on the family graphs. Measured
+  (seed 0, SimParams.placeto(), k80x2, ms; metis:64 / contiguous:64, the earlier default: 64 chunks
+  of equal work in topological order / local search at the same placements): cifar10 test #0-#3
+  (1,000 placements) 232 / 288 / 242, 179 / 190 / 158, 245 / 268 / 223, 209 / 217 / 200; nmt test
+  #0-#3 546 / 824 / 626, 345 / 471 / 374, 476 / 661 / 493, 384 / 548 / 418; ptb test #1 1,365 /
+  1,514 / 1,405; Inception-V3 (2,000) 1,001 / 1,009 / 888, NMT-2 1,343 / 1,729 / 1,367, NASNet
+  364 / 374 / 319; merge:64 gave 303 and contiguous:128 295 on cifar10 #0. Fewer, coarser units
+  make shorter episodes (more updates per placement) and a move of one unit is a whole branch or
+  stage instead of a slice of the topological order that cuts through parallel branches. The
+  measurements of the other fields above were made with contiguous:64.
 
 Placing with a trained policy (``policy=...``, ``finetune=0``): the greedy episode (``greedy``, one
 episode, the method's default) takes each group's most likely device, and for a policy trained on
@@ -69,7 +81,7 @@ class PlacetoConfig(MethodConfig):
     """Placeto's hyperparameters (paper section 2, appendix A.6 and A.7; departures in the module docstring)."""
 
     placements: int = 2000  # placements simulated in all (Budget.placements overrides; Table 1: 3.7-28.8 K)
-    grouping: str = "contiguous:64"  # op groups (placer.grouping spec; ties merged into one unit each)
+    grouping: str = "metis:64"  # op groups (placer.grouping spec; A.6: Merge-and-Colocate; see the module docstring)
     devices: str = "gpus"  # candidate devices, the action space: gpus (the paper's 2 K80s) or all
     sweeps: int = 1  # n: visits of every group per episode (A.7: n = 1 or 2)
     order: str = "topological"  # visiting order: topological or random (a permutation per sweep)
