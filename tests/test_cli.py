@@ -162,3 +162,14 @@ def test_one_grouping_flag_for_every_grouping_method(capsys, monkeypatch, tmp_pa
     code, out, err = run_cli(capsys, monkeypatch, "optimize", "synthetic", "-c", "k80x2", "--method", "metis",
                              "--grouping", "metis:4")
     assert code == 2 and "not parameters of this method" in err
+
+
+def test_json_stdout_is_not_corrupted_by_what_metis_prints(shared_graphs):
+    """METIS prints "Cannot bisect a graph with 0 vertices!" on C stdout when Post's 64-part METIS
+    units are built for PipeDream's ResNet-18 (142 layers); from the command line that goes to
+    stderr, and stdout holds exactly the JSON."""
+    r = subprocess.run([sys.executable, "-m", "placer", "optimize", str(shared_graphs / "pipedream" / "resnet18.txt"),
+                        "-m", "post", "--budget", "24", "--json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["method"] == "post"
+    assert "Cannot bisect" in r.stderr

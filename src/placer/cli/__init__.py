@@ -340,7 +340,31 @@ def _load_plugins() -> None:
 
 
 def main(args: Optional[list[str]] = None) -> None:
-    """The ``placer`` entry point: every failure ends as one stderr line and a status (see cli/guard.py)."""
+    """The ``placer`` entry point: every failure ends as one stderr line and a status (see cli/guard.py).
+    From the command line (``args`` None), native libraries' stdout goes to stderr (see
+    :func:`_native_stdout_to_stderr`)."""
     from placer.cli.guard import run_guarded
 
+    if args is None:
+        _native_stdout_to_stderr()
     sys.exit(run_guarded(app, args, setup=_load_plugins))
+
+
+def _native_stdout_to_stderr() -> None:
+    """Keep stdout for placer's own output (tables, ``--json``): file descriptor 1 becomes a copy of
+    stderr, so what compiled libraries print there goes to stderr (METIS prints "Cannot bisect a
+    graph with 0 vertices!" on C stdout when a k-way partition of a small graph fails to bisect a
+    part, and it used to land before the JSON of ``placer optimize --json``), while Python's
+    ``sys.stdout`` writes to a duplicate of the original descriptor. Child processes (bench workers)
+    inherit the swapped descriptor; they print nothing to stdout."""
+    import os
+
+    try:
+        sys.stdout.flush()
+        real = os.dup(1)
+        os.dup2(2, 1)
+    except (OSError, ValueError):  # no usable descriptors (an embedding host): leave them alone
+        return
+    old = sys.stdout
+    sys.stdout = os.fdopen(real, "w", buffering=1 if os.isatty(real) else -1,
+                           encoding=getattr(old, "encoding", None) or "utf-8", errors=getattr(old, "errors", None))
