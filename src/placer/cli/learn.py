@@ -42,10 +42,12 @@ def family_problems(family: str, cluster: str, split: str):
 
 
 def _grouped(problems, devices: str, grouping: str):
-    """Placement tasks of the problems, grouped by the placer.grouping spec ``grouping``."""
-    from placer.rl.task import make_task
+    """Placement tasks of the problems, grouped by the placer.grouping spec ``grouping`` as the
+    placeto method groups them (:meth:`PlacetoConfig.units`)."""
+    from placer.methods.placeto import PlacetoConfig
 
-    return [make_task(P, grouping, devices) for P in problems]
+    cfg = PlacetoConfig(grouping=grouping, devices=devices)
+    return [cfg.task(P) for P in problems]
 
 
 def _progress(total: int, label: str):

@@ -33,18 +33,29 @@ paper's (section 2, appendix A.6 and A.7) except where stated in the field's com
   and 1,012 (2.2) on Inception-V3; a terminal reward (one simulation per episode, 2,000 episodes)
   gave 1,101 after 276 s. Local search at the same 2,000 placements: 888 (Inception-V3).
 * schedules (learning rate, entropy) follow the fraction of the placement budget used;
-* ``grouping`` "metis:64" (A.6 groups with Merge-and-Colocate): the units are METIS groups, as
-  Post's (:func:`placer.grouping.metis_groups`: a k-way METIS partition into 64 parts, repaired to
-  stay acyclic, colocation ties merged), which leaves 6-31 units on the family graphs. Measured
-  (seed 0, SimParams.placeto(), k80x2, ms; metis:64 / contiguous:64, the earlier default: 64 chunks
-  of equal work in topological order / local search at the same placements): cifar10 test #0-#3
-  (1,000 placements) 232 / 288 / 242, 179 / 190 / 158, 245 / 268 / 223, 209 / 217 / 200; nmt test
-  #0-#3 546 / 824 / 626, 345 / 471 / 374, 476 / 661 / 493, 384 / 548 / 418; ptb test #1 1,365 /
-  1,514 / 1,405; Inception-V3 (2,000) 1,001 / 1,009 / 888, NMT-2 1,343 / 1,729 / 1,367, NASNet
-  364 / 374 / 319; merge:64 gave 303 and contiguous:128 295 on cifar10 #0. Fewer, coarser units
-  make shorter episodes (more updates per placement) and a move of one unit is a whole branch or
-  stage instead of a slice of the topological order that cuts through parallel branches. The
-  measurements of the other fields above were made with contiguous:64.
+* ``grouping`` "metis:64" with ``mirrors`` (A.6 groups with Merge-and-Colocate): the units are a
+  k-way METIS partition into 64 parts (:func:`placer.grouping.metis_groups`, repaired to stay
+  acyclic, colocation ties merged) of the ops with every backward op joined to the forward op it
+  mirrors, 4-28 units on the graphs below. Measured (seed 0, ms; A = contiguous:64, the earlier
+  default: 64 chunks of equal work in the topological order, B = metis:64 without ``mirrors``, C =
+  this default; A / B / C):
+
+  - SimParams.placeto(), k80x2, 1,000 placements: cifar10 test #0-#3 288 / 232 / 261, 190 / 179 /
+    182, 268 / 245 / 261, 217 / 209 / 191; nmt test #0-#3 824 / 546 / 764, 471 / 345 / 371, 661 /
+    476 / 511, 548 / 384 / 395; ptb test #1, #2 1,514 / 1,365 / 1,365, 2,306 / 1,914 / 1,914;
+    2,000 placements: Inception-V3 1,009 / 1,001 / 1,012, NMT-2 1,729 / 1,343 / 1,544, NASNet 374 /
+    364 / 339;
+  - PipeDream profiles, the default simulator, 2,000 placements: VGG-16 k80x2 799 / 1,865 / 799,
+    k80x4 799 / 2,212 / 1,123; ResNet-50 k80x2 1,050 / 1,315 / 513, k80x4 1,546 / 1,986 / 555;
+    Inception-V3 k80x2 1,059 / 1,203 / 715, k80x4 1,690 / 1,501 / 768; NASNet-A mobile k80x2 587 /
+    706 / 534.
+
+  A slice of the topological order cuts through parallel branches (encoder and decoder, a cell's
+  branches), so a move of one chunk is rarely a whole branch or stage; METIS units are, and being
+  fewer they make shorter episodes (more updates per placement). Without ``mirrors`` a PipeDream
+  layer's forward and backward ops (no colocation ties there) fall into different units, and a
+  policy that places them apart ships every stored activation across the link. The measurements
+  of the other fields above were made with contiguous:64.
 
 Placing with a trained policy (``policy=...``, ``finetune=0``): the greedy episode (``greedy``, one
 episode, the method's default) takes each group's most likely device, and for a policy trained on
@@ -82,6 +93,7 @@ class PlacetoConfig(MethodConfig):
 
     placements: int = 2000  # placements simulated in all (Budget.placements overrides; Table 1: 3.7-28.8 K)
     grouping: str = "metis:64"  # op groups (placer.grouping spec; A.6: Merge-and-Colocate; see the module docstring)
+    mirrors: bool = True  # metis:K runs on forward ops joined with their backward ops (see the module docstring)
     devices: str = "gpus"  # candidate devices, the action space: gpus (the paper's 2 K80s) or all
     sweeps: int = 1  # n: visits of every group per episode (A.7: n = 1 or 2)
     order: str = "topological"  # visiting order: topological or random (a permutation per sweep)
@@ -157,10 +169,20 @@ class PlacetoConfig(MethodConfig):
                                baseline_window=self.baseline_window, gamma=self.gamma,
                                stop_window=self.stop_window, seed=seed)
 
+    def units(self, problem, seed: int = 0):
+        """The grouping whose units the policy places: ``grouping``, except that with ``mirrors`` a
+        METIS grouping partitions forward ops joined with their backward ops."""
+        from placer.grouping import metis_groups, parse_grouping
+
+        spec = parse_grouping(self.grouping)
+        if self.mirrors and spec.kind == "metis":
+            return metis_groups(problem, spec.n, seed=seed, mirrors=True)
+        return self.grouping
+
     def task(self, problem, seed: int = 0):
         from placer.rl.task import make_task
 
-        return make_task(problem, self.grouping, self.devices, seed)
+        return make_task(problem, self.units(problem, seed), self.devices, seed)
 
 
 @register("placeto", "Placeto: graph-embedding policy, progressive placement MDP, REINFORCE (search mode on this graph)",
