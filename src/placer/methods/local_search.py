@@ -5,7 +5,7 @@ Both start from the best of the classical heuristics (:data:`SEEDS`: single GPU,
 m-TOPO, METIS, HEFT, m-ETF, HEFT / m-ETF with the bus-aware communication model, m-SCT, and last,
 as it costs the most placements, the layer split with its cuts searched over 2..G GPUs as the
 ``layer-split`` method does: on chains best cut into a pipeline, which no other seed proposes,
-PipeDream ResNet-50 at 2,000 placements, seed 0, went from 533 to 512 ms on k80x2 and from 626 to
+PipeDream ResNet-50 at 2,000 placements, seed 0, went from 534 to 512 ms on k80x2 and from 655 to
 515 ms on k80x4). Seeding is paid in placements like everything else: each seed's placement is simulated once
 through the evaluator, the seeds together may use at most ``seed_share`` of the budget, a seed whose
 placements do not fit what is left of that share is skipped, and a heuristic whose own computation
