@@ -37,8 +37,14 @@ def ws_sizes(n, m, D):
     """(len(WI), len(WF)) for a graph of n ops, m edges on D devices."""
     H = heap_cap(D)
     L = n + m + 1
-    return (NS + 6 * n + 7 * m + 13 * D + 2 * H + 2 * L + m + n * D + 2 * n + D + 1,
+    return (NS + 6 * n + 7 * m + 13 * D + 2 * H + 2 * L + m + n * D + 2 * n,
             NSF + 5 * n + 6 * m + 6 * D + H + 2 * L + 3 * n)
+
+
+@njit(cache=True, nogil=True)
+def ccnt_start(n, m, D):
+    """Where :func:`xviews`' ``ccnt`` (n * D) starts in WI."""
+    return NS + 6 * n + 7 * m + 13 * D + 2 * heap_cap(D) + 2 * (n + m + 1) + m
 
 
 @njit(cache=True, nogil=True)
@@ -48,16 +54,16 @@ def xviews(WI, WF, n, m, D):
     ``ccnt`` (n*D: consumers of op u's buffer on device x still to run; x = u's own device: its
     output's users, the transfer counted as one), ``nloc`` (n: local consumers), ``mask`` (n: the
     remote consumer devices, a bit each); ``cost`` (n: compute time on the op's device), ``xdur``
-    (n: duration of its transfer), ``cb`` (n: bytes of its transfer / of each received copy);
-    ``dirty`` (D + 1: the devices whose level changed at the current time, one spare slot for
-    branch-free appends)."""
+    (n: duration of its transfer), ``cb`` (n: bytes of its transfer / of each received copy).
+    ``ccnt`` is zero between runs (a run in which every op ran counts it down to zero; otherwise
+    :func:`placer.sim.kernel.sim_full` clears it), so :func:`placer.sim.kernel.prepass` only counts up."""
     H = heap_cap(D)
     L = n + m + 1
     oi = NS + 6 * n + 7 * m + 13 * D + 2 * H + 2 * L
     of = NSF + 5 * n + 6 * m + 6 * D + H + 2 * L
-    o2 = oi + m + n * D
+    o2 = ccnt_start(n, m, D) + n * D
     return (WI[oi:oi + m], WI[oi + m:o2], WI[o2:o2 + n], WI[o2 + n:o2 + 2 * n],
-            WF[of:of + n], WF[of + n:of + 2 * n], WF[of + 2 * n:of + 3 * n], WI[o2 + 2 * n:o2 + 2 * n + D + 1])
+            WF[of:of + n], WF[of + n:of + 2 * n], WF[of + 2 * n:of + 3 * n])
 
 
 @njit(cache=True, nogil=True)
