@@ -70,15 +70,16 @@ def prepare(exp: Experiment, name: str, level: str, results_dir: Path, sim: dict
     ctx.problems = [Problem(g, c) for g, c in zip(graphs, clusters)]
     ctx.hash = stable_hash({"harness": HARNESS_VERSION, "graphs": [G.graph_fingerprint(g) for g in graphs],
                             "clusters": [G.cluster_fingerprint(c) for c in clusters], "placements": ctx.placements,
-                            "seed": spec.seed, "sim": sim, "trainer": _placeto_config().to_dict()})
+                            "seed": spec.seed, "sim": sim, "trainer": _placeto_config(spec.trainer).to_dict()})
     ctx.path = Path(results_dir) / exp.name / "policies" / f"{slug(name)}__{ctx.hash}.pt"
     return ctx
 
 
-def _placeto_config():
-    from placer.methods.placeto import PlacetoConfig
+def _placeto_config(overrides=None):
+    """The placeto method's config with a policy's trainer overrides (unknown names are refused)."""
+    from placer.methods import METHODS
 
-    return PlacetoConfig()
+    return METHODS["placeto"].make_config(dict(overrides or {}))
 
 
 def train(ctx: PolicyContext, sim_name: str) -> dict:
@@ -88,7 +89,7 @@ def train(ctx: PolicyContext, sim_name: str) -> dict:
     from placer.rl.reinforce import Trainer
 
     t0 = time.perf_counter()
-    cfg = _placeto_config()  # the settings the placeto method places and fine-tunes with
+    cfg = _placeto_config(ctx.spec.trainer)  # the method's settings, with the policy's trainer overrides
     gps = [cfg.task(P, ctx.spec.seed) for P in ctx.problems]
     tr = Trainer(gps, cfg.policy_config(gps[0].n_actions), cfg.env(), cfg.reinforce(ctx.spec.seed),
                  sim_params=sim_params(sim_name))

@@ -100,6 +100,10 @@ class PolicySpec:
     placements: Mapping[str, int] = field(default_factory=dict)  # level -> simulator calls for training
     seed: int = 0
     groups: int = 64
+    # PlacetoConfig fields the policy trains with instead of the method's defaults (checked against the
+    # config when the policy is prepared; the trained values, the learned keep bias included, travel
+    # in the checkpoint, so the placing method needs none of them); empty: the defaults, as placeto
+    trainer: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
