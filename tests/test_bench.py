@@ -15,7 +15,7 @@ from placer.bench import graphs as G
 from placer.bench.harness import run_experiment
 from placer.bench.report import build_report
 from placer.bench.runner import decode_placement, encode_placement, make_plan, placements_to_best
-from placer.bench.spec import LEVELS, Agg, Experiment, Level, Method, Row, stable_hash, with_registered
+from placer.bench.spec import HARNESS_VERSION, LEVELS, Agg, Experiment, Level, Method, Row, stable_hash, with_registered
 from placer.cluster import preset
 from placer.frontends.native import save_graph
 from placer.problem import Problem
@@ -260,6 +260,82 @@ def test_transfer_column_trains_its_policy_once_and_reuses_it(tmp_path, monkeypa
     monkeypatch.setattr(pol, "train", lambda *a, **k: (_ for _ in ()).throw(AssertionError("retrained")))
     again = run_experiment(exp, "quick", tmp_path / "r", plots=False)
     assert again.stats["ran"] == 0 and again.stats["cached"] == 1
+
+
+def test_a_policys_trainer_overrides_key_only_that_policy_and_reach_its_training(tmp_path):
+    """``PolicySpec.trainer`` sets PlacetoConfig fields for training one policy: its hash changes and
+    nothing else's (a spec without overrides keeps the hash it had, so committed policies stay
+    cached), the trained checkpoint carries the override, and an unknown field is refused."""
+    from placer.methods import METHODS
+
+    if "placeto" not in METHODS or METHODS["placeto"].available():
+        pytest.skip("placeto (torch extra) not available")
+    import dataclasses
+
+    import placer.bench.policies as pol
+    from placer.bench.runner import sim_params
+    from placer.bench.spec import PolicySpec
+    from placer.errors import InputError
+    from placer.methods.placeto import PlacetoConfig
+    from placer.rl.checkpoint import load_checkpoint
+
+    gpath = tmp_path / "g.json"
+    save_graph(layered_training_graph(40, seed=5, name="g"), gpath)
+    base = dict(graphs=(str(gpath),), placements={"quick": 16}, groups=6)
+    exp = Experiment(name="pol", title="t", paper="none", rows=(Row("g", str(gpath), "k80x2"),), methods=(),
+                     budgets={lv: Level(16) for lv in LEVELS},
+                     policies={"plain": PolicySpec(**base), "low": PolicySpec(**base, trainer={"keep_bias": 0.25}),
+                               "typo": PolicySpec(**base, trainer={"keep_bais": 0.25})})
+    sim = dataclasses.asdict(sim_params(exp.sim))
+    plain, low = (pol.prepare(exp, n, "quick", tmp_path, sim) for n in ("plain", "low"))
+    assert plain.hash == stable_hash({"harness": HARNESS_VERSION, "graphs": [G.graph_fingerprint(p.graph) for p in plain.problems],
+                                      "clusters": [G.cluster_fingerprint(p.cluster) for p in plain.problems],
+                                      "placements": 16, "seed": 0, "sim": sim, "trainer": PlacetoConfig().to_dict()})
+    assert low.hash != plain.hash
+    with pytest.raises(InputError, match="keep_bais"):
+        pol.prepare(exp, "typo", "quick", tmp_path, sim)
+    low.path.parent.mkdir(parents=True)
+    pol.train(low, exp.sim)
+    state = load_checkpoint(low.path)
+    assert state["policy_config"]["keep_bias"] == 0.25
+
+
+def test_a_policy_with_choices_keeps_the_candidate_that_places_its_training_graphs_best(tmp_path):
+    """``PolicySpec.choices``: one policy per candidate, each on the whole budget; the kept one has
+    the lowest zero-shot score on the training graphs, and the record counts every candidate."""
+    from placer.methods import METHODS
+
+    if "placeto" not in METHODS or METHODS["placeto"].available():
+        pytest.skip("placeto (torch extra) not available")
+    import dataclasses
+
+    import placer.bench.policies as pol
+    from placer.bench.runner import sim_params
+    from placer.bench.spec import PolicySpec
+    from placer.rl.checkpoint import load_checkpoint
+
+    gpaths = []
+    for i in range(2):
+        gpaths.append(tmp_path / f"g{i}.json")
+        save_graph(layered_training_graph(40, seed=5 + i, name=f"g{i}"), gpaths[-1])
+    spec = PolicySpec(graphs=tuple(map(str, gpaths)), placements={"quick": 24}, groups=6,
+                      trainer={"grouping": "contiguous:6"}, choices=({"init": "single"}, {"init": "random"}))
+    exp = Experiment(name="pol", title="t", paper="none", rows=(Row("g", str(gpaths[0]), "k80x2"),), methods=(),
+                     budgets={lv: Level(24) for lv in LEVELS}, policies={"p": spec})
+    sim = dataclasses.asdict(sim_params(exp.sim))
+    ctx = pol.prepare(exp, "p", "quick", tmp_path, sim)
+    one = pol.prepare(dataclasses.replace(exp, policies={"p": dataclasses.replace(spec, choices=())}), "p", "quick",
+                      tmp_path, sim)
+    assert ctx.hash != one.hash
+    ctx.path.parent.mkdir(parents=True)
+    rec = pol.train(ctx, exp.sim)
+    cands = rec["candidates"]
+    assert [c["trainer"]["init"] for c in cands] == ["single", "random"]
+    assert all(0 < c["placements"] <= 24 and c["sim_calls"] > c["placements"] for c in cands)  # + the scoring
+    assert rec["sim_calls"] == sum(c["sim_calls"] for c in cands)
+    kept = min(cands, key=lambda c: c["score_us"])
+    assert rec["chosen"] == kept["trainer"]
+    assert load_checkpoint(ctx.path)["env_config"]["init"] == kept["trainer"]["init"]
 
 
 def test_findings_name_the_winner_and_the_closest_to_the_bound():

@@ -169,9 +169,18 @@ def policy_lines(plan: Plan) -> list[str]:
             continue
         r = read_json(rec)
         graphs = ", ".join(r["graphs"][:4]) + (f" and {len(r['graphs']) - 4} more" if len(r["graphs"]) > 4 else "")
-        out.append(f"- `{name}`: REINFORCE on {graphs} ({ctx.spec.cluster}): {r['episodes']:,} episodes, "
-                   f"{r['sim_calls']:,} simulator calls, {r['seconds']:.1f} s; record `policies/{rec.name}`")
+        line = (f"- `{name}`: REINFORCE on {graphs} ({ctx.spec.cluster}): {r['episodes']:,} episodes, "
+                f"{r['sim_calls']:,} simulator calls, {r['seconds']:.1f} s; record `policies/{rec.name}`")
+        if r.get("candidates"):  # PolicySpec.choices: every candidate's cost is in the totals above
+            line += ("; kept " + _overrides(r["chosen"]) + " of " + ", ".join(
+                f"{_overrides(c['trainer'])} (zero-shot on its training graphs {c['score_us'] / 1e3:,.2f} ms)"
+                for c in r["candidates"]))
+        out.append(line)
     return out
+
+
+def _overrides(d: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(d.items())).join("{}") if d else "the defaults"
 
 
 # ---------------------------------------------------------------------- plots

@@ -68,11 +68,23 @@ def prepare(exp: Experiment, name: str, level: str, results_dir: Path, sim: dict
         ctx.missing = f"policy '{name}' cannot be trained: {e}"
         return ctx
     ctx.problems = [Problem(g, c) for g, c in zip(graphs, clusters)]
-    ctx.hash = stable_hash({"harness": HARNESS_VERSION, "graphs": [G.graph_fingerprint(g) for g in graphs],
-                            "clusters": [G.cluster_fingerprint(c) for c in clusters], "placements": ctx.placements,
-                            "seed": spec.seed, "sim": sim, "trainer": _placeto_config(spec.trainer).to_dict()})
+    key = {"harness": HARNESS_VERSION, "graphs": [G.graph_fingerprint(g) for g in graphs],
+           "clusters": [G.cluster_fingerprint(c) for c in clusters], "placements": ctx.placements,
+           "seed": spec.seed, "sim": sim, "trainer": _placeto_config(spec.trainer).to_dict()}
+    if spec.choices:  # (only then: a policy without choices keeps the hash it had)
+        key["choices"] = [_placeto_config(o).to_dict() for o in _candidates(spec)]
+        key["selection"] = SELECTION
+    ctx.hash = stable_hash(key)
     ctx.path = Path(results_dir) / exp.name / "policies" / f"{slug(name)}__{ctx.hash}.pt"
     return ctx
+
+
+SELECTION = {"episodes": 8, "greedy": False, "score": "geometric mean over the training graphs"}
+
+
+def _candidates(spec: PolicySpec) -> list[dict[str, Any]]:
+    """The trainer overrides of each candidate policy: ``trainer`` alone, or with each of ``choices``."""
+    return [dict(spec.trainer, **c) for c in spec.choices] or [dict(spec.trainer)]
 
 
 def _placeto_config(overrides=None):
@@ -83,26 +95,48 @@ def _placeto_config(overrides=None):
 
 
 def train(ctx: PolicyContext, sim_name: str) -> dict:
-    """Train the policy within its simulator-call budget, save the checkpoint and its cost record."""
+    """Train the policy within its simulator-call budget (each candidate of ``PolicySpec.choices``
+    on the whole budget, the one placing its training graphs best kept), save the checkpoint and
+    its cost record (every candidate's training and scoring counted)."""
+    import numpy as np
+
     from placer.bench.runner import sim_params
     from placer.frontends.native import dumps, write_text_atomic
+    from placer.rl.policy import place
     from placer.rl.reinforce import Trainer
 
     t0 = time.perf_counter()
-    cfg = _placeto_config(ctx.spec.trainer)  # the method's settings, with the policy's trainer overrides
-    gps = [cfg.task(P, ctx.spec.seed) for P in ctx.problems]
-    tr = Trainer(gps, cfg.policy_config(gps[0].n_actions), cfg.env(), cfg.reinforce(ctx.spec.seed),
-                 sim_params=sim_params(sim_name))
-    try:
-        tr.train(max_placements=ctx.placements)
-    finally:
-        tr.close()
-    tr.save(ctx.path)
+    prm = sim_params(sim_name)
+    runs = []
+    for overrides in _candidates(ctx.spec):
+        cfg = _placeto_config(overrides)  # the method's settings, with the policy's trainer overrides
+        gps = [cfg.task(P, ctx.spec.seed) for P in ctx.problems]
+        tr = Trainer(gps, cfg.policy_config(gps[0].n_actions), cfg.env(), cfg.reinforce(ctx.spec.seed), sim_params=prm)
+        try:
+            tr.train(max_placements=ctx.placements)
+        finally:
+            tr.close()
+        run = {"trainer": overrides, "episodes": tr.episode, "placements": tr.placements, "sim_calls": tr.sim_calls,
+               "best": tr.best, "trainer_obj": tr}
+        if len(ctx.spec.choices) > 1:  # score: zero-shot on the training graphs, as the tables place
+            state = tr.state_dict()
+            outs = [place(state, gp, greedy=SELECTION["greedy"], episodes=SELECTION["episodes"], seed=ctx.spec.seed,
+                          sim_params=prm) for gp in gps]
+            run["sim_calls"] += sum(o.sim_calls for o in outs)
+            run["score_us"] = float(np.exp(np.mean(np.log([o.objective_us for o in outs]))))
+        runs.append(run)
+    best = min(runs, key=lambda r: r.get("score_us", 0.0))
+    best["trainer_obj"].save(ctx.path)
     record = {"policy": ctx.name, "hash": ctx.hash, "spec": dataclasses.asdict(ctx.spec),
-              "graphs": [P.graph.name for P in ctx.problems], "episodes": tr.episode,
-              "placements": tr.placements, "sim_calls": tr.sim_calls, "seconds": time.perf_counter() - t0,
+              "graphs": [P.graph.name for P in ctx.problems], "episodes": sum(r["episodes"] for r in runs),
+              "placements": sum(r["placements"] for r in runs), "sim_calls": sum(r["sim_calls"] for r in runs),
+              "seconds": time.perf_counter() - t0,
               # per training graph; None for a graph no episode has visited yet
               "best_objective_us": [b["objective_us"] if math.isfinite(b["objective_us"]) else None
-                                    for b in tr.best]}
+                                    for b in best["best"]]}
+    if len(runs) > 1:
+        record["chosen"] = best["trainer"]
+        record["candidates"] = [{k: r[k] for k in ("trainer", "episodes", "placements", "sim_calls", "score_us")}
+                                for r in runs]
     write_text_atomic(ctx.path.with_suffix(".json"), dumps(record))
     return record

@@ -104,6 +104,11 @@ class PolicySpec:
     # config when the policy is prepared; the trained values, the learned keep bias included, travel
     # in the checkpoint, so the placing method needs none of them); empty: the defaults, as placeto
     trainer: Mapping[str, Any] = field(default_factory=dict)
+    # alternatives to try on top of ``trainer``: one policy is trained per entry (each on the full
+    # placement budget) and the one whose zero-shot placements of its own training graphs are the
+    # fastest (geometric mean of the best of 8 sampled episodes per graph) is kept; the test graphs
+    # are never looked at, and every candidate's cost is counted in the policy's record
+    choices: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
