@@ -94,6 +94,16 @@ def test_train_then_place_with_and_without_finetuning(tmp_path, capsys, monkeypa
     d = json.loads(out)
     assert d["episodes"] == 6 and len(d["graphs"]) == 2 and ckpt.exists()
     assert len(log.read_text().splitlines()) == 6
+    # the network is PlacetoConfig's, as the method's (it was PolicyConfig's paper defaults: no keep bias)
+    from placer.methods.placeto import PlacetoConfig
+    from placer.rl.checkpoint import load_checkpoint
+
+    pc = load_checkpoint(ckpt)["policy_config"]
+    assert (pc["keep_bias"], pc["rounds"]) == (PlacetoConfig().keep_bias, PlacetoConfig().rounds)
+    code, out, err = run_cli(capsys, monkeypatch, "train", *graphs, "--out", tmp_path / "low.pt", "--episodes", 2,
+                             "--grouping", "contiguous:8", "--keep-bias", 0.5, "--json")
+    assert code == 0, err
+    assert load_checkpoint(tmp_path / "low.pt")["policy_config"]["keep_bias"] == 0.5
     target = tmp_path / "target.json"
     save_graph(layered_training_graph(70, seed=7), target)
     code, out, err = run_cli(capsys, monkeypatch, "place", target, "--policy", ckpt, "--grouping", "contiguous:8",

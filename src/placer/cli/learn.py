@@ -93,6 +93,9 @@ def train(graph: Optional[List[str]] = typer.Option(None, "--graph", "-g", help=
           gamma: Optional[float] = typer.Option(None, help="discount of the return-to-go (default: PlacetoConfig's)", callback=fraction),
           entropy: Optional[float] = typer.Option(None, help="initial entropy bonus, decays linearly to entropy/50 (default: PlacetoConfig's)",
                                         callback=finite_at_least_zero),
+          keep_bias: Optional[float] = typer.Option(None, "--keep-bias", help="initial logit bonus of a group's current device "
+                                                    "(default: PlacetoConfig's; the generalization table's family policies: 0.5)",
+                                                    callback=finite_at_least_zero),
           stop_window: int = typer.Option(0, help="stop when the objective changes < 2%% over this many episodes (0: off)",
                                           callback=at_least(0)),
           resume: Optional[Path] = typer.Option(None, help="resume from this checkpoint (same graphs and settings)"),
@@ -102,7 +105,6 @@ def train(graph: Optional[List[str]] = typer.Option(None, "--graph", "-g", help=
           as_json: bool = typer.Option(False, "--json")):
     """Train a Placeto policy with REINFORCE and write a checkpoint."""
     _need_torch()
-    from placer.nn.placeto import PolicyConfig
     from placer.rl.checkpoint import load_checkpoint
     from placer.rl.env import EnvConfig
     from placer.rl.reinforce import Trainer
@@ -119,11 +121,10 @@ def train(graph: Optional[List[str]] = typer.Option(None, "--graph", "-g", help=
     from placer.methods.placeto import PlacetoConfig
 
     given = dict(lr_start=lr, lr_end=None if lr is None else lr / 10, gamma=gamma, entropy_start=entropy,
-                 entropy_end=None if entropy is None else entropy / 50)
-    rl = PlacetoConfig(workers=workers, stop_window=stop_window,
-                       **{k: v for k, v in given.items() if v is not None}).reinforce(seed, episodes)
-    tr = Trainer(gps, PolicyConfig(n_actions=gps[0].n_actions), env, rl, sim_params=sim_params(sim), backend=backend,
-                 processes=processes, log_path=log)
+                 entropy_end=None if entropy is None else entropy / 50, keep_bias=keep_bias)
+    cfg = PlacetoConfig(workers=workers, stop_window=stop_window, **{k: v for k, v in given.items() if v is not None})
+    tr = Trainer(gps, cfg.policy_config(gps[0].n_actions), env, cfg.reinforce(seed, episodes), sim_params=sim_params(sim),
+                 backend=backend, processes=processes, log_path=log)
     if resume is not None:
         try:
             tr.load_state_dict(load_checkpoint(resume))
