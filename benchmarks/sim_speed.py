@@ -276,14 +276,13 @@ def bench_graph(name, problem, args, rows, extras=True):
             print(f"  MISMATCH makespan {mk_c} vs {mk_py}, peaks {peak_c} vs {peak_py}", file=sys.stderr)
 
 
-def predictor_rows(sizes, cluster, args):
+def predictor_rows(problems, args):
     """Branch prediction's share: the same random placement simulated over and over (the predictor
     learns its branches) against the 16 placements in turn, per size. What the learned run saves is
     about what mispredicted branches cost; at 10k ops and more the predictor cannot learn a run's
     ~30k events, so the two agree there."""
     print(f"\n{'graph':<26} {'ops':>6} {'16 in turn us':>14} {'one repeated us':>16} {'ratio':>6}")
-    for n in sizes:
-        problem = Problem(layered_training_graph(n, seed=0), cluster)
+    for n, problem in problems.items():
         ps = [q.astype(np.int64) for q in placements(problem, np.random.default_rng(0))["random"]]
         eng = Engine(problem, SimParams.placeto())
         t_many = median_time(eng.objective, args.repeat, 0.2, ps)
@@ -319,12 +318,13 @@ def main(argv=None):
           f"process-CPU second on 2 threads")
     print(HEADER)
     rows = []
-    for n in sizes:
-        bench_graph(f"synthetic-{n}", Problem(layered_training_graph(n, seed=0), cluster), args, rows)
+    synthetic = {n: Problem(layered_training_graph(n, seed=0), cluster) for n in sizes}
+    for n, problem in synthetic.items():
+        bench_graph(f"synthetic-{n}", problem, args, rows)
     if not args.no_real and SHARED.exists():
         for name, g in real_graphs():
             bench_graph(name, Problem(g, cluster), args, rows, extras=False)
-    predictor_rows(sizes, cluster, args)
+    predictor_rows(synthetic, args)
     ratios = [r[4] / r[3] for r in rows]
     rnd = {r[1]: r for r in rows if r[2] == "random" and r[0].startswith("synthetic")}
     print(f"\nspeed-up over pure Python: median {np.median(ratios):.0f}x, min {min(ratios):.0f}x, "

@@ -180,7 +180,7 @@ def policy_lines(plan: Plan) -> list[str]:
 
 
 def _overrides(d: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(d.items())).join("{}") if d else "the defaults"
+    return "{" + ", ".join(f"{k}={v}" for k, v in sorted(d.items())) + "}" if d else "the defaults"
 
 
 # ---------------------------------------------------------------------- plots

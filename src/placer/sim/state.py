@@ -59,9 +59,9 @@ def xviews(WI, WF, n, m, D):
     :func:`placer.sim.kernel.sim_full` clears it), so :func:`placer.sim.kernel.prepass` only counts up."""
     H = heap_cap(D)
     L = n + m + 1
-    oi = NS + 6 * n + 7 * m + 13 * D + 2 * H + 2 * L
+    oi = ccnt_start(n, m, D) - m  # osucc, then ccnt
     of = NSF + 5 * n + 6 * m + 6 * D + H + 2 * L
-    o2 = ccnt_start(n, m, D) + n * D
+    o2 = oi + m + n * D
     return (WI[oi:oi + m], WI[oi + m:o2], WI[o2:o2 + n], WI[o2 + n:o2 + 2 * n],
             WF[of:of + n], WF[of + n:of + 2 * n], WF[of + 2 * n:of + 3 * n])
 
