@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from conftest import run_cli
 from placer.bench import experiments as E
 from placer.bench import graphs as G
-from placer.bench.harness import run_experiment
+from placer.bench.harness import run_experiment, runs_made_on
 from placer.bench.report import build_report
 from placer.bench.runner import decode_placement, encode_placement, make_plan, placements_to_best
 from placer.bench.spec import HARNESS_VERSION, LEVELS, Agg, Experiment, Level, Method, Row, stable_hash, with_registered
@@ -156,6 +157,29 @@ def test_report_summarises_committed_results(tiny, monkeypatch):
     text = build_report(results)
     assert f"**Stale:** 1 of {len(list(run.parent.glob('*.json')))} runs were made with code" in text
     assert f"{doc['spec']['method']})" in text
+
+
+def test_a_paper_budget_table_beside_the_default_one_is_reported_with_its_command_and_machines(tiny, monkeypatch):
+    exp, results, _ = tiny
+    monkeypatch.setitem(E.EXPERIMENTS, "tiny", exp)
+    run_experiment(exp, "quick", results, plots=False)
+    out = run_experiment(exp, "default", results / "paper", seeds=(1,), plots=False)
+    cmd = "placer bench tiny --seeds 1 --results " + (results / "paper").as_posix()
+    md = (results / "paper" / "tiny" / "table.md").read_text()
+    assert f"Regenerate: `{cmd}`" in md  # the seeds and folder it was made with, not the level's
+    n = sum(c.doc is not None for c in out.plan.cells)
+    assert n and f"Runs made on: {runs_made_on(out.plan)}." in md and runs_made_on(out.plan).endswith(f": {n} runs")
+    assert all(c.doc["host"]["cpus"] == os.cpu_count() for c in out.plan.cells if c.doc)
+    text = build_report(results)
+    quick, paper = text.index("## Tiny test experiment\n"), text.index("## Tiny test experiment (budget default, ")
+    assert quick < paper and f"`{cmd}`" in text[paper:] and "[tiny (default, seeds 1)](#" in text
+    # run files written before the machine was recorded say so
+    run = next(c.path for c in out.plan.cells if c.doc)
+    doc = json.loads(run.read_text())
+    del doc["host"]
+    run.write_text(json.dumps(doc))
+    again = run_experiment(exp, "default", results / "paper", seeds=(1,), plots=False)
+    assert again.stats["ran"] == 0 and "not recorded: 1 run" in runs_made_on(again.plan)
 
 
 def test_missing_shared_graphs_show_as_missing(monkeypatch, tmp_path):
@@ -445,6 +469,16 @@ def test_code_fingerprint_does_not_depend_on_where_the_checkout_lies(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.split()
     assert out[0].startswith(str(tmp_path))  # really the copy
     assert out[1:] == [code_fingerprint("local-search"), objective_fingerprint()]
+
+
+def test_code_tokens_keep_an_f_string_whole_under_every_python():
+    """Python 3.12 splits f-strings into several tokens (PEP 701); the fingerprint must not follow, or a
+    checkout on 3.12 finds every committed run stale (the paper-budget runs made on a 3.12 machine did)."""
+    from placer.bench.runner import code_tokens
+
+    src = 'x = f"a{b!r:>{w}}c" + f\'\'\'two\n{f"{y}"} lines\'\'\'\n'
+    assert code_tokens(src) == '0:x = f"a{b!r:>{w}}c" + f\'\'\'two\n{f"{y}"} lines\'\'\' \n'
+    assert code_tokens(src) != code_tokens(src.replace("{w}", "{v}"))
 
 
 def test_code_tokens_ignore_docstrings_and_comments_but_not_code():

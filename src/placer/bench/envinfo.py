@@ -15,7 +15,7 @@ from placer.cost.host import cpu_name
 PACKAGES = ("placer", "numpy", "scipy", "numba", "pymetis", "ortools", "torch", "gymnasium", "matplotlib", "typer")
 
 
-def _version(name: str) -> str | None:
+def package_version(name: str) -> str | None:
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
@@ -38,6 +38,6 @@ def environment(repo) -> dict:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "machine": {"cpu": cpu_name(), "cpus": os.cpu_count(), "arch": platform.machine()},
-        "packages": {p: _version(p) for p in PACKAGES},
+        "packages": {p: package_version(p) for p in PACKAGES},
         "git": {"commit": commit, "src_modified": bool(dirty) if dirty is not None else None},
     }

@@ -37,9 +37,29 @@ def get_experiment(name: str) -> Experiment:
     return EXPERIMENTS[name]
 
 
-def command_line(exp: Experiment, level: str) -> str:
+def command_line(exp: Experiment, level: str, seeds: tuple[int, ...] | None = None,
+                 results_dir: str | Path = "results") -> str:
+    """The command that regenerates a table: its level, and its seeds and results folder where they are
+    not the level's and the default's."""
     flag = {"quick": " --quick", "default": "", "paper": " --budget paper"}[level]
+    if seeds is not None and tuple(seeds) != exp.level(level).seeds:
+        flag += " --seeds " + ",".join(map(str, seeds))
+    if Path(results_dir) != Path("results"):
+        flag += f" --results {Path(results_dir).as_posix()}"
     return f"placer bench {exp.name}{flag}"
+
+
+def runs_made_on(plan: Plan) -> str:
+    """Where the table's runs were made, from each run file's ``host`` (runs written before it was recorded
+    count as 'not recorded'): 'Intel Xeon (16 CPUs, torch 2.11.0): 99 runs'."""
+    hosts: dict[str, int] = {}
+    for c in plan.cells:
+        if c.doc is None:
+            continue
+        h = c.doc.get("host")
+        key = f"{h['cpu']} ({h['cpus']} CPUs, torch {h['torch']})" if isinstance(h, dict) else "not recorded"
+        hosts[key] = hosts.get(key, 0) + 1
+    return "; ".join(f"{k}: {n} run{'s' * (n != 1)}" for k, n in hosts.items())
 
 
 def run_experiment(exp: Experiment | str, level: str = "default", results_dir: str | Path = "results",
@@ -72,7 +92,8 @@ def write_outputs(out: Outcome, plots: bool = True) -> None:
     lv = exp.level(plan.level)
     env.update({"experiment": exp.name, "level": plan.level, "seeds": list(plan.seeds),
                 "placements": lv.placements, "seconds": lv.seconds, "sim": exp.sim,
-                "command": command_line(exp, plan.level)})
+                "command": command_line(exp, plan.level, plan.seeds, d.parent),
+                "runs_made_on": runs_made_on(plan)})
     plot_files: dict[int, list[str]] = {}
     if plots:
         try:
@@ -88,7 +109,7 @@ def write_outputs(out: Outcome, plots: bool = True) -> None:
         "summary.json": json.dumps({
             "experiment": exp.name, "title": exp.title, "paper": exp.paper, "level": plan.level,
             "seeds": list(plan.seeds), "placements": lv.placements, "budget_note": lv.note, "sim": exp.sim,
-            "command": command_line(exp, plan.level), "generated": env["generated"], "commit": env["git"]["commit"],
+            "command": env["command"], "runs_made_on": env["runs_made_on"], "generated": env["generated"], "commit": env["git"]["commit"],
             "counts": tables.status_counts(plan), "comparisons": tables.comparisons(plan),
             "unavailable": tables.unavailable(plan), "differences": list(exp.differences),
             "paper_notes": list(exp.paper_notes), "table": table, "footnotes": notes.markdown(),
@@ -118,11 +139,12 @@ def render_markdown(plan: Plan, env: dict, table: str, footnotes: str, summary_m
     lines = [
         f"# {exp.title}", "",
         f"Paper: {exp.paper}.  ",
-        f"Regenerate: `{command_line(exp, plan.level)}` (cached runs are reused; delete `runs/` to start over).  ",
+        f"Regenerate: `{env['command']}` (cached runs are reused; delete `runs/` to start over).  ",
         f"Budget `{plan.level}`: {lv.placements:,} placements per searching method"
         + (f" ({lv.note})" if lv.note else "") + f", seeds {', '.join(map(str, plan.seeds))}; {sim}.  ",
         f"Generated {env['generated']} at commit `{(env['git']['commit'] or 'unknown')[:10]}` "
-        f"on {env['machine']['cpu']} ({env['machine']['cpus']} CPUs); full record in `env.json`.", "",
+        f"on {env['machine']['cpu']} ({env['machine']['cpus']} CPUs); full record in `env.json`. "
+        f"Runs made on: {env['runs_made_on'] or 'none'}.", "",
         (OBJECTIVE_LEGEND if exp.uses_objectives() else
          "Our cells: simulated step time of the best placement found, in ms (mean ± sd over seeds when there are "
          "several)" + (", and its ratio to the step-time lower bound" if exp.lower_bound_column else "")

@@ -163,9 +163,10 @@ def _currency(stale: tuple[int, int, list[str]]) -> str:
     return "yes" if n == 0 else f"{n} of {total} runs stale ({', '.join(methods)})"
 
 
-def experiment_section(name: str, s: dict | None, stale: tuple[int, int, list[str]] = (0, 0, [])) -> str:
+def experiment_section(name: str, s: dict | None, stale: tuple[int, int, list[str]] = (0, 0, []),
+                       folder: str = "results") -> str:
     exp = EXPERIMENTS[name]
-    lines = [f"## {exp.title}", ""]
+    lines = [f"## {exp.title}" + (f" (budget {s['level']}, {folder}/)" if s and folder != "results" else ""), ""]
     if s is None:
         lines += [f"Not run yet. Run `{command_line(exp, 'quick')}` (or without `--quick`) and commit "
                   f"`results/{name}/`.", ""]
@@ -175,8 +176,9 @@ def experiment_section(name: str, s: dict | None, stale: tuple[int, int, list[st
         f"Paper: {s['paper']}.  ",
         f"Command: `{s['command']}` (budget `{s['level']}`: {s['placements']:,} placements per searching method, "
         f"seeds {', '.join(map(str, s['seeds']))}), generated {s['generated']} at commit "
-        f"`{(s.get('commit') or 'unknown')[:10]}`. Files: [results/{name}/](results/{name}/table.md).  ",
-        "Runs: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + ".", "",
+        f"`{(s.get('commit') or 'unknown')[:10]}`. Files: [{folder}/{name}/]({folder}/{name}/table.md).  ",
+        "Runs: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + "."
+        + (f" Made on: {s['runs_made_on']}." if s.get("runs_made_on") else ""), "",
     ]
     if stale[0]:
         lines += [f"**Stale:** {stale[0]} of {stale[1]} runs were made with code of their method that has changed "
@@ -205,10 +207,16 @@ def experiment_section(name: str, s: dict | None, stale: tuple[int, int, list[st
     return "\n".join(lines)
 
 
+PAPER_DIR = "paper"  # results/paper/<experiment>/: a table at the papers' budget, beside the default one
+
+
 def build_report(results_dir: str | Path = "results") -> str:
+    """Every experiment's committed table, and after it its paper-budget table where one is committed
+    (``results/paper/<experiment>/``, made with ``--results results/paper``, often on a lent many-core machine)."""
     results_dir = Path(results_dir)
     summaries = {name: _load(results_dir, name) for name in EXPERIMENTS}
     stale = {name: stale_runs(results_dir, name) for name in EXPERIMENTS}
+    paper = {name: s for name in EXPERIMENTS if (s := _load(results_dir / PAPER_DIR, name)) is not None}
     index = ["| experiment | budget | runs with a result | cells: method not implemented / unavailable | "
              "cells: graph missing | generated | made with today's code |",
              "|---|---|---|---|---|---|---|"]
@@ -220,8 +228,19 @@ def build_report(results_dir: str | Path = "results") -> str:
         index.append(f"| [{name}](#{_anchor(EXPERIMENTS[name].title)}) | {s['level']} | {c.get('ok', 0)} | "
                      f"{c.get('not implemented', 0) + c.get('unavailable', 0)} | {c.get('missing', 0)} | "
                      f"{s['generated'][:10]} | {_currency(stale[name])} |")
+    paper_stale = {name: stale_runs(results_dir / PAPER_DIR, name) for name in paper}
+    for name, s in paper.items():
+        c = s["counts"]
+        heading = f"{EXPERIMENTS[name].title} (budget {s['level']}, {results_dir.name}/{PAPER_DIR}/)"
+        index.append(f"| [{name} ({s['level']}, seeds {','.join(map(str, s['seeds']))})](#{_anchor(heading)}) | "
+                     f"{s['level']} | {c.get('ok', 0)} | {c.get('not implemented', 0) + c.get('unavailable', 0)} | "
+                     f"{c.get('missing', 0)} | {s['generated'][:10]} | {_currency(paper_stale[name])} |")
     parts = [INTRO, "\n".join(index), ""]
-    parts += [experiment_section(name, s, stale[name]) for name, s in summaries.items()]
+    for name, s in summaries.items():
+        parts.append(experiment_section(name, s, stale[name]))
+        if name in paper:
+            parts.append(experiment_section(name, paper[name], paper_stale[name],
+                                            folder=f"{results_dir.name}/{PAPER_DIR}"))
     return "\n".join(parts).rstrip() + "\n"
 
 

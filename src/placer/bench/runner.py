@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,7 +159,7 @@ def code_tokens(source: str) -> str:
                 doc_lines.update(range(first.lineno, first.end_lineno + 1))
     out, depth = [], 0
     skip = (tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER)
-    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+    for tok in _whole_strings(source, tokenize.generate_tokens(io.StringIO(source).readline)):
         if tok.type == tokenize.INDENT:
             depth += 1
         elif tok.type == tokenize.DEDENT:
@@ -169,6 +170,36 @@ def code_tokens(source: str) -> str:
         elif tok.type not in skip and not (tok.type == tokenize.STRING and tok.start[0] in doc_lines):
             out.append(f"{depth}:{tok.string}" if not out or out[-1] == "\n" else tok.string)
     return " ".join(out)
+
+
+def _whole_strings(source: str, tokens):
+    """``tokens`` with each f-string (t-string) as one STRING token of its source text, as Python before 3.12
+    gives it: from 3.12 the tokenizer splits them into start, middle, expression and end tokens (PEP 701),
+    and a fingerprint must not depend on the Python version the checkout runs under."""
+    import tokenize
+
+    starts = tuple(getattr(tokenize, n) for n in ("FSTRING_START", "TSTRING_START") if hasattr(tokenize, n))
+    ends = tuple(getattr(tokenize, n) for n in ("FSTRING_END", "TSTRING_END") if hasattr(tokenize, n))
+    if not starts:
+        yield from tokens
+        return
+    offsets = [0]
+    for line in source.splitlines(keepends=True):
+        offsets.append(offsets[-1] + len(line))
+    depth, first = 0, None
+    for tok in tokens:
+        if tok.type in starts:
+            depth += 1
+            first = first or tok
+        elif depth and tok.type in ends:
+            depth -= 1
+            if not depth:
+                a = offsets[first.start[0] - 1] + first.start[1]
+                b = offsets[tok.end[0] - 1] + tok.end[1]
+                yield tokenize.TokenInfo(tokenize.STRING, source[a:b], first.start, tok.end, first.line)
+                first = None
+        elif not depth:
+            yield tok
 
 
 def objective_fingerprint() -> str:
@@ -377,6 +408,15 @@ def _finite(x):
     return float(x) if x is not None and math.isfinite(x) else None
 
 
+def run_host() -> dict:
+    """The machine a run is made on (processor, CPUs, torch), kept in the run file so that a table whose runs
+    were made elsewhere (a lent many-core machine, a Ray cluster) says so; not part of the run's hash."""
+    from placer.bench.envinfo import package_version
+    from placer.cost.host import cpu_name
+
+    return {"cpu": cpu_name(), "cpus": os.cpu_count(), "torch": package_version("torch")}
+
+
 def execute(task: dict) -> dict:
     """Run one cell and write its JSON; returns the run document (status ok or error). Runs in a
     worker process, so everything it needs travels in ``task``."""
@@ -392,7 +432,7 @@ def execute(task: dict) -> dict:
             "graph": {"name": P.graph.name, "spec": task["graph_spec"], "ops": P.n_ops, "edges": P.graph.n_edges,
                       "fingerprint": task["spec"]["graph_fp"]},
             "cluster": {"name": P.cluster.name, "devices": list(P.cluster.device_names)},
-            "lower_bound_us": float(P.lower_bound_us)}
+            "lower_bound_us": float(P.lower_bound_us), "host": run_host()}
     try:
         res = run_method(task["method"], P, Budget(task["placements"], task["seconds"]), task["seed"], sp,
                          objective=task.get("objective", "sim"), **task["params"])
