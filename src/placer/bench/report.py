@@ -163,10 +163,16 @@ def _currency(stale: tuple[int, int, list[str]]) -> str:
     return "yes" if n == 0 else f"{n} of {total} runs stale ({', '.join(methods)})"
 
 
+def section_title(name: str, s: dict | None, folder: str = "results") -> str:
+    """An experiment's heading in the report; a table outside ``results/`` names its budget and folder."""
+    title = EXPERIMENTS[name].title
+    return title + (f" (budget {s['level']}, {folder}/)" if s and folder != "results" else "")
+
+
 def experiment_section(name: str, s: dict | None, stale: tuple[int, int, list[str]] = (0, 0, []),
                        folder: str = "results") -> str:
     exp = EXPERIMENTS[name]
-    lines = [f"## {exp.title}" + (f" (budget {s['level']}, {folder}/)" if s and folder != "results" else ""), ""]
+    lines = [f"## {section_title(name, s, folder)}", ""]
     if s is None:
         lines += [f"Not run yet. Run `{command_line(exp, 'quick')}` (or without `--quick`) and commit "
                   f"`results/{name}/`.", ""]
@@ -231,7 +237,7 @@ def build_report(results_dir: str | Path = "results") -> str:
     paper_stale = {name: stale_runs(results_dir / PAPER_DIR, name) for name in paper}
     for name, s in paper.items():
         c = s["counts"]
-        heading = f"{EXPERIMENTS[name].title} (budget {s['level']}, {results_dir.name}/{PAPER_DIR}/)"
+        heading = section_title(name, s, f"{results_dir.name}/{PAPER_DIR}")
         index.append(f"| [{name} ({s['level']}, seeds {','.join(map(str, s['seeds']))})](#{_anchor(heading)}) | "
                      f"{s['level']} | {c.get('ok', 0)} | {c.get('not implemented', 0) + c.get('unavailable', 0)} | "
                      f"{c.get('missing', 0)} | {s['generated'][:10]} | {_currency(paper_stale[name])} |")
