@@ -11,7 +11,10 @@ simulated over and over lets the CPU's branch predictors learn it, 2x faster at 
   microseconds per simulation and events per second (events counted by the pure-Python model);
 * the pure-Python implementation below (same semantics, also tracking peak memory), checked to give
   the same makespan and peaks, and the speed ratio;
-* the p2p model, the full SimResult, and the batch API (``evaluate_many``) on 1 and 2 threads.
+* the p2p model, the full SimResult, and the batch API (``evaluate_many``) on 1 and 2 threads;
+
+and after them, per size, batch throughput against threads (``--threads``, wall-clock: on a shared
+machine it shows the cores the process got).
 
 A move of one op is a full run on a kept Engine (the incremental path was measured and removed:
 see :mod:`placer.sim.fast`), so it has no column of its own.
@@ -173,18 +176,19 @@ CLOCK = time.thread_time  # CPU time of this thread: what one core spends (see -
 RANDOM = 16  # different random placements timed in turn
 
 
-def median_time(fn, repeat: int, min_total_s: float = 0.0, args=(None,)) -> float:
-    """Median seconds per call of ``fn(a)`` on :data:`CLOCK`, ``a`` cycling through ``args`` (after
-    one warm-up call on each)."""
+def median_time(fn, repeat: int, min_total_s: float = 0.0, args=(None,), clock=None) -> float:
+    """Median seconds per call of ``fn(a)`` on ``clock`` (default :data:`CLOCK`), ``a`` cycling
+    through ``args`` (after one warm-up call on each)."""
+    clock = clock or CLOCK
     for a in args:
         fn(a)
     ts = []
     t_start = time.perf_counter()
     while len(ts) < repeat or time.perf_counter() - t_start < min_total_s:
         a = args[len(ts) % len(args)]
-        t = CLOCK()
+        t = clock()
         fn(a)
-        ts.append(CLOCK() - t)
+        ts.append(clock() - t)
         if len(ts) >= 10 * repeat:
             break
     return float(np.median(ts))
@@ -290,6 +294,27 @@ def predictor_rows(problems, args):
         print(f"{'synthetic-' + str(n):<26} {n:>6} {t_many * 1e6:>14.1f} {t_one * 1e6:>16.1f} {t_many / t_one:>5.2f}x")
 
 
+def scaling_rows(problems, threads, args):
+    """Batch throughput against threads: ``evaluate_many`` on 16 random placements per thread of the
+    largest count (2 at 80k; different ones, as a search batch), wall-clock sims per second (median
+    of 3 calls) and the speed-up over 1 thread."""
+    print(f"\n{'graph':<26} {'ops':>6} {'threads':>7} {'batch':>5} {'sims/s':>9} {'x 1 thread':>10}")
+    for n, problem in problems.items():
+        prm = SimParams.placeto()
+        rng = np.random.default_rng(2)
+        k = 16 * max(threads) if n <= 20000 else 2 * max(threads)
+        P = np.array([q.astype(np.int64) for q in placements(problem, rng, k)["random"]])
+        ref = evaluate_many(problem, P, prm, n_jobs=1).objective_us
+        base = None
+        for j in threads:
+            assert np.array_equal(evaluate_many(problem, P, prm, n_jobs=j).objective_us, ref)
+            rate = k / median_time(lambda _: evaluate_many(problem, P, prm, n_jobs=j), 3, 0.0, [None],
+                                   clock=time.perf_counter)
+            base = base or rate
+            print(f"{'synthetic-' + str(n):<26} {n:>6} {j:>7} {k:>5} {rate:>9.0f} {rate / base:>9.2f}x",
+                  flush=True)
+
+
 def real_graphs():
     from placer.frontends import load_any_graph
 
@@ -305,6 +330,8 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="1k and 10k only")
     ap.add_argument("--no-real", action="store_true", help="skip ../shared/graphs")
     ap.add_argument("--repeat", type=int, default=50, help="timed repeats of the compiled kernel (median)")
+    ap.add_argument("--threads", type=int, nargs="*", default=[1, 2],
+                    help="thread counts of the batch scaling table (on a many-core machine: 1 2 4 8 14)")
     ap.add_argument("--wall", action="store_true", help="time with wall-clock time instead of thread CPU time")
     args = ap.parse_args(argv)
     global CLOCK
@@ -325,6 +352,7 @@ def main(argv=None):
         for name, g in real_graphs():
             bench_graph(name, Problem(g, cluster), args, rows, extras=False)
     predictor_rows(synthetic, args)
+    scaling_rows(synthetic, sorted(set(args.threads)), args)
     ratios = [r[4] / r[3] for r in rows]
     rnd = {r[1]: r for r in rows if r[2] == "random" and r[0].startswith("synthetic")}
     print(f"\nspeed-up over pure Python: median {np.median(ratios):.0f}x, min {min(ratios):.0f}x, "

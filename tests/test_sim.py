@@ -8,11 +8,12 @@ import sys
 import numpy as np
 import pytest
 
-from placer.cluster import Cluster, Device
+from placer.cluster import Cluster, Device, preset
 from placer.errors import InputError
 from placer.graph import OpGraph
 from placer.problem import Problem
 from placer.sim import Engine, SimParams, evaluate, evaluate_many, simulate, simulate_reference
+from placer.zoo.synthetic import layered_training_graph
 
 NOGAP = SimParams(memory_penalty_us_per_byte=2e-3)
 PLACETO = SimParams.placeto()
@@ -202,6 +203,22 @@ def test_batch_and_a_kept_engine_agree_with_simulate():
         for p, w in zip(ps[[0, 1, 2, 3, 1]], [want[i] for i in (0, 1, 2, 3, 1)]):
             assert e.objective(p) == w.objective_us and e.makespan_us == w.makespan_us and e.oom == w.oom
             assert e.peak_memory_bytes.tolist() == w.peak_memory_bytes.tolist()
+
+
+def test_batches_split_over_kept_threads_agree_from_any_caller_and_nested():
+    from concurrent.futures import ThreadPoolExecutor
+
+    g = layered_training_graph(300, seed=3)
+    P = Problem(g, preset("k80x4"))
+    rng = np.random.default_rng(0)
+    ps = rng.integers(0, 4, size=(9, g.n_ops))
+    want = evaluate_many(P, ps, PLACETO, n_jobs=1)
+    for jobs in (2, 3, 4, 3):  # the kept pool grows, then serves a smaller split
+        assert evaluate_many(P, ps, PLACETO, n_jobs=jobs).objective_us.tolist() == want.objective_us.tolist()
+    # batches evaluated from inside helper threads (a method's own pool) split again: no deadlock, same bits
+    with ThreadPoolExecutor(2) as outer:
+        got = list(outer.map(lambda q: evaluate_many(P, q, PLACETO, n_jobs=2).objective_us.tolist(), [ps, ps[::-1]]))
+    assert got == [want.objective_us.tolist(), want.objective_us[::-1].tolist()]
 
 
 def test_bad_placements_raise_input_errors():

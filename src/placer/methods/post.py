@@ -53,7 +53,11 @@ Where this differs from the paper, and why:
   0.897 / 0.890 / 0.887 -> 0.889 / 0.874 / 0.886, RNNLM 0.505 -> 0.540, ResNet-50 k80x2 / x4
   0.998 / 0.998 -> 1.025 / 1.001, ResNet-101 k80x8 1.003 -> 1.005, ResNet-200 0.368 -> 0.368
   (geometric mean 0.898x). The 2 D parts alone (no metis:64) gave NMT-8 0.224 but Inception-V3
-  0.92-0.98 and RNNLM 0.582.
+  0.92-0.98 and RNNLM 0.582. Finer parts do not pay: 3 D and 4 D parts against 2 D, 600
+  placements, seeds 0-5 (seeds 2-5 run on a 16-CPU machine), geometric mean of the step-time
+  ratios: the 11 post-table1 rows 0.9985x (3 D) and 0.9958x (4 D), the first 3 training graphs of
+  cifar10, nmt and ptb on k80x2 and k80x4 1.0022x and 1.0193x (4 D: 41 better, 64 worse of 108).
+  Seeds 0 and 1 alone had suggested 0.989x / 0.982x on the rows.
 * The first sample of the first batch is the start distribution's mode (``start_mode``): every unit
   on the device the start favours, i.e. the whole graph on the fastest device. Where one device is
   best (ResNet), the factorised distribution over 20-50 units rarely draws that exact placement
