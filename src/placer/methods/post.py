@@ -57,7 +57,15 @@ Where this differs from the paper, and why:
   placements, seeds 0-5 (seeds 2-5 run on a 16-CPU machine), geometric mean of the step-time
   ratios: the 11 post-table1 rows 0.9985x (3 D) and 0.9958x (4 D), the first 3 training graphs of
   cifar10, nmt and ptb on k80x2 and k80x4 1.0022x and 1.0193x (4 D: 41 better, 64 worse of 108).
-  Seeds 0 and 1 alone had suggested 0.989x / 0.982x on the rows.
+  Seeds 0 and 1 alone had suggested 0.989x / 0.982x on the rows. Nor does refining the units
+  during the run: splitting them along 2x finer METIS parts R times, at equal shares of the budget,
+  each part restarting from ``start_mass`` around the best placement found with its own eps decay
+  (seed 0, the 11 rows, step time against no refinement): R = 1 1.00-1.06x at 600 placements
+  (RNNLM 1.060x, NMT-8 1.056x), 0.971-1.030x at 2,400 (Inception-V3 k80x2 0.971x, NMT-4 1.030x);
+  R = 2 and 3 worse (NMT-4 1.20x at 600). Triggered instead when the elites agree on every unit,
+  it fired late (seeds 0 and 1, the 10 rows but NMT-8: after 540-2,400 of 2,400 placements, at 600
+  on 3 of 20 runs), and at 2,400 moved Inception-V3 k80x2 by 0.975x / 0.992x and the other 17
+  runs by 1.000-1.008x.
 * The first sample of the first batch is the start distribution's mode (``start_mode``): every unit
   on the device the start favours, i.e. the whole graph on the fastest device. Where one device is
   best (ResNet), the factorised distribution over 20-50 units rarely draws that exact placement
