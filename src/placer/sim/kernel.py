@@ -487,27 +487,31 @@ def prepass(GI, GF, CF, CI, place, WI, WF):
     bw0 = bw[1] if D > 1 else 1.0
     zero = False
     ntx = 0
-    for u in range(n):
-        d = place[u]
-        cost[u] = comp[u * D + d]
-        base = u * D
-        lo = succ_ptr[u]
-        hi = succ_ptr[u + 1] - 1
+    U = np.uint64  # indices unsigned: numba then skips the negative-index wrap-around on each access
+    one, UD = U(1), U(D)
+    for u in range(U(n)):
+        d = U(place[u])
+        base = u * UD
+        cost[u] = comp[base + d]
+        e0 = U(succ_ptr[u])
+        e1 = U(succ_ptr[u + one])
+        lo = e0
+        hi = e1 - one
         mk = np.int64(0)
         maxb = 0.0
-        for e in range(succ_ptr[u], succ_ptr[u + 1]):
+        for e in range(e0, e1):
             c = succ_idx[e]
-            x = place[c]
+            x = U(place[U(c)])
             ccnt[base + x] += 1
-            loc = np.int64(x == d)
+            loc = U(x == d)
             osucc[lo if loc else hi] = c
             lo += loc
-            hi -= 1 - loc
-            mk |= np.int64(1) << x
+            hi -= one - loc
+            mk |= np.int64(1) << np.int64(x)
             v = 0.0 if loc else ebytes[e]
             maxb = v if v > maxb else maxb
-        mk &= ~(np.int64(1) << d)
-        nl = lo - succ_ptr[u]
+        mk &= ~(np.int64(1) << np.int64(d))
+        nl = np.int64(lo - e0)
         nloc[u] = nl
         ccnt[base + d] = nl + np.int64(mk != 0)
         mask[u] = mk
@@ -518,9 +522,9 @@ def prepass(GI, GF, CF, CI, place, WI, WF):
                 v = lat0 + maxb / bw0
                 dur = v if v > dur else dur
             else:
-                for x in range(D):
-                    if (mk >> x) & 1:
-                        v = lat[d * D + x] + maxb / bw[d * D + x]
+                for x in range(UD):
+                    if (mk >> np.int64(x)) & 1:
+                        v = lat[d * UD + x] + maxb / bw[d * UD + x]
                         if v > dur:
                             dur = v
         xdur[u] = dur
@@ -542,31 +546,34 @@ def qpush(ht, hk, head, size, H, t, k):
         b = i - 1
         if b < 0:
             b += H
-        tb = ht[b]
-        if t < tb or (t == tb and k < hk[b]):
-            ht[i] = tb
-            hk[i] = hk[b]
+        ub = np.uint64(b)  # unsigned indices: no negative-index wrap-around
+        tb = ht[ub]
+        if t < tb or (t == tb and k < hk[ub]):
+            ht[np.uint64(i)] = tb
+            hk[np.uint64(i)] = hk[ub]
             i = b
             j -= 1
         else:
             break
-    ht[i] = t
-    hk[i] = k
+    ht[np.uint64(i)] = t
+    hk[np.uint64(i)] = k
     return size + 1
 
 
 @njit(inline="always", **HOT)
 def ready(c, x, t, fifo, dev_head, dev_tail, dev_act, dev_free, ht, hk, head, H, hsize):
     """Queue op ``c`` on device ``x`` at ``t``; a wake-up if the device was idle."""
-    fifo[c] = -1
-    if dev_tail[x] < 0:
-        dev_head[x] = c
+    uc, ux = np.uint64(c), np.uint64(x)  # unsigned indices: no negative-index wrap-around
+    fifo[uc] = -1
+    tl = dev_tail[ux]
+    if tl < 0:
+        dev_head[ux] = c
     else:
-        fifo[dev_tail[x]] = c
-    dev_tail[x] = c
-    if dev_act[x] == 0:
-        dev_act[x] = 1
-        hsize = qpush(ht, hk, head, hsize, H, max(t, dev_free[x]), key(2, x, 0))
+        fifo[np.uint64(tl)] = c
+    dev_tail[ux] = c
+    if dev_act[ux] == 0:
+        dev_act[ux] = 1
+        hsize = qpush(ht, hk, head, hsize, H, max(t, dev_free[ux]), key(2, x, 0))
     return hsize
 
 
@@ -621,6 +628,8 @@ def run_placeto(GI, GF, CF, CI, PI, place, WI, WF, vi, vf):
     dev_free, bus_free = vf[F_DEVFREE], vf[F_BUSFREE]
     H = len(ht)
 
+    U = np.uint64  # indices read from arrays, unsigned: numba then skips the negative-index wrap-around
+    one, UD = U(1), U(D)
     hsize, n_run = WI[S_HSIZE], WI[S_NRUN]
     for i in range(1, hsize):  # init_state's wake-ups (a heap) sorted into the ring
         ti, ki = ht[i], hk[i]
@@ -633,8 +642,8 @@ def run_placeto(GI, GF, CF, CI, PI, place, WI, WF, vi, vf):
     t_cur, tmax = WF[F_TCUR], WF[F_TMAX]
 
     while hsize > 0:
-        t = ht[head]
-        k = hk[head]
+        t = ht[U(head)]
+        k = hk[U(head)]
         head += 1
         if head == H:
             head = 0
@@ -650,11 +659,12 @@ def run_placeto(GI, GF, CF, CI, PI, place, WI, WF, vi, vf):
         kind = k >> KIND_SHIFT
         a = (k >> A_SHIFT) & A_MASK
         if kind == 2:  # ---------------------------------------------- device a wakes up
-            d = a
-            c = dev_head[d]
-            if c < 0:  # pragma: no cover - a wake-up is scheduled only for queued work
+            d = U(a)
+            ci = dev_head[d]
+            if ci < 0:  # pragma: no cover - a wake-up is scheduled only for queued work
                 dev_act[d] = 0
                 continue
+            c = U(ci)
             nx = fifo[c]
             dev_head[d] = nx
             if nx < 0:
@@ -667,28 +677,30 @@ def run_placeto(GI, GF, CF, CI, PI, place, WI, WF, vi, vf):
             w = e_t + (op_gap if cc > 0 else 0.0)
             dev_free[d] = w
             if nx >= 0:
-                hsize = qpush(ht, hk, head, hsize, H, w, key(2, d, 0))
+                hsize = qpush(ht, hk, head, hsize, H, w, key(2, a, 0))
             else:
                 dev_act[d] = 0
         elif (k & 255) == 0:  # ------------------------------------- op inv[a] done
-            u = inv[a]
-            d = place[u]
+            u = U(inv[U(a)])
+            di = place[u]
+            d = U(di)
             lv = level[d] - tbytes[u]
-            for j in range(pred_ptr[u], pred_ptr[u + 1]):
-                w = pred_idx[j]
-                ci = w * D + d
+            for j in range(U(pred_ptr[u]), U(pred_ptr[u + one])):
+                w = U(pred_idx[j])
+                ci = w * UD + d
                 r = ccnt[ci] - 1
                 ccnt[ci] = r
-                nb = obytes[w] if place[w] == d else cb[w]
+                nb = obytes[w] if place[w] == di else cb[w]
                 lv -= nb if r == 0 else 0.0
-            lo = succ_ptr[u]
-            for e in range(lo, lo + nloc[u]):
+            lo = U(succ_ptr[u])
+            for e in range(lo, lo + U(nloc[u])):
                 c = osucc[e]
-                mc = missing[c] - 1
-                missing[c] = mc
+                uc = U(c)
+                mc = missing[uc] - 1
+                missing[uc] = mc
                 if mc == 0:
-                    hsize = ready(c, d, t, fifo, dev_head, dev_tail, dev_act, dev_free, ht, hk, head, H, hsize)
-            lv -= obytes[u] if ccnt[u * D + d] == 0 else 0.0
+                    hsize = ready(c, di, t, fifo, dev_head, dev_tail, dev_act, dev_free, ht, hk, head, H, hsize)
+            lv -= obytes[u] if ccnt[u * UD + d] == 0 else 0.0
             level[d] = lv
             if mask[u] != 0:  # its transfer: sent now if the bus is idle, else queued
                 if bus_act[d] == 0:
@@ -698,26 +710,28 @@ def run_placeto(GI, GF, CF, CI, PI, place, WI, WF, vi, vf):
                     hsize = qpush(ht, hk, head, hsize, H, arr, key(0, a, 1))
                 else:
                     fifo[u] = -1
-                    if bus_tail[d] < 0:
-                        bus_head[d] = u
+                    tl = bus_tail[d]
+                    if tl < 0:
+                        bus_head[d] = np.int64(u)
                     else:
-                        fifo[bus_tail[d]] = u
-                    bus_tail[d] = u
+                        fifo[U(tl)] = np.int64(u)
+                    bus_tail[d] = np.int64(u)
         else:  # ------------------------------------------------------ the transfer of op inv[a] arrived
-            u = inv[a]
-            s = place[u]
+            u = U(inv[U(a)])
+            s = U(place[u])
             r = bus_head[s]  # the next transfer starts when the bus is free again
             if r >= 0:
-                nx = fifo[r]
+                ur = U(r)
+                nx = fifo[ur]
                 bus_head[s] = nx
                 if nx < 0:
                     bus_tail[s] = -1
-                arr = bus_free[s] + xdur[r]
+                arr = bus_free[s] + xdur[ur]
                 bus_free[s] = arr + bus_gap
-                hsize = qpush(ht, hk, head, hsize, H, arr, key(0, prio[r], 1))
+                hsize = qpush(ht, hk, head, hsize, H, arr, key(0, prio[ur], 1))
             else:
                 bus_act[s] = 0
-            ci = u * D + s
+            ci = u * UD + s
             r = ccnt[ci] - 1
             ccnt[ci] = r
             level[s] -= obytes[u] if r == 0 else 0.0
@@ -725,12 +739,13 @@ def run_placeto(GI, GF, CF, CI, PI, place, WI, WF, vi, vf):
             b = cb[u]
             for x in range(D):  # b * 0 = 0.0 and level + 0.0 is level, bit for bit (no level is -0.0)
                 level[x] += b * ((mk >> x) & 1)
-            for e in range(succ_ptr[u + 1] - 1, succ_ptr[u] + nloc[u] - 1, -1):
-                c = osucc[e]
-                mc = missing[c] - 1
-                missing[c] = mc
+            for e in range(succ_ptr[u + one] - 1, succ_ptr[u] + nloc[u] - 1, -1):
+                c = osucc[U(e)]
+                uc = U(c)
+                mc = missing[uc] - 1
+                missing[uc] = mc
                 if mc == 0:
-                    hsize = ready(c, place[c], t, fifo, dev_head, dev_tail, dev_act, dev_free, ht, hk, head, H,
+                    hsize = ready(c, place[uc], t, fifo, dev_head, dev_tail, dev_act, dev_free, ht, hk, head, H,
                                   hsize)
 
     for d in range(D):
