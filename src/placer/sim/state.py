@@ -106,9 +106,10 @@ def views(WI, WF, n, m, D):
 # ---------------------------------------------------------------------------- heap
 @njit(cache=True, nogil=True, inline="always")
 def push(ht, hk, hp, size, t, k, pay):
-    i = size
-    while i > 0:
-        par = (i - 1) >> 1
+    i = np.uint64(size)  # heap indices unsigned: numba emits no negative-index wrap-around for them
+    zero, one = np.uint64(0), np.uint64(1)
+    while i > zero:
+        par = (i - one) >> one
         if t < ht[par] or (t == ht[par] and k < hk[par]):
             ht[i] = ht[par]
             hk[i] = hk[par]
@@ -126,16 +127,19 @@ def push(ht, hk, hp, size, t, k, pay):
 def pop(ht, hk, hp, size):
     """Remove the top (the caller read it first); returns the new size."""
     size -= 1
-    t = ht[size]
-    k = hk[size]
-    pay = hp[size]
-    i = 0
+    n = np.uint64(size)  # heap indices unsigned, as in push
+    one = np.uint64(1)
+    t = ht[n]
+    k = hk[n]
+    pay = hp[n]
+    i = np.uint64(0)
     while True:
-        c = 2 * i + 1
-        if c >= size:
+        c = i + i + one
+        if c >= n:
             break
-        if c + 1 < size and (ht[c + 1] < ht[c] or (ht[c + 1] == ht[c] and hk[c + 1] < hk[c])):
-            c += 1
+        c1 = c + one
+        if c1 < n and (ht[c1] < ht[c] or (ht[c1] == ht[c] and hk[c1] < hk[c])):
+            c = c1
         if ht[c] < t or (ht[c] == t and hk[c] < k):
             ht[i] = ht[c]
             hk[i] = hk[c]
