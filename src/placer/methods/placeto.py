@@ -55,7 +55,16 @@ paper's (section 2, appendix A.6 and A.7) except where stated in the field's com
   fewer they make shorter episodes (more updates per placement). Without ``mirrors`` a PipeDream
   layer's forward and backward ops (no colocation ties there) fall into different units, and a
   policy that places them apart ships every stored activation across the link. The measurements
-  of the other fields above were made with contiguous:64.
+  of the other fields above were made with contiguous:64. Finer METIS units do not pay (seeds 0 and
+  1, ms, metis:64 / metis:128 / metis:256): Inception-V3 1,012 / 998-1,005 / 1,096, NMT-2 1,544 /
+  1,510 / 1,591, NASNet 339-340 / 352-356 / 355-356 (2,000 placements); cifar10 training graphs
+  #0, #1 at 1,000: 195-205 / 210-214 / 224-226, 221-222 / 230-236 / 232-240.
+* ``sweeps``, ``workers``, ``rounds``: against the defaults (placeto-table1 rows at 2,000
+  placements, the first 3 training graphs of each family at 1,000, seeds 0 and 1; geometric mean of
+  the step-time ratios) sweeps 2 0.9998x on the rows and 0.992x on the families, workers 4 1.0015x
+  and 0.998x, rounds 4 exactly 1x (the group graphs are a few levels deep: more rounds change no
+  embedding). Under every setting both seeds end on the same placement of Inception-V3 and NMT-2:
+  the 4-28 units, not training, bound the result there.
 
 Placing with a trained policy (``policy=...``, ``finetune=0``): the greedy episode (``greedy``, one
 episode, the method's default) takes each group's most likely device, and for a policy trained on
