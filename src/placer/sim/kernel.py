@@ -473,9 +473,11 @@ FAST_MAX_DEVICES = 63  # a remote-device set is one int64 bit mask
 
 @njit(**HOT)
 def prepass(GI, GF, CF, CI, place, WI, WF):
-    """What a placement fixes before any event runs, in one pass over the edges without
-    data-dependent branches (the event loop's cost under random placements is branch mispredictions,
-    see :func:`run_placeto`): per op its cost on its device, its consumers split into local ones (in
+    """What a placement fixes before any event runs, in one flat pass over the edges and one over the
+    ops, without data-dependent branches, per-op loop trip counts included (the event loop's cost
+    under random placements is branch mispredictions, see :func:`run_placeto`; the flat edge pass
+    against a loop over each op's edges, same process: 10k-op random placements 1,290 -> 1,220 us per
+    simulation): per op its cost on its device, its consumers split into local ones (in
     priority order at the front of ``osucc``) and remote ones (in reverse priority order at the back),
     the consumer counts of its buffers per device (``ccnt``), its remote devices (``mask``), the
     bytes and the duration of its one ``placeto`` transfer (the largest remote edge; the slowest of
@@ -494,49 +496,49 @@ def prepass(GI, GF, CF, CI, place, WI, WF):
     bw0 = bw[1] if D > 1 else 1.0
     zero = False
     ntx = 0
+    edge_src = GI[2 * n + 2 + 2 * m:2 * n + 2 + 3 * m]
     U = np.uint64  # indices unsigned: numba then skips the negative-index wrap-around on each access
     one, UD = U(1), U(D)
+    for u in range(U(n)):
+        nloc[u] = 0
+        mask[u] = 0
+        cb[u] = 0.0
+    for e in range(U(m)):  # one flat pass over the edges (grouped by producer): no per-op trip counts
+        u = U(edge_src[e])
+        c = succ_idx[e]
+        x = place[U(c)]
+        ccnt[u * UD + U(x)] += 1
+        nl = nloc[u]
+        loc = x == place[u]
+        # locals at the front of u's list in priority order, remotes at the back in reverse order
+        osucc[U(succ_ptr[u] + nl if loc else succ_ptr[u + one] - 1 - (np.int64(e) - succ_ptr[u] - nl))] = c
+        nloc[u] = nl + np.int64(loc)
+        mask[u] |= np.int64(1) << x
+        v = 0.0 if loc else ebytes[e]
+        cb[u] = v if v > cb[u] else cb[u]
     for u in range(U(n)):
         d = U(place[u])
         base = u * UD
         cost[u] = comp[base + d]
-        e0 = U(succ_ptr[u])
-        e1 = U(succ_ptr[u + one])
-        lo = e0
-        hi = e1 - one
-        mk = np.int64(0)
-        maxb = 0.0
-        for e in range(e0, e1):
-            c = succ_idx[e]
-            x = U(place[U(c)])
-            ccnt[base + x] += 1
-            loc = U(x == d)
-            osucc[lo if loc else hi] = c
-            lo += loc
-            hi -= one - loc
-            mk |= np.int64(1) << np.int64(x)
-            v = 0.0 if loc else ebytes[e]
-            maxb = v if v > maxb else maxb
-        mk &= ~(np.int64(1) << np.int64(d))
-        nl = np.int64(lo - e0)
-        nloc[u] = nl
-        ccnt[base + d] = nl + np.int64(mk != 0)
+        mk = mask[u] & ~(np.int64(1) << np.int64(d))
         mask[u] = mk
-        cb[u] = maxb
-        dur = 0.0
-        if mk != 0:
-            if uniform:
-                v = lat0 + maxb / bw0
-                dur = v if v > dur else dur
-            else:
+        ccnt[base + d] = nloc[u] + np.int64(mk != 0)
+        maxb = cb[u]
+        sends = mk != 0
+        if uniform:  # every link alike: one duration, selected without a branch
+            v = lat0 + maxb / bw0
+            dur = v if (v > 0.0) & sends else 0.0
+        else:
+            dur = 0.0
+            if sends:
                 for x in range(UD):
                     if (mk >> np.int64(x)) & 1:
                         v = lat[d * UD + x] + maxb / bw[d * UD + x]
                         if v > dur:
                             dur = v
         xdur[u] = dur
-        zero |= mk != 0 and dur <= 0.0
-        ntx += mk != 0
+        zero |= sends & (dur <= 0.0)
+        ntx += sends
     return -1 if zero else ntx
 
 
