@@ -294,7 +294,7 @@ def predictor_rows(problems, args):
         print(f"{'synthetic-' + str(n):<26} {n:>6} {t_many * 1e6:>14.1f} {t_one * 1e6:>16.1f} {t_many / t_one:>5.2f}x")
 
 
-def scaling_rows(problems, threads, args):
+def scaling_rows(problems, threads):
     """Batch throughput against threads: ``evaluate_many`` on 16 random placements per thread of the
     largest count (2 at 80k; different ones, as a search batch), wall-clock sims per second (median
     of 3 calls) and the speed-up over 1 thread."""
@@ -352,7 +352,7 @@ def main(argv=None):
         for name, g in real_graphs():
             bench_graph(name, Problem(g, cluster), args, rows, extras=False)
     predictor_rows(synthetic, args)
-    scaling_rows(synthetic, sorted(set(args.threads)), args)
+    scaling_rows(synthetic, sorted(set(args.threads)))
     ratios = [r[4] / r[3] for r in rows]
     rnd = {r[1]: r for r in rows if r[2] == "random" and r[0].startswith("synthetic")}
     print(f"\nspeed-up over pure Python: median {np.median(ratios):.0f}x, min {min(ratios):.0f}x, "
