@@ -60,7 +60,7 @@ Where this differs from the paper, and why:
   Seeds 0 and 1 alone had suggested 0.989x / 0.982x on the rows. Nor does refining the units
   during the run: splitting them along 2x finer METIS parts R times, at equal shares of the budget,
   each part restarting from ``start_mass`` around the best placement found with its own eps decay
-  (seed 0, the 11 rows, step time against no refinement): R = 1 1.00-1.06x at 600 placements
+  (seed 0, the 11 rows, NMT-8 at 600 only; step time against no refinement): R = 1 1.00-1.06x at 600 placements
   (RNNLM 1.060x, NMT-8 1.056x), 0.971-1.030x at 2,400 (Inception-V3 k80x2 0.971x, NMT-4 1.030x);
   R = 2 and 3 worse (NMT-4 1.20x at 600). Triggered instead when the elites agree on every unit,
   it fired late (seeds 0 and 1, the 10 rows but NMT-8: after 540-2,400 of 2,400 placements, at 600

@@ -59,12 +59,13 @@ from placer.sim.state import (  # noqa: F401  (re-exported: placer.sim.fast and 
 # same run): 137 -> 66 us and 1.93 -> 1.43 ms per simulation, bit for bit the same results. A numba
 # without the flag compiles the same code with reference counting.
 HOT = dict(cache=True, nogil=True, **({"_nrt": False} if hasattr(CPUTargetOptions, "_nrt") else {}))
-# The loops index with unsigned integers (``U(i)``, ``np.uint64``) wherever an index is read from an
+# The loops index with unsigned integers (``U(i)``, ``U = np.uint64``) wherever an index is read from an
 # array or computed: numba adds a negative-index wrap-around (``if i < 0: i += len``) to every access
 # through a signed integer, and every index here is >= 0 (a -1 sentinel is tested before it is used).
 # Logic stays in int64 (numba types int64 op uint64 as float64). Same bits; 10k-op random placements
 # (run_placeto) 1,497 -> 1,290 us, one GPU / contiguous blocks (run_loop) 568 -> 455 / 892 -> 685 us,
 # the heap of :mod:`placer.sim.state` included (thread CPU medians, same machine).
+U = np.uint64
 
 
 # ---------------------------------------------------------------------------- queues
@@ -153,7 +154,6 @@ def run_loop(GI, GF, CF, CI, PI, place, WI, WF, vi, vf, record):
 
     hsize, seq, n_run, n_xe, n_xs = WI[S_HSIZE], WI[S_SEQ], WI[S_NRUN], WI[S_NXE], WI[S_NXS]
     n_log, n_dirty = WI[S_NLOG], WI[S_NDIRTY]
-    U = np.uint64  # every index below is >= 0: unsigned, numba emits no negative-index wrap-around
     t_cur, tmax = WF[F_TCUR], WF[F_TMAX]
 
     while hsize > 0:
@@ -497,7 +497,6 @@ def prepass(GI, GF, CF, CI, place, WI, WF):
     zero = False
     ntx = 0
     edge_src = GI[2 * n + 2 + 2 * m:2 * n + 2 + 3 * m]
-    U = np.uint64  # indices unsigned: numba then skips the negative-index wrap-around on each access
     one, UD = U(1), U(D)
     for u in range(U(n)):
         nloc[u] = 0
@@ -555,30 +554,30 @@ def qpush(ht, hk, head, size, H, t, k):
         b = i - 1
         if b < 0:
             b += H
-        ub = np.uint64(b)  # unsigned indices: no negative-index wrap-around
+        ub = U(b)
         tb = ht[ub]
         if t < tb or (t == tb and k < hk[ub]):
-            ht[np.uint64(i)] = tb
-            hk[np.uint64(i)] = hk[ub]
+            ht[U(i)] = tb
+            hk[U(i)] = hk[ub]
             i = b
             j -= 1
         else:
             break
-    ht[np.uint64(i)] = t
-    hk[np.uint64(i)] = k
+    ht[U(i)] = t
+    hk[U(i)] = k
     return size + 1
 
 
 @njit(inline="always", **HOT)
 def ready(c, x, t, fifo, dev_head, dev_tail, dev_act, dev_free, ht, hk, head, H, hsize):
     """Queue op ``c`` on device ``x`` at ``t``; a wake-up if the device was idle."""
-    uc, ux = np.uint64(c), np.uint64(x)  # unsigned indices: no negative-index wrap-around
+    uc, ux = U(c), U(x)
     fifo[uc] = -1
     tl = dev_tail[ux]
     if tl < 0:
         dev_head[ux] = c
     else:
-        fifo[np.uint64(tl)] = c
+        fifo[U(tl)] = c
     dev_tail[ux] = c
     if dev_act[ux] == 0:
         dev_act[ux] = 1
@@ -637,7 +636,6 @@ def run_placeto(GI, GF, CF, CI, PI, place, WI, WF, vi, vf):
     dev_free, bus_free = vf[F_DEVFREE], vf[F_BUSFREE]
     H = len(ht)
 
-    U = np.uint64  # indices read from arrays, unsigned: numba then skips the negative-index wrap-around
     one, UD = U(1), U(D)
     hsize, n_run = WI[S_HSIZE], WI[S_NRUN]
     for i in range(1, hsize):  # init_state's wake-ups (a heap) sorted into the ring
