@@ -70,8 +70,9 @@ Where this differs from the paper, and why:
   on the device the start favours, i.e. the whole graph on the fastest device. Where one device is
   best (ResNet), the factorised distribution over 20-50 units rarely draws that exact placement
   (probability 0.5^U), and with the finer units above Post ended 0.5-2.5% above single GPU.
-* Initialisation: each unit starts with probability ``start_mass = 0.5`` on the device that runs the
-  whole graph fastest (the rest spread evenly), not uniform. From the uniform start the factorised
+* Initialisation: each unit starts with probability ``start_mass`` (0.5 when this was measured, 0.9
+  with the seeded start below) on the device that runs the whole graph fastest (the rest spread
+  evenly), not uniform. From the uniform start the factorised
   distributions settle on a placement with one cut between two devices where a chain (ResNet) is
   best kept on one device: the all-on-one placement has probability D (1/D)^U among the first
   samples, and CE's elites then cannot reach it one unit at a time. Measured (600 placements,
@@ -99,6 +100,31 @@ Where this differs from the paper, and why:
   415 on all three: better on average on 4 of the 5 graphs, 2% worse on RNNLM. Cutting Post's units
   along the split as well (seed 0) gave Inception-V3 k80x4 470 but NMT-4 463 and NMT-8 480, so the
   units are left as they are.
+* The default start (``start="seeds"``, ``start_mass = 0.9``) is the best of the classical
+  heuristics that local search starts from (``seeds``: single GPU, the expert rule, m-TOPO, METIS,
+  HEFT, HEFT and m-ETF with free communication; at most a quarter of the budget, each simulated once,
+  in one batch) and of the searched layer split above, in :func:`placer.sim.memory_first` order
+  (:func:`seeded_start`). The units are cut along that placement (as by the 2 D parts), each unit
+  starts with 0.9 on its device there, and the first sample is that placement exactly, so Post
+  begins where local search does and what it finds beyond is the learning's. With
+  ``start="best"`` at 0.5 Post never reached list scheduling's op-level placements, which overlap
+  independent branches (attention projections, the weight- and input-gradient matmuls) on
+  different GPUs and which no METIS unit expresses: GPT-2 v100x8 at 600 placements, seed 0, single
+  GPU 850 ms, Post 822, HEFT 719, local search 673. At 0.5 around the seeded start each sample
+  moves half of the 100-600 units and Post stayed on the seed (GPT-2 718 ms, the m-SCT seed then in
+  the set); 0.8, 0.9 and 0.95 all improved on it, 0.9 the most on average. Measured (600 placements,
+  seeds 0 and 1, mean per graph, ``start="best"`` at 0.5 -> seeded at 0.9, geometric mean): the 11
+  post-table1 rows 0.962x (9 better, 2 worse: NMT-2 1.032x, NMT-4 1.010x; RNNLM 0.913x,
+  Inception-V3 k80x4 0.857x); the first 3 training graphs of the cifar10, nmt and ptb families on
+  k80x2 and k80x4 0.975x (12 better, 5 worse, worst nmt #1 k80x2 1.054x); GPT-2 v100x8 / k80x2,
+  BERT-base k80x4 and NASNet-A Mobile k80x2 0.910x (GPT-2 v100x8 670 ms, BERT-base 759 ms
+  against 942, GPT-2 k80x2 1.056x). The seeding adds its heuristics' time: 1-2 s on the
+  1,500-2,000-op graphs, 10-18 s on NMT-2 / NMT-4 (6,300-11,200 ops). When no seed fits in memory
+  the start is only a direction and each unit starts with ``oom_start_mass = 0.5`` on it: at 0.9
+  around an overflowing start, on the dnn-partitioning BERT-3 inference input (every seed over its
+  0.59 GiB accelerators; 2,000 placements, seeds 0 / 1 / 2) Post found no placement that fits for
+  seed 2 (611 / 631 / 263 ms out of memory); at 0.5 all three fit (671 / 634 / 653 ms; the earlier
+  start at 0.5: 600 / 670 / 621).
 * The uniform-mixing weight decays linearly from the paper's 0.1 to 0 over the run; the paper keeps
   eps constant ("e.g., 0.1", section 3.3). Once the cross-entropy updates have made the distribution
   degenerate, a constant 0.1 keeps sampling about one unit in ten away from the mode, a local search
@@ -126,10 +152,19 @@ from placer.grouping import Grouping, make_grouping
 from placer.grouping.parts import common_refinement, metis_parts
 from placer.methods.base import Budget, Evaluator, MethodConfig, register
 from placer.methods.layer_split import fastest_device, split_start
+from placer.methods.local_search import SEEDS, seed_placements
 from placer.sim import memory_first
 
 PAPER = "Gao, Chen, Li. Post: Device Placement with Cross-Entropy Minimization and Proximal Policy Optimization. NeurIPS 2018"
 VARIANTS = ("post", "ce", "ppo", "pg")
+# start="seeds": the seeding heuristics of local-search whose own computation stays within seconds on
+# 10k-op graphs: m-ETF under the simulator's communication model and m-SCT took 23-103 s each on NMT-2
+# and NMT-4 (2-7 s for m-ETF:free). Measured against all of them (seeds 0 and 1, 600 placements), the
+# geometric mean over the 11 post-table1 rows moved from 0.956x to 0.962x of the earlier start; the
+# layer split is Post's own (split_search).
+POST_SEEDS = "single-gpu,expert,m-topo,metis,heft,heft:free,m-etf:free"
+SEED_SHARE = 0.25  # at most this share of the placement budget goes to simulating seeds (as local-search)
+SEED_MAX_OPS = 20000  # graphs with more ops skip the n^2 heuristics (as local-search)
 
 
 @dataclass(frozen=True)
@@ -148,12 +183,14 @@ class PostConfig(MethodConfig):
     eps_end: float = 0.0  # ... decayed linearly to this at the end (of placements or seconds; paper: constant, see the module docstring)
     advantage: str = "relative"  # "relative": (b - T) / b; "seconds": b - T in seconds, the paper's units
     oom_penalty_us: float = 1e8  # step time added to an out-of-memory placement's T (paper: 100 s)
-    start_mass: float = 0.5  # initial probability of each unit on the fastest single device (paper: uniform; see the module docstring)
+    start_mass: float = 0.9  # initial probability of each unit on the device its start favours (paper: uniform; see the module docstring)
+    oom_start_mass: float = 0.5  # start_mass instead when the seeded start overflows a device's memory (ours)
     grouping: str = "metis:64"  # placement units, a placer.grouping spec (paper: one softmax per op; see the module docstring)
     parts_per_device: int = 2  # units also split along a METIS partition into this many parts per device (ours; 0 = off)
     start_mode: bool = True  # the first batch's first sample is the start distribution's most likely placement (ours)
-    start: str = "best"  # the device each unit starts favouring: "fastest" (one device), or the "best" of it and the layer split (ours)
-    split_search: int = 24  # simulations searching the layer split's cuts over all piece counts, for start="best" (ours)
+    start: str = "seeds"  # the start each unit favours: "fastest" (one device), the "best" of it and the layer split, or "seeds" (ours)
+    seeds: str = POST_SEEDS  # the classical heuristics start="seeds" also tries, comma-separated (those of local-search)
+    split_search: int = 24  # simulations searching the layer split's cuts over all piece counts, for start="best" / "seeds" (ours)
 
     @classmethod
     def method_name(cls) -> str:
@@ -177,8 +214,11 @@ class PostConfig(MethodConfig):
                 (self.advantage in ("relative", "seconds"), "advantage", "'relative' or 'seconds'"),
                 (self.oom_penalty_us >= 0, "oom_penalty_us", ">= 0"),
                 (0 <= self.start_mass < 1, "start_mass", "in [0, 1)"),
+                (0 <= self.oom_start_mass < 1, "oom_start_mass", "in [0, 1)"),
                 (self.parts_per_device >= 0, "parts_per_device", ">= 0"),
-                (self.start in ("fastest", "best"), "start", "'fastest' or 'best'"),
+                (self.start in ("fastest", "best", "seeds"), "start", "'fastest', 'best' or 'seeds'"),
+                (all(n in SEEDS for n in self.seeds.split(",") if n), "seeds",
+                 f"a comma-separated list of {', '.join(SEEDS)}"),
                 (self.split_search >= 1, "split_search", ">= 1"),
                 (ok_grouping, "grouping", f"one of: {GROUPING_HELP}")]
 
@@ -319,7 +359,16 @@ def run_post(problem, budget: Budget, seed: int, ev: Evaluator, cfg: PostConfig,
                                   problem.graph)
     favour = fastest_device(problem)
     room = ev.remaining()
-    if cfg.start == "best" and cfg.start_mass > 0 and not ev.custom and (room is None or room >= 4 * cfg.split_search):
+    mass = cfg.start_mass
+    if cfg.start == "seeds" and cfg.start_mass > 0:
+        got = seeded_start(problem, ev, cfg)
+        if got is not None:  # units cut along the start, so that its exact placement is one of the units'
+            best, fits = got
+            units = common_refinement(units, Grouping.partition(best, "start").units(problem.graph), problem.graph)
+            favour = np.zeros(units.n_groups, dtype=np.int64)
+            favour[units.op_group] = best
+            mass = mass if fits else cfg.oom_start_mass
+    elif cfg.start == "best" and cfg.start_mass > 0 and not ev.custom and (room is None or room >= 4 * cfg.split_search):
         split = split_start(problem, ev, cfg.split_search)
         if split is not None:
             single = memory_first(np.inf, False)
@@ -332,7 +381,7 @@ def run_post(problem, budget: Budget, seed: int, ev: Evaluator, cfg: PostConfig,
                 favour = np.argmax(work, axis=1)
     feasible = unit_feasible(problem, units)
     D = problem.n_devices
-    u = initial_logits(feasible, favour, cfg.start_mass)
+    u = initial_logits(feasible, favour, mass)
     K = cfg.placements_per_iter
     b = None
     window_units, window_t = [], []  # the samples since the last CE update
@@ -343,7 +392,7 @@ def run_post(problem, budget: Budget, seed: int, ev: Evaluator, cfg: PostConfig,
         room = ev.remaining()
         k = K if room is None else min(K, room)
         samples = sample_units(softmax(u), k, rng)
-        if it == 0 and cfg.start_mode and cfg.start_mass > 0:
+        if it == 0 and cfg.start_mode and mass > 0:
             samples[0] = np.argmax(u, axis=1)  # the start's mode: every unit on its favoured device
         batch = ev.evaluate_batch(samples[:, units.op_group])
         times = batch.objective_us + cfg.oom_penalty_us * batch.oom
@@ -384,6 +433,30 @@ def run_post(problem, budget: Budget, seed: int, ev: Evaluator, cfg: PostConfig,
     res.cost.extra["iterations"] = curves
     res.cost.extra["final_probs_max_mean"] = float(softmax(u).max(axis=1).mean())
     return res
+
+
+def seeded_start(problem, ev: Evaluator, cfg: PostConfig) -> tuple[np.ndarray, bool] | None:
+    """The best of the classical heuristics ``cfg.seeds`` (:func:`placer.methods.local_search.seed_placements`,
+    at most ``SEED_SHARE`` of the budget) and, under the simulator's objective, the searched layer
+    split (``cfg.split_search`` simulations), in :func:`placer.sim.memory_first` order; each seed is
+    simulated once, in one batch. (placement, whether it fits in memory), or None when no seed could
+    be afforded."""
+    room = ev.remaining()
+    names = tuple(n for n in cfg.seeds.split(",") if n)
+    cands = list(seed_placements(problem, ev, names, max_placements=None if room is None else int(SEED_SHARE * room),
+                                 max_ops=SEED_MAX_OPS).values())
+    if not ev.custom and (room is None or room >= 4 * cfg.split_search):
+        split = split_start(problem, ev, cfg.split_search)  # its search simulated the split (counted)
+        if split is not None:
+            cands.append(split[0])
+    left = ev.remaining()
+    if left is not None:
+        cands = cands[:max(left - 1, 0)]  # leave at least one placement for Algorithm 1
+    if not cands:
+        return None
+    got = ev.evaluate_batch(np.stack(cands))
+    i = min(range(len(cands)), key=lambda i: memory_first(got.objective_us[i], not got.oom[i]))
+    return cands[i], not bool(got.oom[i])
 
 
 def _method(variant: str):
