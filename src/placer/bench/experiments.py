@@ -143,7 +143,10 @@ experiment(Experiment(
         "\"#placements\" is the number sampled until the run's final best was first reached, under our budget; "
         "the paper used a convergence rule (reward within 2% over 1000 episodes).",
         "Placeto (transfer) starts from a policy trained on Inception-V3 with the same budget as a scratch run "
-        "(not counted in its #placements, as in the paper) and fine-tunes within the column's budget.",
+        "(not counted in its #placements, as in the paper) and fine-tunes within the column's budget; its "
+        "episodes start on one GPU as the policy's did, while Placeto (scratch) starts them at the best of local "
+        "search's cheap seeding heuristics and the layer split, its units cut along that placement (ours; the "
+        "paper starts from an arbitrary placement; see placer.methods.placeto).",
         "RNN-based is our ColocRL (method colocrl): a seq2seq LSTM with attention (bidirectional encoder, 512 "
         "units, Placeto A.7) over the project's colocation groups merged to at most 256, REINFORCE with a "
         "moving-average baseline on -sqrt(step time), 4 placements per policy step, Adam lr 1e-3 (the paper's 0.1 "
@@ -320,7 +323,9 @@ experiment(Experiment(
         for fam in ("cifar10", "ptb", "nmt") for i in range(16)
     ),
     methods=(
-        Method("Placeto (scratch)", "placeto"),
+        # scratch starts its episodes as the policies do (start="init": from one GPU, not from the best
+        # classical seed, the method's default), so that the three columns compare one MDP
+        Method("Placeto (scratch)", "placeto", params={"start": "init"}),
         # zero-shot: the trained policy places the graph with no update, the best of 8 sampled
         # episodes (one update's worth, W = 8); greedy keeps every group on its start device
         Method("Placeto (zero-shot)", "placeto",
@@ -365,6 +370,8 @@ experiment(Experiment(
         "one-device start, and 200 placements of fine-tuning do not leave it. With the earlier units (64 contiguous "
         "chunks of the topological order) zero-shot was within 10% of scratch on every row, but scratch itself was "
         "3-39% slower than now (nmt #3: 548 ms against 395).",
+        "All three Placeto columns start their episodes on one GPU (scratch with start=\"init\"), as the family "
+        "policies were trained; the method's default search starts them at the best classical seed instead.",
     ),
 ))
 

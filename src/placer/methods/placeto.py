@@ -66,6 +66,20 @@ paper's (section 2, appendix A.6 and A.7) except where stated in the field's com
   embedding). Under every setting both seeds end on the same placement of Inception-V3 and NMT-2:
   the 4-28 units, not training, bound the result there.
 
+* ``start="seeds"`` (search mode, ours): before training, the cheap classical heuristics that local
+  search starts from and the searched layer split are simulated once each through the evaluator
+  (:func:`placer.methods.seeding.seeded_start`, at most a quarter of the budget), the units are cut
+  along the best of them (:func:`seeded_task`), and every episode starts from it (the environment's
+  ``init="given"``) instead of from one GPU. The paper starts episodes from an arbitrary placement.
+  Since the units bound the result (above), starting from the seed mapped onto the uncut units
+  changed nothing: seeds 0 and 1, 2,000 placements, SimParams.placeto(), ms, Inception-V3 1,011.7 on
+  both, NMT-2 1,543.8 on both, NASNet 341.6 / 336.1 against 339.0 / 340.4. With the units cut along
+  it (9 -> 17, 14 -> 18 and 15 -> 27 units): Inception-V3 963.2 / 963.2, NMT-2 1,340.9 / 1,358.9
+  (local search at the same budget: 1,385.5), NASNet 327.8 / 332.0; the seeding adds 2-5 s.
+  Trained policies place from ``init`` as they were trained (``start`` applies to search from
+  scratch only), and the generalization table's scratch column uses ``start="init"`` so that its
+  three columns compare one MDP.
+
 Placing with a trained policy (``policy=...``, ``finetune=0``): the greedy episode (``greedy``, one
 episode, the method's default) takes each group's most likely device, and for a policy trained on
 a family that is the device the group is already on (the keep-bias term above), so the greedy
@@ -80,9 +94,12 @@ single greedy episode (the committed tables that use them were made with it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+import numpy as np
 
 from placer.methods.base import Budget, Evaluator, MethodConfig, register
+from placer.methods.seeding import CHEAP_SEEDS, SEEDS_HELP, seed_names_ok, seeded_start
 
 PAPER = "Addanki et al., Placeto: Learning Generalizable Device Placement Algorithms, NeurIPS 2019"
 
@@ -107,6 +124,9 @@ class PlacetoConfig(MethodConfig):
     sweeps: int = 1  # n: visits of every group per episode (A.7: n = 1 or 2)
     order: str = "topological"  # visiting order: topological or random (a permutation per sweep)
     init: str = "single"  # episode start: single (all on the first candidate), random, given
+    start: str = "seeds"  # search mode: episodes start at the best classical seed, units cut along it; "init": as init (ours)
+    seeds: str = CHEAP_SEEDS  # the classical heuristics start="seeds" tries, comma-separated (those of local-search)
+    split_search: int = 24  # simulations searching the layer split's cuts, one of start="seeds"'s candidates (ours)
     reward: str = "intermediate"  # intermediate (r_t = R(p_t) - R(p_t+1), A.4) or terminal (-R(p_T))
     workers: int = 8  # W: episodes per update, gradients summed (A.7: 8 workers)
     episodes: int | None = None  # training episodes at most (None: as many as the placement budget allows)
@@ -142,6 +162,9 @@ class PlacetoConfig(MethodConfig):
                 (self.sweeps >= 1, "sweeps", ">= 1"),
                 (self.order in ("topological", "random"), "order", "topological or random"),
                 (self.init in ("single", "random"), "init", "single or random"),
+                (self.start in ("seeds", "init"), "start", "seeds or init"),
+                (seed_names_ok(self.seeds), "seeds", SEEDS_HELP),
+                (self.split_search >= 1, "split_search", ">= 1"),
                 (self.reward in ("intermediate", "terminal"), "reward", "intermediate or terminal"),
                 (self.workers >= 1, "workers", ">= 1"),
                 (self.episodes is None or self.episodes >= 1, "episodes", ">= 1 or None"),
@@ -202,14 +225,40 @@ def placeto(problem, budget: Budget, seed: int, ev: Evaluator, cfg: PlacetoConfi
     gp = cfg.task(problem, seed)
     if cfg.policy is not None:
         return _with_policy(gp, budget, seed, ev, cfg)
-    tr = Trainer([gp], cfg.policy_config(gp.n_actions), cfg.env(), cfg.reinforce(seed), sim_params=ev.sim_params,
-                 backend=cfg.backend, processes=cfg.processes, log_path=cfg.log)
+    env, initial = cfg.env(), None
+    if cfg.start == "seeds":
+        got = seeded_start(problem, ev, cfg.seeds, cfg.split_search)
+        if got is not None:
+            gp, initial = seeded_task(gp, got[0], seed)
+            env = replace(env, init="given")
+    tr = Trainer([gp], cfg.policy_config(gp.n_actions), env, cfg.reinforce(seed), sim_params=ev.sim_params,
+                 backend=cfg.backend, processes=cfg.processes, log_path=cfg.log, initial=initial)
     try:
         tr.train(max_placements=ev.remaining(), max_seconds=budget.seconds)
     finally:
         tr.close()
     ev.charge(tr.sim_calls, tr.curve[0], tr.best_op_placement(0), tr.best[0]["objective_us"])
     return ev.result("placeto", notes=[f"{tr.episode} episodes, {gp.n_groups} units of {cfg.grouping}"])
+
+
+def seeded_task(gp, start: np.ndarray, seed: int):
+    """``gp`` with its units cut along the op placement ``start``, and the units' start: each unit on
+    the candidate device that runs most of its compute in ``start`` (its own device there whenever
+    that is a candidate; a unit whose ops all sit on a non-candidate device, e.g. the CPU under
+    ``devices="gpus"``, on its first feasible candidate). Returns (task, [initial group placement])."""
+    from placer.grouping import Grouping
+    from placer.grouping.parts import common_refinement
+    from placer.rl.task import make_task
+
+    P = gp.problem
+    units = common_refinement(gp.units, Grouping.partition(start, "start").units(P.graph), P.graph)
+    task = make_task(P, units, gp.devices, seed)
+    work = np.zeros((task.n_groups, task.n_actions))
+    for a, d in enumerate(task.devices):
+        on = start == d
+        np.add.at(work[:, a], task.units.op_group[on], P.fastest_us[on] + 1e-9)
+    work[~task.feasible] = -1.0
+    return task, [work.argmax(axis=1).astype(np.int64)]
 
 
 def _with_policy(gp, budget: Budget, seed: int, ev: Evaluator, cfg: PlacetoConfig):

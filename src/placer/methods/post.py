@@ -104,7 +104,7 @@ Where this differs from the paper, and why:
   heuristics that local search starts from (``seeds``: single GPU, the expert rule, m-TOPO, METIS,
   HEFT, HEFT and m-ETF with free communication; at most a quarter of the budget, each simulated once,
   in one batch) and of the searched layer split above, in :func:`placer.sim.memory_first` order
-  (:func:`seeded_start`). The units are cut along that placement (as by the 2 D parts), each unit
+  (:func:`placer.methods.seeding.seeded_start`). The units are cut along that placement (as by the 2 D parts), each unit
   starts with 0.9 on its device there, and the first sample is that placement exactly, so Post
   begins where local search does and what it finds beyond is the learning's. With
   ``start="best"`` at 0.5 Post never reached list scheduling's op-level placements, which overlap
@@ -152,19 +152,11 @@ from placer.grouping import Grouping, make_grouping
 from placer.grouping.parts import common_refinement, metis_parts
 from placer.methods.base import Budget, Evaluator, MethodConfig, register
 from placer.methods.layer_split import fastest_device, split_start
-from placer.methods.local_search import SEEDS, seed_placements
+from placer.methods.seeding import CHEAP_SEEDS, SEEDS_HELP, seed_names_ok, seeded_start
 from placer.sim import memory_first
 
 PAPER = "Gao, Chen, Li. Post: Device Placement with Cross-Entropy Minimization and Proximal Policy Optimization. NeurIPS 2018"
 VARIANTS = ("post", "ce", "ppo", "pg")
-# start="seeds": the seeding heuristics of local-search whose own computation stays within seconds on
-# 10k-op graphs: m-ETF under the simulator's communication model and m-SCT took 23-103 s each on NMT-2
-# and NMT-4 (2-7 s for m-ETF:free). Measured against all of them (seeds 0 and 1, 600 placements), the
-# geometric mean over the 11 post-table1 rows moved from 0.956x to 0.962x of the earlier start; the
-# layer split is Post's own (split_search).
-POST_SEEDS = "single-gpu,expert,m-topo,metis,heft,heft:free,m-etf:free"
-SEED_SHARE = 0.25  # at most this share of the placement budget goes to simulating seeds (as local-search)
-SEED_MAX_OPS = 20000  # graphs with more ops skip the n^2 heuristics (as local-search)
 
 
 @dataclass(frozen=True)
@@ -189,7 +181,7 @@ class PostConfig(MethodConfig):
     parts_per_device: int = 2  # units also split along a METIS partition into this many parts per device (ours; 0 = off)
     start_mode: bool = True  # the first batch's first sample is the start distribution's most likely placement (ours)
     start: str = "seeds"  # the start each unit favours: "fastest" (one device), the "best" of it and the layer split, or "seeds" (ours)
-    seeds: str = POST_SEEDS  # the classical heuristics start="seeds" also tries, comma-separated (those of local-search)
+    seeds: str = CHEAP_SEEDS  # the classical heuristics start="seeds" also tries, comma-separated (those of local-search)
     split_search: int = 24  # simulations searching the layer split's cuts over all piece counts, for start="best" / "seeds" (ours)
 
     @classmethod
@@ -217,8 +209,7 @@ class PostConfig(MethodConfig):
                 (0 <= self.oom_start_mass < 1, "oom_start_mass", "in [0, 1)"),
                 (self.parts_per_device >= 0, "parts_per_device", ">= 0"),
                 (self.start in ("fastest", "best", "seeds"), "start", "'fastest', 'best' or 'seeds'"),
-                (all(n in SEEDS for n in self.seeds.split(",") if n), "seeds",
-                 f"a comma-separated list of {', '.join(SEEDS)}"),
+                (seed_names_ok(self.seeds), "seeds", SEEDS_HELP),
                 (self.split_search >= 1, "split_search", ">= 1"),
                 (ok_grouping, "grouping", f"one of: {GROUPING_HELP}")]
 
@@ -361,7 +352,7 @@ def run_post(problem, budget: Budget, seed: int, ev: Evaluator, cfg: PostConfig,
     room = ev.remaining()
     mass = cfg.start_mass
     if cfg.start == "seeds" and cfg.start_mass > 0:
-        got = seeded_start(problem, ev, cfg)
+        got = seeded_start(problem, ev, cfg.seeds, cfg.split_search)
         if got is not None:  # units cut along the start, so that its exact placement is one of the units'
             best, fits = got
             units = common_refinement(units, Grouping.partition(best, "start").units(problem.graph), problem.graph)
@@ -433,30 +424,6 @@ def run_post(problem, budget: Budget, seed: int, ev: Evaluator, cfg: PostConfig,
     res.cost.extra["iterations"] = curves
     res.cost.extra["final_probs_max_mean"] = float(softmax(u).max(axis=1).mean())
     return res
-
-
-def seeded_start(problem, ev: Evaluator, cfg: PostConfig) -> tuple[np.ndarray, bool] | None:
-    """The best of the classical heuristics ``cfg.seeds`` (:func:`placer.methods.local_search.seed_placements`,
-    at most ``SEED_SHARE`` of the budget) and, under the simulator's objective, the searched layer
-    split (``cfg.split_search`` simulations), in :func:`placer.sim.memory_first` order; each seed is
-    simulated once, in one batch. (placement, whether it fits in memory), or None when no seed could
-    be afforded."""
-    room = ev.remaining()
-    names = tuple(n for n in cfg.seeds.split(",") if n)
-    cands = list(seed_placements(problem, ev, names, max_placements=None if room is None else int(SEED_SHARE * room),
-                                 max_ops=SEED_MAX_OPS).values())
-    if not ev.custom and (room is None or room >= 4 * cfg.split_search):
-        split = split_start(problem, ev, cfg.split_search)  # its search simulated the split (counted)
-        if split is not None:
-            cands.append(split[0])
-    left = ev.remaining()
-    if left is not None:
-        cands = cands[:max(left - 1, 0)]  # leave at least one placement for Algorithm 1
-    if not cands:
-        return None
-    got = ev.evaluate_batch(np.stack(cands))
-    i = min(range(len(cands)), key=lambda i: memory_first(got.objective_us[i], not got.oom[i]))
-    return cands[i], not bool(got.oom[i])
 
 
 def _method(variant: str):
