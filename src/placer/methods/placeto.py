@@ -75,7 +75,7 @@ paper's (section 2, appendix A.6 and A.7) except where stated in the field's com
   changed nothing: seeds 0 and 1, 2,000 placements, SimParams.placeto(), ms, Inception-V3 1,011.7 on
   both, NMT-2 1,543.8 on both, NASNet 341.6 / 336.1 against 339.0 / 340.4. With the units cut along
   it (9 -> 17, 14 -> 18 and 15 -> 27 units): Inception-V3 963.2 / 963.2, NMT-2 1,340.9 / 1,358.9
-  (local search at the same budget: 1,385.5), NASNet 327.8 / 332.0; the seeding adds 2-5 s.
+  (local search at the same budget: 1,385.5), NASNet 327.8 / 332.0; the seeding adds 3-5 s per run.
   Trained policies place from ``init`` as they were trained (``start`` applies to search from
   scratch only), and the generalization table's scratch column uses ``start="init"`` so that its
   three columns compare one MDP.
