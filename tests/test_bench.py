@@ -207,6 +207,22 @@ def test_helpers():
     assert E.ratio_of_counts("x", "y")(a) == pytest.approx(2.5)
 
 
+def test_placements_to_reach_another_columns_result_read_off_each_runs_curve():
+    """The generalization table's fine-tuning columns: the first placement count at which each run's
+    best-so-far is no slower than the target column's mean step time, averaged over runs; "not
+    reached" when one run never got there; the saving divides the target's placements to its best."""
+    target = Agg(250.0, False, 600, 1000, 1, 1)
+    tuned = Agg(240.0, False, 80, 1000, 1, 2, curves=(((1, 300.0), (40, 250.0), (90, 240.0)),
+                                                      ((1, 280.0), (60, 249.0))))
+    a = {"scratch": target, "tuned": tuned}
+    assert E.to_reach("tuned", "scratch")(a) == pytest.approx(50.0)  # (40 + 60) / 2
+    assert E.saving_to_reach("tuned", "scratch")(a) == pytest.approx(12.0)  # 600 / 50
+    late = Agg(255.0, False, 1, 1000, 1, 1, curves=(((1, 255.0),),))
+    assert E.to_reach("late", "scratch")({"scratch": target, "late": late}) == "not reached"
+    assert E.saving_to_reach("late", "scratch")({"scratch": target, "late": late}) is None
+    assert E.to_reach("tuned", "gone")(a) is None  # no target column: nothing to reach
+
+
 def test_experiment_specs_are_consistent():
     assert set(E.EXPERIMENTS) >= {"placeto-table1", "hp-table1", "post-table1", "mars", "classical",
                                   "generalization", "real-graphs"}

@@ -122,15 +122,17 @@ class Agg:
     seconds: float | None
     runs: int
     invalid: bool = False  # under a published objective: some run's placement breaks its constraints
+    curves: tuple = ()  # per run: its best-so-far curve, ((placements sampled, best objective in ms), ...)
 
 
 @dataclass(frozen=True)
 class Derived:
     """A column computed from the row's aggregates, e.g. the Hierarchical Planner's "runtime
-    reduction over the best prior placement". ``fn`` returns a number or None (not computable)."""
+    reduction over the best prior placement". ``fn`` returns a number, a word shown as it is (e.g.
+    "not reached"), or None (not computable)."""
 
     name: str
-    fn: Callable[[Mapping[str, Agg]], float | None]
+    fn: Callable[[Mapping[str, Agg]], float | str | None]
     fmt: str = "{:.1f}%"  # how ours and the paper's value are printed
 
 

@@ -45,7 +45,8 @@ def aggregate(cells: list[Cell]) -> Agg:
                invalid=any(o and value_ms(d) is None for d, o in zip(docs, objective)),
                placements_to_best=mean(d.get("placements_to_best") for d in docs),
                placements=mean(d["cost"]["placements"] for d in docs),
-               seconds=mean(d["cost"]["seconds"] for d in docs), runs=len(docs))
+               seconds=mean(d["cost"]["seconds"] for d in docs), runs=len(docs),
+               curves=tuple(tuple((int(p), v / 1e3) for p, v in d.get("curve") or ()) for d in docs))
 
 
 def grouped(plan: Plan) -> dict[tuple[int, str], list[Cell]]:
@@ -161,7 +162,7 @@ def render_table(plan: Plan) -> tuple[str, Footnotes]:
                 cells.append(fmt_paper(r.paper.get(m.label)))
         for d in exp.derived:
             v = d.fn(a) if a else None
-            cells.append("—" if v is None or not math.isfinite(v) else d.fmt.format(v))
+            cells.append(v if isinstance(v, str) else "—" if v is None or not math.isfinite(v) else d.fmt.format(v))
             if has_paper(exp, d.name):
                 cells.append(fmt_paper(r.paper.get(d.name), d.fmt))
         lines.append("| " + " | ".join(cells) + " |")
@@ -262,7 +263,8 @@ def comparisons(plan: Plan) -> list[dict]:
             if d.name in r.paper:
                 v = d.fn(a) if a else None
                 out.append({"row": r.label, "cluster": r.cluster, "column": d.name, "kind": "derived",
-                            "paper": r.paper[d.name], "ours": v if v is None or math.isfinite(v) else None,
+                            "paper": r.paper[d.name],
+                            "ours": v if v is None or (not isinstance(v, str) and math.isfinite(v)) else None,
                             "fmt": d.fmt})
     return out
 
