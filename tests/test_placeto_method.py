@@ -201,3 +201,33 @@ def test_search_starts_at_the_best_classical_seed_with_units_cut_along_it():
     task, initial = seeded_task(gp, best, 0)
     assert task.n_groups >= gp.n_groups
     assert np.array_equal(task.devices[initial[0]][task.units.op_group], best)  # the start, exactly
+
+
+def test_family_policies_keep_exploring_where_the_per_graph_entropy_collapses_onto_keeping():
+    """The generalization table trains its family policies with a larger entropy bonus than the
+    per-graph default: at the default the nmt-family policy soon moves one or two units an episode
+    (an episode simulates a placement only when a step moves a unit), so its zero-shot placements
+    stay near the start (issue 15: nmt #1 440 ms against scratch's 371). Same graphs, seed and
+    budget; the family setting makes about twice the placements per episode."""
+    from placer.bench import experiments as E
+    from placer.bench import graphs as G
+    from placer.methods import METHODS
+    from placer.methods.placeto import PlacetoConfig
+    from placer.rl.reinforce import Trainer
+    from placer.sim import SimParams
+
+    family = dict(E.EXPERIMENTS["generalization"].policies["nmt"].trainer)
+    per_graph = {**family, "entropy_start": PlacetoConfig().entropy_start, "entropy_end": PlacetoConfig().entropy_end}
+    assert family["entropy_start"] > per_graph["entropy_start"]
+    problems = [Problem(g, preset("k80x2")) for g in G.family_graphs("nmt", "train")[:3]]
+    per_episode = {}
+    for name, overrides in (("family", family), ("per-graph", per_graph)):
+        cfg = METHODS["placeto"].make_config(overrides)
+        gps = [cfg.task(P, 0) for P in problems]
+        tr = Trainer(gps, cfg.policy_config(gps[0].n_actions), cfg.env(), cfg.reinforce(0), sim_params=SimParams.placeto())
+        try:
+            tr.train(max_placements=2000)
+        finally:
+            tr.close()
+        per_episode[name] = tr.placements / tr.episode
+    assert per_episode["family"] > 1.5 * per_episode["per-graph"], per_episode
