@@ -305,7 +305,8 @@ def test_transfer_column_trains_its_policy_once_and_reuses_it(tmp_path, monkeypa
 def test_a_policys_trainer_overrides_key_only_that_policy_and_reach_its_training(tmp_path):
     """``PolicySpec.trainer`` sets PlacetoConfig fields for training one policy: its hash changes and
     nothing else's (a spec without overrides keeps the hash it had, so committed policies stay
-    cached), the trained checkpoint carries the override, and an unknown field is refused."""
+    cached; so does a field that search on one graph alone reads, ``SEARCH_ONLY``), the trained
+    checkpoint carries the override, and an unknown field is refused."""
     from placer.methods import METHODS
 
     if "placeto" not in METHODS or METHODS["placeto"].available():
@@ -325,12 +326,16 @@ def test_a_policys_trainer_overrides_key_only_that_policy_and_reach_its_training
     exp = Experiment(name="pol", title="t", paper="none", rows=(Row("g", str(gpath), "k80x2"),), methods=(),
                      budgets={lv: Level(16) for lv in LEVELS},
                      policies={"plain": PolicySpec(**base), "low": PolicySpec(**base, trainer={"keep_bias": 0.25}),
-                               "typo": PolicySpec(**base, trainer={"keep_bais": 0.25})})
+                               "typo": PolicySpec(**base, trainer={"keep_bais": 0.25}),
+                               "restart": PolicySpec(**base, trainer={"restart": "start"})})
     sim = dataclasses.asdict(sim_params(exp.sim))
-    plain, low = (pol.prepare(exp, n, "quick", tmp_path, sim) for n in ("plain", "low"))
+    plain, low, restart = (pol.prepare(exp, n, "quick", tmp_path, sim) for n in ("plain", "low", "restart"))
+    assert restart.hash == plain.hash  # policy training does not read it
     assert plain.hash == stable_hash({"harness": HARNESS_VERSION, "graphs": [G.graph_fingerprint(p.graph) for p in plain.problems],
                                       "clusters": [G.cluster_fingerprint(p.cluster) for p in plain.problems],
-                                      "placements": 16, "seed": 0, "sim": sim, "trainer": PlacetoConfig().to_dict()})
+                                      "placements": 16, "seed": 0, "sim": sim,
+                                      "trainer": {k: v for k, v in PlacetoConfig().to_dict().items()
+                                                  if k not in pol.SEARCH_ONLY}})
     assert low.hash != plain.hash
     with pytest.raises(InputError, match="keep_bais"):
         pol.prepare(exp, "typo", "quick", tmp_path, sim)

@@ -182,25 +182,48 @@ def test_default_units_keep_each_layer_forward_and_backward_together(shared_grap
 
 def test_search_starts_at_the_best_classical_seed_with_units_cut_along_it():
     """start="seeds" (the default in search mode): the seeds are simulated through the evaluator
-    first, the units are cut along the best of them and every episode starts there; the result is
-    never worse than that seed and, here, better than the same search from one GPU (start="init")."""
+    first, the units are cut along the best of them and episodes start there (later ones at the best
+    placement found so far, ``restart="best"``); the result is never worse than that seed."""
     from placer.methods.placeto import PlacetoConfig, seeded_task
     from placer.methods.seeding import seeded_start
     from placer.methods.base import Evaluator
 
     P = Problem(layered_training_graph(200, seed=0), preset("k80x2"))
     r = run_method("placeto", P, Budget(placements=300), 0, None)
-    init = run_method("placeto", P, Budget(placements=300), 0, None, start="init")
-    assert r.cost.placements <= 300 and init.cost.placements <= 300
+    assert r.cost.placements <= 300
     ev = Evaluator(P, None, limit=300)
     best, fits = seeded_start(P, ev, PlacetoConfig().seeds, PlacetoConfig().split_search)
     seed_us = ev.best_objective_us
     assert fits and r.value_us <= seed_us
-    assert r.value_us < init.value_us
     gp = PlacetoConfig().task(P, 0)
     task, initial = seeded_task(gp, best, 0)
     assert task.n_groups >= gp.n_groups
     assert np.array_equal(task.devices[initial[0]][task.units.op_group], best)  # the start, exactly
+
+
+@pytest.mark.parametrize("restart", ["best", "start"])
+def test_episodes_restart_at_the_best_placement_found_before_their_round(tmp_path, problem, restart):
+    """``restart="best"`` (the default): after a round that improved the best placement, every
+    episode of the next round starts there (its initial objective is that best's); ``"start"``:
+    every episode starts at the one start, whatever was found. Both spend exactly the budget."""
+    log = tmp_path / "log.jsonl"
+    res = run_method("placeto", problem, Budget(placements=300), seed=3, sim_params=SimParams.placeto(),
+                     grouping="contiguous:8", workers=4, start="init", restart=restart, log=str(log))
+    assert res.cost.placements == 300
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    rounds: dict[int, list[dict]] = {}
+    for line in lines:
+        rounds.setdefault(line["update"], []).append(line)
+    start = lines[0]["initial_us"]
+    held, restarted = float("inf"), 0  # the best as each round begins; rounds that began below the start
+    for u in sorted(rounds):
+        for line in rounds[u]:
+            assert line["initial_us"] == (start if restart == "start" or held == float("inf") else held)
+        restarted += rounds[u][0]["initial_us"] < start
+        held = min(held, min(x["best_us"] for x in rounds[u]))
+    assert held < start  # the search improved on its start ...
+    assert (restarted > 0) == (restart == "best")  # ... and only restart="best" started later rounds there
+    assert res.value_us == pytest.approx(held)
 
 
 def test_family_policies_keep_exploring_where_the_per_graph_entropy_collapses_onto_keeping():

@@ -408,7 +408,9 @@ experiment(Experiment(
         "(nmt #3: 548 ms against 395).",
         "Scratch starts its episodes on one GPU (start=\"init\") and the policies' columns as their policy was "
         "trained (one GPU; random placements for cifar10); the method's default search starts them at the best "
-        "classical seed instead. Policies trained and placing from each graph's seed (units cut along it) were "
+        "classical seed instead. Scratch and fine-tuning start each round after one that improved at the best "
+        "placement found so far (the method's restart=\"best\"); zero-shot's 8 episodes all start at the start. "
+        "Policies trained and placing from each graph's seed (units cut along it) were "
         "measured and not used: their scratch was faster on 6 of cifar10 / nmt #0-#3 (cifar10 #2 224 ms against "
         "261, nmt #0 667 against 764), but zero-shot trailed it by 1.9-16% and fine-tuning reached it on none of "
         "them (seed 0).",

@@ -70,9 +70,9 @@ def prepare(exp: Experiment, name: str, level: str, results_dir: Path, sim: dict
     ctx.problems = [Problem(g, c) for g, c in zip(graphs, clusters)]
     key = {"harness": HARNESS_VERSION, "graphs": [G.graph_fingerprint(g) for g in graphs],
            "clusters": [G.cluster_fingerprint(c) for c in clusters], "placements": ctx.placements,
-           "seed": spec.seed, "sim": sim, "trainer": _placeto_config(spec.trainer).to_dict()}
+           "seed": spec.seed, "sim": sim, "trainer": _trainer_key(spec.trainer)}
     if spec.choices:  # (only then: a policy without choices keeps the hash it had)
-        key["choices"] = [_placeto_config(o).to_dict() for o in _candidates(spec)]
+        key["choices"] = [_trainer_key(o) for o in _candidates(spec)]
         key["selection"] = SELECTION
     ctx.hash = stable_hash(key)
     ctx.path = Path(results_dir) / exp.name / "policies" / f"{slug(name)}__{ctx.hash}.pt"
@@ -85,6 +85,15 @@ SELECTION = {"episodes": 8, "greedy": False, "score": "geometric mean over the t
 def _candidates(spec: PolicySpec) -> list[dict[str, Any]]:
     """The trainer overrides of each candidate policy: ``trainer`` alone, or with each of ``choices``."""
     return [dict(spec.trainer, **c) for c in spec.choices] or [dict(spec.trainer)]
+
+
+SEARCH_ONLY = ("restart",)  # PlacetoConfig fields that training a policy does not read (search on one graph only)
+
+
+def _trainer_key(overrides=None) -> dict:
+    """A policy's trainer settings as its hash sees them: the config without :data:`SEARCH_ONLY`, so a
+    field added for search alone keeps the trained policies cached."""
+    return {k: v for k, v in _placeto_config(overrides).to_dict().items() if k not in SEARCH_ONLY}
 
 
 def _placeto_config(overrides=None):

@@ -80,6 +80,24 @@ paper's (section 2, appendix A.6 and A.7) except where stated in the field's com
   scratch only), and the generalization table's scratch column uses ``start="init"`` so that its
   three columns compare one MDP.
 
+* ``restart="best"`` (search mode and fine-tuning, ours): after an update that improved the best
+  placement found so far, the next round's episodes start there instead of at the start (the paper
+  starts every episode from an arbitrary placement); each episode simulates its start again, as it
+  does the fixed one, so every episode still costs a placement. An episode then moves units of a
+  placement already better than the start, so improvements compound, as in local search, while the
+  policy still chooses the moves. Measured (2,000 placements on the placeto-table1 rows, 1,000 on
+  the first 4 test graphs of cifar10 and nmt, k80x2, SimParams.placeto(), seeds 0 and 1, ms, start
+  -> best): Inception-V3 963.2 / 963.2 -> 968.1 / 963.2, NASNet 327.8 / 332.0 -> 317.6 / 321.7,
+  NMT-2 1,340.9 / 1,358.9 -> 1,328.5 / 1,328.5; over those 22 runs geometric mean 0.986x, 13
+  better, 3 worse (worst nmt test #1 seed 0, 351.7 -> 365.2). On the real-graphs rows (PipeDream
+  profiles and dnn-partitioning inputs, default simulator, 2,000 placements, seeds 0 and 1) 0.997x
+  over the 24 PipeDream runs (6 better, 1 worse: Inception-V3 k80x2 seed 1, 704.2 -> 707.4) and
+  better or equal on 11 of the 12 dnn-partitioning runs; on all 54 real-graphs runs (seeds 0-2)
+  0.994x, 17 better, 1 worse. From the one-GPU start (``start="init"``, the generalization table's
+  scratch column; the first 4 test graphs of cifar10 and nmt, 1,000 placements, seeds 0-2) 0.988x,
+  6 better, 4 worse (worst cifar10 test #0 seed 0, 261.4 -> 264.9; best nmt test #0 seed 2, 804.6
+  -> 695.3). ``placer train`` (a policy for other graphs) keeps the paper's starts.
+
 Placing with a trained policy (``policy=...``, ``finetune=0``): the greedy episode (``greedy``, one
 episode, the method's default) takes each group's most likely device, and for a policy trained on
 a family that is the device the group is already on (the keep-bias term above), so the greedy
@@ -127,6 +145,7 @@ class PlacetoConfig(MethodConfig):
     start: str = "seeds"  # search mode: episodes start at the best classical seed, units cut along it; "init": as init (ours)
     seeds: str = CHEAP_SEEDS  # the classical heuristics start="seeds" tries, comma-separated (those of local-search)
     split_search: int = 24  # simulations searching the layer split's cuts, one of start="seeds"'s candidates (ours)
+    restart: str = "best"  # search and fine-tuning: episodes start at the best placement so far ("start": always at the start; ours)
     reward: str = "intermediate"  # intermediate (r_t = R(p_t) - R(p_t+1), A.4) or terminal (-R(p_T))
     workers: int = 8  # W: episodes per update, gradients summed (A.7: 8 workers)
     episodes: int | None = None  # training episodes at most (None: as many as the placement budget allows)
@@ -165,6 +184,7 @@ class PlacetoConfig(MethodConfig):
                 (self.start in ("seeds", "init"), "start", "seeds or init"),
                 (seed_names_ok(self.seeds), "seeds", SEEDS_HELP),
                 (self.split_search >= 1, "split_search", ">= 1"),
+                (self.restart in ("best", "start"), "restart", "best or start"),
                 (self.reward in ("intermediate", "terminal"), "reward", "intermediate or terminal"),
                 (self.workers >= 1, "workers", ">= 1"),
                 (self.episodes is None or self.episodes >= 1, "episodes", ">= 1 or None"),
@@ -234,11 +254,31 @@ def placeto(problem, budget: Budget, seed: int, ev: Evaluator, cfg: PlacetoConfi
     tr = Trainer([gp], cfg.policy_config(gp.n_actions), env, cfg.reinforce(seed), sim_params=ev.sim_params,
                  backend=cfg.backend, processes=cfg.processes, log_path=cfg.log, initial=initial)
     try:
-        tr.train(max_placements=ev.remaining(), max_seconds=budget.seconds)
+        tr.train(max_placements=ev.remaining(), max_seconds=budget.seconds, on_update=restarts(cfg))
     finally:
         tr.close()
     ev.charge(tr.sim_calls, tr.curve[0], tr.best_op_placement(0), tr.best[0]["objective_us"])
     return ev.result("placeto", notes=[f"{tr.episode} episodes, {gp.n_groups} units of {cfg.grouping}"])
+
+
+def restarts(cfg: PlacetoConfig):
+    """The ``on_update`` hook of :meth:`placer.rl.reinforce.Trainer.train` that makes episodes start
+    at the best placement found so far (``restart="best"``; None for ``"start"``): after an update
+    that improved it, the environment's start becomes that placement (``init="given"``) and the
+    workers are rebuilt with it, so that every episode of the next round starts there."""
+    if cfg.restart != "best":
+        return None
+    seen = [0]  # improvements of the best (entries of the trainer's curve) already restarted from
+
+    def on_update(tr, results):
+        if len(tr.curve[0]) == seen[0]:
+            return
+        seen[0] = len(tr.curve[0])
+        tr.initial = [np.asarray(tr.best[0]["placement"], dtype=np.int64)]
+        tr.env_cfg = replace(tr.env_cfg, init="given")
+        tr.close()  # the next round builds its workers with the new start
+
+    return on_update
 
 
 def seeded_task(gp, start: np.ndarray, seed: int):
@@ -276,7 +316,7 @@ def _with_policy(gp, budget: Budget, seed: int, ev: Evaluator, cfg: PlacetoConfi
         tr = finetune(state, [gp], rl, env=env, sim_params=ev.sim_params, backend=cfg.backend,
                       processes=cfg.processes, log_path=cfg.log)
         try:
-            tr.train(max_placements=ev.remaining(), max_seconds=budget.seconds)
+            tr.train(max_placements=ev.remaining(), max_seconds=budget.seconds, on_update=restarts(cfg))
         finally:
             tr.close()
         ev.charge(tr.sim_calls, tr.curve[0], tr.best_op_placement(0), tr.best[0]["objective_us"])
