@@ -208,7 +208,7 @@ def test_episodes_restart_at_the_best_placement_found_before_their_round(tmp_pat
     every episode starts at the one start, whatever was found. Both spend exactly the budget."""
     log = tmp_path / "log.jsonl"
     res = run_method("placeto", problem, Budget(placements=300), seed=3, sim_params=SimParams.placeto(),
-                     grouping="contiguous:8", workers=4, start="init", restart=restart, log=str(log))
+                     grouping="contiguous:8", workers=4, start="init", restart=restart, refine=1, log=str(log))
     assert res.cost.placements == 300
     lines = [json.loads(x) for x in log.read_text().splitlines()]
     rounds: dict[int, list[dict]] = {}
@@ -224,6 +224,23 @@ def test_episodes_restart_at_the_best_placement_found_before_their_round(tmp_pat
     assert held < start  # the search improved on its start ...
     assert (restarted > 0) == (restart == "best")  # ... and only restart="best" started later rounds there
     assert res.value_us == pytest.approx(held)
+
+
+def test_search_refines_its_units_after_half_the_budget_starting_from_the_best_found():
+    """``refine=2`` (the default): the first half of the budget is exactly the search that ``refine=1``
+    makes with that half; the second half places twice as many METIS parts cut along its best (more
+    units than the first phase), and the result is never worse than the first half's."""
+    import re
+
+    P = Problem(layered_training_graph(200, seed=0), preset("k80x2"))
+    half = run_method("placeto", P, Budget(placements=150), 0, None, start="init", refine=1)
+    full = run_method("placeto", P, Budget(placements=300), 0, None, start="init")
+    assert full.cost.placements == 300 and half.cost.placements == 150
+    first, then = full.notes
+    assert first == half.notes[0]  # the same first phase, bit for bit
+    units = [int(re.search(r"(\d+) units of (metis:\d+)", x).group(1)) for x in (first, then)]
+    assert "metis:128" in then and units[1] > units[0]
+    assert full.value_us <= half.value_us
 
 
 def test_family_policies_keep_exploring_where_the_per_graph_entropy_collapses_onto_keeping():

@@ -87,7 +87,7 @@ def _candidates(spec: PolicySpec) -> list[dict[str, Any]]:
     return [dict(spec.trainer, **c) for c in spec.choices] or [dict(spec.trainer)]
 
 
-SEARCH_ONLY = ("restart",)  # PlacetoConfig fields that training a policy does not read (search on one graph only)
+SEARCH_ONLY = ("restart", "refine", "refine_at")  # PlacetoConfig fields that training a policy does not read (search on one graph only)
 
 
 def _trainer_key(overrides=None) -> dict:

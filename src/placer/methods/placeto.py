@@ -98,6 +98,20 @@ paper's (section 2, appendix A.6 and A.7) except where stated in the field's com
   6 better, 4 worse (worst cifar10 test #0 seed 0, 261.4 -> 264.9; best nmt test #0 seed 2, 804.6
   -> 695.3). ``placer train`` (a policy for other graphs) keeps the paper's starts.
 
+* ``refine=2``, ``refine_at=0.5`` (search mode, ours): the first half of the budget trains on the
+  units above; the second half on twice as many (``metis:128`` with mirrors) cut along the best
+  placement found so far, every episode starting there, the policy's weights carried over (a
+  Placeto network reads any grouped graph; fresh optimizer and schedules, each phase a run of its
+  own on its share). Finer units from the start converge too slowly (above: metis:128 from the start,
+  with ``restart="best"``, on the 22 runs below 0.990x, 13 better, 9 worse: Inception-V3 921 / 921
+  but NASNet 337 / 330 and cifar10 test #3 205 / 205 against 191); after the coarse half they refine
+  a placement already found. Measured (2,000 placements on the placeto-table1 rows, 1,000 on the
+  first 4 test graphs of cifar10 and nmt, k80x2, SimParams.placeto(), seeds 0 and 1, ms, against
+  ``refine=1``): Inception-V3 968.1 / 963.2 -> 908.7 / 921.8, NASNet 317.6 / 321.7 -> 316.6 / 314.0,
+  NMT-2 1,328.5 / 1,328.5 -> 1,311.1 / 1,302.4 (local search at 2,000: 888.2, 307.2, 1,385.5); over
+  the 22 runs 0.976x, 17 better, 2 worse (worst nmt test #0 seed 0, 650.7 -> 675.5, and nmt test #3
+  seed 1, 394.0 -> 407.3); ``refine_at=0.3`` 0.974x, 17 better, 4 worse.
+
 Placing with a trained policy (``policy=...``, ``finetune=0``): the greedy episode (``greedy``, one
 episode, the method's default) takes each group's most likely device, and for a policy trained on
 a family that is the device the group is already on (the keep-bias term above), so the greedy
@@ -112,6 +126,7 @@ single greedy episode (the committed tables that use them were made with it).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -146,6 +161,8 @@ class PlacetoConfig(MethodConfig):
     seeds: str = CHEAP_SEEDS  # the classical heuristics start="seeds" tries, comma-separated (those of local-search)
     split_search: int = 24  # simulations searching the layer split's cuts, one of start="seeds"'s candidates (ours)
     restart: str = "best"  # search and fine-tuning: episodes start at the best placement so far ("start": always at the start; ours)
+    refine: int = 2  # search: the rest of the budget on units of grouping N*refine cut along the best so far (1: off; ours)
+    refine_at: float = 0.5  # ... after this fraction of the placement budget
     reward: str = "intermediate"  # intermediate (r_t = R(p_t) - R(p_t+1), A.4) or terminal (-R(p_T))
     workers: int = 8  # W: episodes per update, gradients summed (A.7: 8 workers)
     episodes: int | None = None  # training episodes at most (None: as many as the placement budget allows)
@@ -185,6 +202,8 @@ class PlacetoConfig(MethodConfig):
                 (seed_names_ok(self.seeds), "seeds", SEEDS_HELP),
                 (self.split_search >= 1, "split_search", ">= 1"),
                 (self.restart in ("best", "start"), "restart", "best or start"),
+                (self.refine >= 1, "refine", ">= 1"),
+                (0 < self.refine_at <= 1, "refine_at", "in (0, 1]"),
                 (self.reward in ("intermediate", "terminal"), "reward", "intermediate or terminal"),
                 (self.workers >= 1, "workers", ">= 1"),
                 (self.episodes is None or self.episodes >= 1, "episodes", ">= 1 or None"),
@@ -240,8 +259,6 @@ class PlacetoConfig(MethodConfig):
 @register("placeto", "Placeto: graph-embedding policy, progressive placement MDP, REINFORCE (search mode on this graph)",
           "learned", PlacetoConfig, paper=PAPER, available=_available)
 def placeto(problem, budget: Budget, seed: int, ev: Evaluator, cfg: PlacetoConfig):
-    from placer.rl.reinforce import Trainer
-
     gp = cfg.task(problem, seed)
     if cfg.policy is not None:
         return _with_policy(gp, budget, seed, ev, cfg)
@@ -251,14 +268,43 @@ def placeto(problem, budget: Budget, seed: int, ev: Evaluator, cfg: PlacetoConfi
         if got is not None:
             gp, initial = seeded_task(gp, got[0], seed)
             env = replace(env, init="given")
+    fine, room = refined(cfg), ev.remaining()
+    first = room if fine is None or room is None else max(1, int(room * cfg.refine_at))
+    t0 = time.perf_counter()
+    tr = _search(gp, env, initial, cfg, seed, ev, first, budget.seconds)
+    notes = [f"{tr.episode} episodes, {gp.n_groups} units of {cfg.grouping}"]
+    left = None if budget.seconds is None else budget.seconds - (time.perf_counter() - t0)
+    if first != room and ev.remaining() and tr.best[0]["placement"] is not None and (left is None or left > 0):
+        # the finer units cut along the best placement, which every episode starts from; the policy's weights go on
+        gp2, initial2 = seeded_task(replace(cfg, grouping=fine).task(problem, seed), tr.best_op_placement(0), seed)
+        tr2 = _search(gp2, replace(env, init="given"), initial2, cfg, seed, ev, ev.remaining(), left, tr.net)
+        notes.append(f"then {tr2.episode} episodes, {gp2.n_groups} units of {fine}")
+    return ev.result("placeto", notes=notes)
+
+
+def refined(cfg: PlacetoConfig) -> str | None:
+    """The grouping of the second phase (``refine`` times as many parts), or None when there is none."""
+    from placer.grouping import parse_grouping
+
+    spec = parse_grouping(cfg.grouping)
+    return None if cfg.refine <= 1 or cfg.refine_at >= 1 or spec.n is None else f"{spec.kind}:{spec.n * cfg.refine}"
+
+
+def _search(gp, env, initial, cfg: PlacetoConfig, seed: int, ev: Evaluator, placements, seconds, net=None):
+    """One phase of search mode: REINFORCE on ``gp`` for ``placements`` (from the weights of ``net``
+    when given), its simulations and best placement charged to ``ev``. Returns the trainer."""
+    from placer.rl.reinforce import Trainer
+
     tr = Trainer([gp], cfg.policy_config(gp.n_actions), env, cfg.reinforce(seed), sim_params=ev.sim_params,
                  backend=cfg.backend, processes=cfg.processes, log_path=cfg.log, initial=initial)
+    if net is not None:
+        tr.net.load_state_dict(net.state_dict())
     try:
-        tr.train(max_placements=ev.remaining(), max_seconds=budget.seconds, on_update=restarts(cfg))
+        tr.train(max_placements=placements, max_seconds=seconds, on_update=restarts(cfg))
     finally:
         tr.close()
     ev.charge(tr.sim_calls, tr.curve[0], tr.best_op_placement(0), tr.best[0]["objective_us"])
-    return ev.result("placeto", notes=[f"{tr.episode} episodes, {gp.n_groups} units of {cfg.grouping}"])
+    return tr
 
 
 def restarts(cfg: PlacetoConfig):
