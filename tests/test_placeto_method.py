@@ -243,6 +243,31 @@ def test_search_refines_its_units_after_half_the_budget_starting_from_the_best_f
     assert full.value_us <= half.value_us
 
 
+def test_finetuning_refines_too_within_its_episodes(tmp_path):
+    """Fine-tuning a policy is search on the graph: with episodes to spare it also moves to the finer
+    units for the second half of the budget (``refine=1``: never); ``finetune=N`` stays N episodes
+    in all, so a short fine-tuning ends before the second phase and places with the policy."""
+    from placer.methods.placeto import PlacetoConfig
+    from placer.rl.reinforce import Trainer
+
+    P = Problem(layered_training_graph(70, seed=7), preset("k80x2"))
+    cfg = PlacetoConfig(grouping="contiguous:8")
+    gp = cfg.task(P, 0)
+    tr = Trainer([gp], cfg.policy_config(gp.n_actions), cfg.env(), cfg.reinforce(0, 4), sim_params=SimParams.placeto())
+    tr.train()
+    ckpt = tmp_path / "p.pt"
+    tr.save(ckpt)
+    kw = dict(policy=str(ckpt), grouping="contiguous:8")
+    long = run_method("placeto", P, Budget(placements=120), 0, SimParams.placeto(), finetune=1000, **kw)
+    assert long.cost.placements == 120
+    assert any(n.startswith("then") and "units of contiguous:16" in n for n in long.notes), long.notes
+    one = run_method("placeto", P, Budget(placements=120), 0, SimParams.placeto(), finetune=1000, refine=1, **kw)
+    short = run_method("placeto", P, Budget(placements=120), 0, SimParams.placeto(), finetune=3, **kw)
+    for r in (one, short):
+        assert not any(n.startswith("then") for n in r.notes), r.notes
+    assert "fine-tuned 3 episodes" in short.notes and any("placed with" in n for n in short.notes)
+
+
 def test_family_policies_keep_exploring_where_the_per_graph_entropy_collapses_onto_keeping():
     """The generalization table trains its family policies with a larger entropy bonus than the
     per-graph default: at the default the nmt-family policy soon moves one or two units an episode

@@ -98,7 +98,7 @@ paper's (section 2, appendix A.6 and A.7) except where stated in the field's com
   6 better, 4 worse (worst cifar10 test #0 seed 0, 261.4 -> 264.9; best nmt test #0 seed 2, 804.6
   -> 695.3). ``placer train`` (a policy for other graphs) keeps the paper's starts.
 
-* ``refine=2``, ``refine_at=0.5`` (search mode, ours): the first half of the budget trains on the
+* ``refine=2``, ``refine_at=0.5`` (search mode and fine-tuning, ours): the first half of the budget trains on the
   units above; the second half on twice as many (``metis:128`` with mirrors) cut along the best
   placement found so far, every episode starting there, the policy's weights carried over (a
   Placeto network reads any grouped graph; fresh optimizer and schedules, each phase a run of its
@@ -110,7 +110,10 @@ paper's (section 2, appendix A.6 and A.7) except where stated in the field's com
   ``refine=1``): Inception-V3 968.1 / 963.2 -> 908.7 / 921.8, NASNet 317.6 / 321.7 -> 316.6 / 314.0,
   NMT-2 1,328.5 / 1,328.5 -> 1,311.1 / 1,302.4 (local search at 2,000: 888.2, 307.2, 1,385.5); over
   the 22 runs 0.976x, 17 better, 2 worse (worst nmt test #0 seed 0, 650.7 -> 675.5, and nmt test #3
-  seed 1, 394.0 -> 407.3); ``refine_at=0.3`` 0.974x, 17 better, 4 worse.
+  seed 1, 394.0 -> 407.3); ``refine_at=0.3`` 0.974x, 17 better, 4 worse. Fine-tuning a policy
+  refines the same way, its second phase with this config's REINFORCE settings and within the
+  ``finetune`` episodes left (a fine-tuning that ends within its first half places with the policy
+  as before).
 
 Placing with a trained policy (``policy=...``, ``finetune=0``): the greedy episode (``greedy``, one
 episode, the method's default) takes each group's most likely device, and for a policy trained on
@@ -161,7 +164,7 @@ class PlacetoConfig(MethodConfig):
     seeds: str = CHEAP_SEEDS  # the classical heuristics start="seeds" tries, comma-separated (those of local-search)
     split_search: int = 24  # simulations searching the layer split's cuts, one of start="seeds"'s candidates (ours)
     restart: str = "best"  # search and fine-tuning: episodes start at the best placement so far ("start": always at the start; ours)
-    refine: int = 2  # search: the rest of the budget on units of grouping N*refine cut along the best so far (1: off; ours)
+    refine: int = 2  # search and fine-tuning: the rest of the budget on units of grouping N*refine cut along the best so far (1: off; ours)
     refine_at: float = 0.5  # ... after this fraction of the placement budget
     reward: str = "intermediate"  # intermediate (r_t = R(p_t) - R(p_t+1), A.4) or terminal (-R(p_T))
     workers: int = 8  # W: episodes per update, gradients summed (A.7: 8 workers)
@@ -268,18 +271,27 @@ def placeto(problem, budget: Budget, seed: int, ev: Evaluator, cfg: PlacetoConfi
         if got is not None:
             gp, initial = seeded_task(gp, got[0], seed)
             env = replace(env, init="given")
-    fine, room = refined(cfg), ev.remaining()
-    first = room if fine is None or room is None else max(1, int(room * cfg.refine_at))
+    fine, first = _phases(cfg, ev)
     t0 = time.perf_counter()
     tr = _search(gp, env, initial, cfg, seed, ev, first, budget.seconds)
     notes = [f"{tr.episode} episodes, {gp.n_groups} units of {cfg.grouping}"]
-    left = None if budget.seconds is None else budget.seconds - (time.perf_counter() - t0)
-    if first != room and ev.remaining() and tr.best[0]["placement"] is not None and (left is None or left > 0):
-        # the finer units cut along the best placement, which every episode starts from; the policy's weights go on
-        gp2, initial2 = seeded_task(replace(cfg, grouping=fine).task(problem, seed), tr.best_op_placement(0), seed)
-        tr2 = _search(gp2, replace(env, init="given"), initial2, cfg, seed, ev, ev.remaining(), left, tr.net)
-        notes.append(f"then {tr2.episode} episodes, {gp2.n_groups} units of {fine}")
+    tr2 = _refine(tr, env, cfg, seed, ev, _left(budget, t0), fine,
+                  episodes=None if cfg.episodes is None else cfg.episodes - tr.episode)
+    if tr2 is not None:
+        notes.append(f"then {tr2.episode} episodes, {tr2.graphs[0].n_groups} units of {fine}")
     return ev.result("placeto", notes=notes)
+
+
+def _phases(cfg: PlacetoConfig, ev: Evaluator) -> tuple[str | None, int | None]:
+    """(the second phase's grouping or None, the first phase's placements)."""
+    fine, room = refined(cfg), ev.remaining()
+    if fine is None or room is None or room < 2:
+        return None, room
+    return fine, max(1, int(room * cfg.refine_at))
+
+
+def _left(budget: Budget, t0: float) -> float | None:
+    return None if budget.seconds is None else budget.seconds - (time.perf_counter() - t0)
 
 
 def refined(cfg: PlacetoConfig) -> str | None:
@@ -290,13 +302,16 @@ def refined(cfg: PlacetoConfig) -> str | None:
     return None if cfg.refine <= 1 or cfg.refine_at >= 1 or spec.n is None else f"{spec.kind}:{spec.n * cfg.refine}"
 
 
-def _search(gp, env, initial, cfg: PlacetoConfig, seed: int, ev: Evaluator, placements, seconds, net=None):
+def _search(gp, env, initial, cfg: PlacetoConfig, seed: int, ev: Evaluator, placements, seconds, net=None,
+            trainer=None, episodes=None):
     """One phase of search mode: REINFORCE on ``gp`` for ``placements`` (from the weights of ``net``
-    when given), its simulations and best placement charged to ``ev``. Returns the trainer."""
+    when given; ``trainer``: an already built trainer, a fine-tuning one; ``episodes``: at most so many),
+    its simulations and best placement charged to ``ev``. Returns the trainer."""
     from placer.rl.reinforce import Trainer
 
-    tr = Trainer([gp], cfg.policy_config(gp.n_actions), env, cfg.reinforce(seed), sim_params=ev.sim_params,
-                 backend=cfg.backend, processes=cfg.processes, log_path=cfg.log, initial=initial)
+    tr = trainer or Trainer([gp], net.cfg if net is not None else cfg.policy_config(gp.n_actions), env,
+                            cfg.reinforce(seed, episodes), sim_params=ev.sim_params, backend=cfg.backend,
+                            processes=cfg.processes, log_path=cfg.log, initial=initial)
     if net is not None:
         tr.net.load_state_dict(net.state_dict())
     try:
@@ -305,6 +320,20 @@ def _search(gp, env, initial, cfg: PlacetoConfig, seed: int, ev: Evaluator, plac
         tr.close()
     ev.charge(tr.sim_calls, tr.curve[0], tr.best_op_placement(0), tr.best[0]["objective_us"])
     return tr
+
+
+def _refine(tr, env, cfg: PlacetoConfig, seed: int, ev: Evaluator, seconds, fine: str | None, episodes=None):
+    """The second phase (``refine``): the units of ``fine`` cut along the best placement of the
+    first phase's trainer ``tr``, every episode starting there, the weights carried over, the
+    method's REINFORCE settings (at most ``episodes``); None when there is no budget, time, episode
+    or best placement left for it."""
+    if (fine is None or not ev.remaining() or tr.best[0]["placement"] is None or (seconds is not None and seconds <= 0)
+            or (episodes is not None and episodes < 1)):
+        return None
+    gp = tr.graphs[0]
+    gp2, initial2 = seeded_task(replace(cfg, grouping=fine).task(gp.problem, seed), tr.best_op_placement(0), seed)
+    return _search(gp2, replace(env, init="given"), initial2, cfg, seed, ev, ev.remaining(), seconds, tr.net,
+                   episodes=episodes)
 
 
 def restarts(cfg: PlacetoConfig):
@@ -361,13 +390,14 @@ def _with_policy(gp, budget: Budget, seed: int, ev: Evaluator, cfg: PlacetoConfi
                                 "stop_window": 0})
         tr = finetune(state, [gp], rl, env=env, sim_params=ev.sim_params, backend=cfg.backend,
                       processes=cfg.processes, log_path=cfg.log)
-        try:
-            tr.train(max_placements=ev.remaining(), max_seconds=budget.seconds, on_update=restarts(cfg))
-        finally:
-            tr.close()
-        ev.charge(tr.sim_calls, tr.curve[0], tr.best_op_placement(0), tr.best[0]["objective_us"])
+        fine, first = _phases(cfg, ev)
+        t0 = time.perf_counter()
+        tr = _search(gp, env, None, cfg, seed, ev, first, budget.seconds, trainer=tr)
         state = {**state, "model": tr.net.state_dict()}
         notes.append(f"fine-tuned {tr.episode} episodes")
+        tr2 = _refine(tr, env, cfg, seed, ev, _left(budget, t0), fine, episodes=cfg.finetune - tr.episode)
+        if tr2 is not None:
+            notes.append(f"then {tr2.episode} episodes, {tr2.graphs[0].n_groups} units of {fine}")
     out = place(state, gp, env=env, greedy=cfg.greedy, episodes=cfg.place_episodes, seed=seed,
                 sim_params=ev.sim_params, max_placements=ev.remaining())
     if out is not None:
