@@ -237,7 +237,8 @@ def test_search_refines_its_units_after_half_the_budget_starting_from_the_best_f
     full = run_method("placeto", P, Budget(placements=300), 0, None, start="init")
     assert full.cost.placements == 300 and half.cost.placements == 150
     first, then = full.notes
-    assert first == half.notes[0]  # the same first phase, bit for bit
+    assert first == half.notes[0]  # the same first phase: its episodes, units ...
+    assert [p for p in full.curve if p[0] < 150] == [p for p in half.curve if p[0] < 150]  # ... its curve, bit for bit
     units = [int(re.search(r"(\d+) units of (metis:\d+)", x).group(1)) for x in (first, then)]
     assert "metis:128" in then and units[1] > units[0]
     assert full.value_us <= half.value_us

@@ -271,27 +271,9 @@ def placeto(problem, budget: Budget, seed: int, ev: Evaluator, cfg: PlacetoConfi
         if got is not None:
             gp, initial = seeded_task(gp, got[0], seed)
             env = replace(env, init="given")
-    fine, first = _phases(cfg, ev)
-    t0 = time.perf_counter()
-    tr = _search(gp, env, initial, cfg, seed, ev, first, budget.seconds)
-    notes = [f"{tr.episode} episodes, {gp.n_groups} units of {cfg.grouping}"]
-    tr2 = _refine(tr, env, cfg, seed, ev, _left(budget, t0), fine,
-                  episodes=None if cfg.episodes is None else cfg.episodes - tr.episode)
-    if tr2 is not None:
-        notes.append(f"then {tr2.episode} episodes, {tr2.graphs[0].n_groups} units of {fine}")
-    return ev.result("placeto", notes=notes)
-
-
-def _phases(cfg: PlacetoConfig, ev: Evaluator) -> tuple[str | None, int | None]:
-    """(the second phase's grouping or None, the first phase's placements)."""
-    fine, room = refined(cfg), ev.remaining()
-    if fine is None or room is None or room < 2:
-        return None, room
-    return fine, max(1, int(room * cfg.refine_at))
-
-
-def _left(budget: Budget, t0: float) -> float | None:
-    return None if budget.seconds is None else budget.seconds - (time.perf_counter() - t0)
+    tr = _trainer(gp, env, initial, cfg, seed, ev, cfg.policy_config(gp.n_actions), cfg.episodes)
+    more = _search(tr, env, cfg, seed, ev, budget, cfg.episodes)
+    return ev.result("placeto", notes=[f"{tr.episode} episodes, {gp.n_groups} units of {cfg.grouping}"] + more)
 
 
 def refined(cfg: PlacetoConfig) -> str | None:
@@ -302,38 +284,47 @@ def refined(cfg: PlacetoConfig) -> str | None:
     return None if cfg.refine <= 1 or cfg.refine_at >= 1 or spec.n is None else f"{spec.kind}:{spec.n * cfg.refine}"
 
 
-def _search(gp, env, initial, cfg: PlacetoConfig, seed: int, ev: Evaluator, placements, seconds, net=None,
-            trainer=None, episodes=None):
-    """One phase of search mode: REINFORCE on ``gp`` for ``placements`` (from the weights of ``net``
-    when given; ``trainer``: an already built trainer, a fine-tuning one; ``episodes``: at most so many),
-    its simulations and best placement charged to ``ev``. Returns the trainer."""
+def _trainer(gp, env, initial, cfg: PlacetoConfig, seed: int, ev: Evaluator, policy, episodes):
+    """A search-mode trainer on ``gp`` (network ``policy``, at most ``episodes``, None: no limit)."""
     from placer.rl.reinforce import Trainer
 
-    tr = trainer or Trainer([gp], net.cfg if net is not None else cfg.policy_config(gp.n_actions), env,
-                            cfg.reinforce(seed, episodes), sim_params=ev.sim_params, backend=cfg.backend,
-                            processes=cfg.processes, log_path=cfg.log, initial=initial)
-    if net is not None:
-        tr.net.load_state_dict(net.state_dict())
+    return Trainer([gp], policy, env, cfg.reinforce(seed, episodes), sim_params=ev.sim_params, backend=cfg.backend,
+                   processes=cfg.processes, log_path=cfg.log, initial=initial)
+
+
+def _train(tr, cfg: PlacetoConfig, ev: Evaluator, placements, seconds) -> None:
+    """Train ``tr`` for ``placements`` (episodes restarting as ``cfg.restart`` says), then charge its
+    simulations and best placement to ``ev``."""
     try:
         tr.train(max_placements=placements, max_seconds=seconds, on_update=restarts(cfg))
     finally:
         tr.close()
     ev.charge(tr.sim_calls, tr.curve[0], tr.best_op_placement(0), tr.best[0]["objective_us"])
-    return tr
 
 
-def _refine(tr, env, cfg: PlacetoConfig, seed: int, ev: Evaluator, seconds, fine: str | None, episodes=None):
-    """The second phase (``refine``): the units of ``fine`` cut along the best placement of the
-    first phase's trainer ``tr``, every episode starting there, the weights carried over, the
-    method's REINFORCE settings (at most ``episodes``); None when there is no budget, time, episode
-    or best placement left for it."""
-    if (fine is None or not ev.remaining() or tr.best[0]["placement"] is None or (seconds is not None and seconds <= 0)
-            or (episodes is not None and episodes < 1)):
-        return None
-    gp = tr.graphs[0]
-    gp2, initial2 = seeded_task(replace(cfg, grouping=fine).task(gp.problem, seed), tr.best_op_placement(0), seed)
-    return _search(gp2, replace(env, init="given"), initial2, cfg, seed, ev, ev.remaining(), seconds, tr.net,
-                   episodes=episodes)
+def _search(tr, env, cfg: PlacetoConfig, seed: int, ev: Evaluator, budget: Budget, episodes) -> list[str]:
+    """Search on the trainer ``tr`` (from scratch, or a fine-tuning one) within the budget and at
+    most ``episodes`` in all: with ``refine``, the first ``refine_at`` of the placements on its units,
+    then the rest on the units of :func:`refined` cut along the best placement so far, every episode
+    starting there, the weights carried over, this config's REINFORCE settings. Returns the notes of
+    the second phase (none when there is no budget, time, episode or best placement left for it)."""
+    fine, room = refined(cfg), ev.remaining()
+    if fine is None or room is None or room < 2:
+        _train(tr, cfg, ev, room, budget.seconds)
+        return []
+    t0 = time.perf_counter()
+    _train(tr, cfg, ev, max(1, int(room * cfg.refine_at)), budget.seconds)
+    left = None if budget.seconds is None else budget.seconds - (time.perf_counter() - t0)
+    more = None if episodes is None else episodes - tr.episode
+    if not ev.remaining() or tr.best[0]["placement"] is None or (left is not None and left <= 0) or (
+            more is not None and more < 1):
+        return []
+    gp, initial = seeded_task(replace(cfg, grouping=fine).task(tr.graphs[0].problem, seed), tr.best_op_placement(0),
+                              seed)
+    tr2 = _trainer(gp, replace(env, init="given"), initial, cfg, seed, ev, tr.net.cfg, more)
+    tr2.net.load_state_dict(tr.net.state_dict())
+    _train(tr2, cfg, ev, ev.remaining(), left)
+    return [f"then {tr2.episode} episodes, {gp.n_groups} units of {fine}"]
 
 
 def restarts(cfg: PlacetoConfig):
@@ -390,14 +381,9 @@ def _with_policy(gp, budget: Budget, seed: int, ev: Evaluator, cfg: PlacetoConfi
                                 "stop_window": 0})
         tr = finetune(state, [gp], rl, env=env, sim_params=ev.sim_params, backend=cfg.backend,
                       processes=cfg.processes, log_path=cfg.log)
-        fine, first = _phases(cfg, ev)
-        t0 = time.perf_counter()
-        tr = _search(gp, env, None, cfg, seed, ev, first, budget.seconds, trainer=tr)
+        more = _search(tr, env, cfg, seed, ev, budget, cfg.finetune)
         state = {**state, "model": tr.net.state_dict()}
-        notes.append(f"fine-tuned {tr.episode} episodes")
-        tr2 = _refine(tr, env, cfg, seed, ev, _left(budget, t0), fine, episodes=cfg.finetune - tr.episode)
-        if tr2 is not None:
-            notes.append(f"then {tr2.episode} episodes, {tr2.graphs[0].n_groups} units of {fine}")
+        notes += [f"fine-tuned {tr.episode} episodes"] + more
     out = place(state, gp, env=env, greedy=cfg.greedy, episodes=cfg.place_episodes, seed=seed,
                 sim_params=ev.sim_params, max_placements=ev.remaining())
     if out is not None:
