@@ -297,3 +297,27 @@ def test_family_policies_keep_exploring_where_the_per_graph_entropy_collapses_on
             tr.close()
         per_episode[name] = tr.placements / tr.episode
     assert per_episode["family"] > 1.5 * per_episode["per-graph"], per_episode
+
+
+def test_auto_devices_add_the_cpu_when_no_seed_fits_the_gpus():
+    """devices="auto" (the default): on a graph that the GPUs cannot hold (GPUs of 200 MB; on one
+    device its step peaks at 440 MB) every classical seed overflows, so Placeto searches over
+    every device and returns a placement that fits (on the CPU's memory); restricted to the GPUs
+    (the paper's action space), it cannot."""
+    from placer.cluster import Device, make_cluster
+    from placer.methods.placeto import PlacetoConfig
+
+    g = layered_training_graph(120, seed=5)
+    k80 = preset("k80x2")
+    tight = make_cluster("tight", [Device(d.name, d.kind, d.model, 200e6 if d.kind == "gpu" else d.memory_bytes)
+                                   for d in k80.devices], 7600.0, 0.0)
+    P = Problem(g, tight)
+    assert simulate(P, np.zeros(P.n_ops, dtype=np.int64)).peak_memory_bytes[0] > 2 * 200e6
+    gpus = run_method("placeto", P, Budget(placements=300), 0, None, devices="gpus")
+    auto = run_method("placeto", P, Budget(placements=300), 0, None)
+    assert gpus.sim.oom and not auto.sim.oom
+    cpu = [d for d, dev in enumerate(tight.devices) if dev.kind == "cpu"]
+    assert np.isin(auto.placement.devices, cpu).any()
+    # where a seed fits, auto keeps to the GPUs, as the paper
+    assert PlacetoConfig().candidates(True) == "gpus" and PlacetoConfig().candidates(False) == "all"
+

@@ -187,3 +187,24 @@ def test_keep_bias_favours_the_current_device_and_is_learned():
     assert torch.allclose(diff[torch.arange(5), 1 - cur], torch.zeros(5), atol=1e-6)
     b.logsumexp(-1).sum().backward()
     assert kept.keep.grad is not None and float(kept.keep.grad) != 0.0
+
+
+def test_the_method_keeps_a_unit_as_often_on_any_number_of_candidates():
+    """PlacetoConfig's network adds keep_bias + ln(A - 1) to the current device's logit, so the
+    untrained policy keeps a unit where it is about as often (0.75 at keep_bias 1.1) on 2, 4 and 8
+    candidates; the plain bonus of 1.1 keeps it about 50% and 30% of the time on 4 and 8."""
+    from placer.methods.placeto import PlacetoConfig
+
+    def kept(pc, A):
+        torch.manual_seed(0)
+        net = PlacetoNet(pc)
+        gt = GraphTensors.build(*make_graph(40, A, seed=5))
+        pl, node, placed = states(40, A, 64, seed=6)
+        with torch.no_grad():
+            prob = torch.softmax(net(gt, pl, node, placed), -1)
+        return float(prob[torch.arange(64), pl[torch.arange(64), node]].mean())
+
+    cfg = PlacetoConfig()
+    for A in (2, 4, 8):
+        assert kept(cfg.policy_config(A), A) == pytest.approx(0.75, abs=0.08)
+    assert kept(PolicyConfig(n_actions=8, keep_bias=cfg.keep_bias), 8) < 0.4

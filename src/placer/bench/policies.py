@@ -74,6 +74,9 @@ def prepare(exp: Experiment, name: str, level: str, results_dir: Path, sim: dict
     if spec.choices:  # (only then: a policy without choices keeps the hash it had)
         key["choices"] = [_trainer_key(o) for o in _candidates(spec)]
         key["selection"] = SELECTION
+    A = _n_candidates(ctx.problems[0], spec.trainer)
+    if A != 2:  # the network's keep bias grows with ln(A - 1) (PlacetoConfig.policy_config); on 2 as it was
+        key["candidates"] = A
     ctx.hash = stable_hash(key)
     ctx.path = Path(results_dir) / exp.name / "policies" / f"{slug(name)}__{ctx.hash}.pt"
     return ctx
@@ -93,7 +96,15 @@ SEARCH_ONLY = ("restart", "refine", "refine_at")  # PlacetoConfig fields that tr
 def _trainer_key(overrides=None) -> dict:
     """A policy's trainer settings as its hash sees them: the config without :data:`SEARCH_ONLY`, so a
     field added for search alone keeps the trained policies cached."""
-    return {k: v for k, v in _placeto_config(overrides).to_dict().items() if k not in SEARCH_ONLY}
+    cfg = _placeto_config(overrides)  # devices as training reads them ("auto": the GPUs, see PlacetoConfig.candidates)
+    return {k: v for k, v in {**cfg.to_dict(), "devices": cfg.candidates()}.items() if k not in SEARCH_ONLY}
+
+
+def _n_candidates(problem, overrides=None) -> int:
+    """The number of devices a policy trained with these overrides places on (its actions)."""
+    from placer.rl.task import candidate_devices
+
+    return len(candidate_devices(problem, _placeto_config(overrides).candidates()))
 
 
 def _placeto_config(overrides=None):

@@ -93,8 +93,9 @@ def train(graph: Optional[List[str]] = typer.Option(None, "--graph", "-g", help=
           gamma: Optional[float] = typer.Option(None, help="discount of the return-to-go (default: PlacetoConfig's)", callback=fraction),
           entropy: Optional[float] = typer.Option(None, help="initial entropy bonus, decays linearly to entropy/50 (default: PlacetoConfig's)",
                                         callback=finite_at_least_zero),
-          keep_bias: Optional[float] = typer.Option(None, "--keep-bias", help="initial logit bonus of a group's current device "
-                                                    "(default: PlacetoConfig's; the generalization table's family policies: 0.5)",
+          keep_bias: Optional[float] = typer.Option(None, "--keep-bias", help="initial logit bonus of a group's current device on two "
+                                                    "candidates, plus ln(A - 1) on A (default: PlacetoConfig's; the "
+                                                    "generalization table's family policies: 0.5)",
                                                     callback=finite_at_least_zero),
           stop_window: int = typer.Option(0, help="stop when the objective changes < 2%% over this many episodes (0: off)",
                                           callback=at_least(0)),

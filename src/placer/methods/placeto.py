@@ -115,6 +115,31 @@ paper's (section 2, appendix A.6 and A.7) except where stated in the field's com
   ``finetune`` episodes left (a fine-tuning that ends within its first half places with the policy
   as before).
 
+* ``devices="auto"`` (ours): the GPUs, as the paper, unless no classical seed fits in memory
+  (``start="seeds"``), then every device: on the dnn-partitioning latency inputs (12 accelerators
+  of 2 GiB and 8 CPUs; Inception-V3 inference holds 15.6 GiB of weights) every seed overflows, and
+  restricted to the accelerators Placeto ended out of memory on all 6 real-graphs runs (seeds 0-2),
+  where local search, Post and even the CPU alone fit. Over every device (with the keep bias
+  below) it fits on 4 of the 6: Inception-V3 inference 3,060.6 / 3,202.6 ms (seeds 0 / 1; before:
+  3,851.0 / 3,909.4, out of memory), BERT-3 inference 838.8 / 714.9 (seeds 1 / 2; 536.8 / 557.4
+  out of memory). Local search fits at 1,806-2,124 and 491-498: 2,000 placements are some 50
+  episodes over 20 devices, too few for the policy to learn where memory runs out. Trained
+  policies keep the devices they were trained on.
+* ``keep_bias`` grows with the candidates: the network's bonus is ``keep_bias + ln(A - 1)`` on A
+  candidate devices (:meth:`PlacetoConfig.policy_config`), so that the untrained policy keeps a
+  unit where it is with probability 0.75 on any A, as 1.1 does on the paper's two GPUs (a plain
+  1.1 keeps it with 0.50 on 4 GPUs, 0.30 on 8 and 0.14 on 20 devices, and an episode then moves
+  most units of the placement it starts from). Measured on the real-graphs rows with more than two
+  candidates (default simulator, 2,000 placements, seeds 0 and 1, against the plain bonus): the
+  12 PipeDream k80x4 runs 0.981x, 5 better, none worse (ResNet-50 541.2 -> 513.0 / 515.1,
+  NASNet-A mobile 479.8 -> 453.4 on seed 0, Inception-V3 701.1 / 695.8 -> 670.3 / 682.3); the 8
+  dnn-partitioning training runs 0.996x, 2 better (Inception-V3 training 317.2 / 323.8 -> 313.9 /
+  315.0), none worse; zoo graphs (ResNet-50, Inception-V3 b32, RNNLM, NASNet-A mobile, BERT-base on
+  k80x4, Inception-V3 b32 on k80x8) 0.996x over 12 runs, 8 better, none worse (Inception-V3 b32
+  k80x4 414.1 / 412.9 -> 409.2 / 408.9, BERT-base 757.0 / 747.9 -> 750.9 / 744.3). Episodes move
+  fewer units, so they simulate fewer placements each and the budget buys more of them: the runs
+  took 1.1-2x the seconds. On two candidates nothing changes.
+
 Placing with a trained policy (``policy=...``, ``finetune=0``): the greedy episode (``greedy``, one
 episode, the method's default) takes each group's most likely device, and for a policy trained on
 a family that is the device the group is already on (the keep-bias term above), so the greedy
@@ -129,6 +154,7 @@ single greedy episode (the committed tables that use them were made with it).
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 
@@ -156,7 +182,7 @@ class PlacetoConfig(MethodConfig):
     placements: int = 2000  # placements simulated in all (Budget.placements overrides; Table 1: 3.7-28.8 K)
     grouping: str = "metis:64"  # op groups (placer.grouping spec; A.6: Merge-and-Colocate; see the module docstring)
     mirrors: bool = True  # metis:K runs on forward ops joined with their backward ops (see the module docstring)
-    devices: str = "gpus"  # candidate devices, the action space: gpus (the paper's 2 K80s) or all
+    devices: str = "auto"  # candidate devices, the action space: gpus (the paper's 2 K80s), all, or auto: the gpus unless no seed fits in memory (ours)
     sweeps: int = 1  # n: visits of every group per episode (A.7: n = 1 or 2)
     order: str = "topological"  # visiting order: topological or random (a permutation per sweep)
     init: str = "single"  # episode start: single (all on the first candidate), random, given
@@ -197,7 +223,7 @@ class PlacetoConfig(MethodConfig):
             ok_grouping = False
         return [(self.placements >= 1, "placements", ">= 1"),
                 (ok_grouping, "grouping", f"one of: {GROUPING_HELP}"),
-                (self.devices in ("gpus", "all"), "devices", "gpus or all"),
+                (self.devices in ("auto", "gpus", "all"), "devices", "auto, gpus or all"),
                 (self.sweeps >= 1, "sweeps", ">= 1"),
                 (self.order in ("topological", "random"), "order", "topological or random"),
                 (self.init in ("single", "random"), "init", "single or random"),
@@ -228,9 +254,13 @@ class PlacetoConfig(MethodConfig):
         return EnvConfig(sweeps=self.sweeps, order=self.order, init=self.init, reward=self.reward)
 
     def policy_config(self, n_actions: int):
+        """The network's settings for ``n_actions`` candidates; its keep bias is ``keep_bias`` plus
+        ln(n_actions - 1), so that the untrained policy keeps a unit where it is as often on any
+        number of candidates as ``keep_bias`` does on two (1.1: 0.75)."""
         from placer.nn.placeto import PolicyConfig
 
-        return PolicyConfig(n_actions=n_actions, rounds=self.rounds, keep_bias=self.keep_bias)
+        return PolicyConfig(n_actions=n_actions, rounds=self.rounds,
+                            keep_bias=self.keep_bias + math.log(max(n_actions - 1, 1)))
 
     def reinforce(self, seed: int, episodes: int | None = None):
         """The REINFORCE settings; ``episodes`` overrides the config's (None: effectively unbounded,
@@ -253,24 +283,30 @@ class PlacetoConfig(MethodConfig):
             return metis_groups(problem, spec.n, seed=seed, mirrors=True)
         return self.grouping
 
-    def task(self, problem, seed: int = 0):
+    def task(self, problem, seed: int = 0, devices=None):
+        """The placement task on this config's units; ``devices``: the candidates (a device
+        selection or indices; None: :meth:`candidates` of a start that fits)."""
         from placer.rl.task import make_task
 
-        return make_task(problem, self.units(problem, seed), self.devices, seed)
+        return make_task(problem, self.units(problem, seed), self.candidates() if devices is None else devices, seed)
+
+    def candidates(self, fits: bool = True) -> str:
+        """The action space: ``devices``, with ``"auto"`` the GPUs, or every device when the start
+        does not fit in memory (no classical seed did: the GPUs alone may not hold the model)."""
+        return self.devices if self.devices != "auto" else ("gpus" if fits else "all")
 
 
 @register("placeto", "Placeto: graph-embedding policy, progressive placement MDP, REINFORCE (search mode on this graph)",
           "learned", PlacetoConfig, paper=PAPER, available=_available)
 def placeto(problem, budget: Budget, seed: int, ev: Evaluator, cfg: PlacetoConfig):
-    gp = cfg.task(problem, seed)
     if cfg.policy is not None:
-        return _with_policy(gp, budget, seed, ev, cfg)
+        return _with_policy(cfg.task(problem, seed), budget, seed, ev, cfg)
     env, initial = cfg.env(), None
-    if cfg.start == "seeds":
-        got = seeded_start(problem, ev, cfg.seeds, cfg.split_search)
-        if got is not None:
-            gp, initial = seeded_task(gp, got[0], seed)
-            env = replace(env, init="given")
+    got = seeded_start(problem, ev, cfg.seeds, cfg.split_search) if cfg.start == "seeds" else None
+    gp = cfg.task(problem, seed, cfg.candidates(got is None or got[1]))
+    if got is not None:
+        gp, initial = seeded_task(gp, got[0], seed)
+        env = replace(env, init="given")
     tr = _trainer(gp, env, initial, cfg, seed, ev, cfg.policy_config(gp.n_actions), cfg.episodes)
     more = _search(tr, env, cfg, seed, ev, budget, cfg.episodes)
     return ev.result("placeto", notes=[f"{tr.episode} episodes, {gp.n_groups} units of {cfg.grouping}"] + more)
@@ -319,8 +355,8 @@ def _search(tr, env, cfg: PlacetoConfig, seed: int, ev: Evaluator, budget: Budge
     if not ev.remaining() or tr.best[0]["placement"] is None or (left is not None and left <= 0) or (
             more is not None and more < 1):
         return []
-    gp, initial = seeded_task(replace(cfg, grouping=fine).task(tr.graphs[0].problem, seed), tr.best_op_placement(0),
-                              seed)
+    task = replace(cfg, grouping=fine).task(tr.graphs[0].problem, seed, tr.graphs[0].devices)  # the same candidates
+    gp, initial = seeded_task(task, tr.best_op_placement(0), seed)
     tr2 = _trainer(gp, replace(env, init="given"), initial, cfg, seed, ev, tr.net.cfg, more)
     tr2.net.load_state_dict(tr.net.state_dict())
     _train(tr2, cfg, ev, ev.remaining(), left)
