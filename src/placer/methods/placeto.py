@@ -308,7 +308,7 @@ def placeto(problem, budget: Budget, seed: int, ev: Evaluator, cfg: PlacetoConfi
     env, initial = cfg.env(), None
     got = seeded_start(problem, ev, cfg.seeds, cfg.split_search) if cfg.start == "seeds" else None
     devices = cfg.candidates(got is None or got[1])
-    if got is not None and not got[1] and devices == "all":  # auto, and no seed fits the GPUs
+    if got is not None and not got[1] and devices == "all":  # no seed fits the GPUs: try the host
         got = host_start(problem, ev) or got
     gp = cfg.task(problem, seed, devices)
     if got is not None:
