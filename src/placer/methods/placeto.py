@@ -110,7 +110,10 @@ paper's (section 2, appendix A.6 and A.7) except where stated in the field's com
   ``refine=1``): Inception-V3 968.1 / 963.2 -> 908.7 / 921.8, NASNet 317.6 / 321.7 -> 316.6 / 314.0,
   NMT-2 1,328.5 / 1,328.5 -> 1,311.1 / 1,302.4 (local search at 2,000: 888.2, 307.2, 1,385.5); over
   the 22 runs 0.976x, 17 better, 2 worse (worst nmt test #0 seed 0, 650.7 -> 675.5, and nmt test #3
-  seed 1, 394.0 -> 407.3); ``refine_at=0.3`` 0.974x, 17 better, 4 worse. Fine-tuning a policy
+  seed 1, 394.0 -> 407.3); ``refine_at=0.3`` 0.974x, 17 better, 4 worse. Four times as many units
+  in the second half (``refine=4``, metis:256) against two, on Inception-V3, NASNet-A mobile and
+  the first 4 test graphs of cifar10 and nmt (same settings, seeds 0 and 1): 1.018x, 4 better, 13
+  worse (Inception-V3 908.7 / 921.8 -> 945.4 / 957.3). Fine-tuning a policy
   refines the same way, its second phase with this config's REINFORCE settings and within the
   ``finetune`` episodes left (a fine-tuning that ends within its first half places with the policy
   as before).
