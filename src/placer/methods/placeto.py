@@ -131,7 +131,12 @@ paper's (section 2, appendix A.6 and A.7) except where stated in the field's com
   fits, and moves units onto the accelerators from there: all 6 runs fit, Inception-V3 inference
   2,173.9 / 2,236.4 / 2,299.9 ms (seeds 0-2; Post 2,826.1 / 2,593.1 / 2,964.2), BERT-3 inference
   849.5 / 885.9 / 1,006.4 (from the overflowing seed: out of memory / 838.8 / 714.9; Post 670.9 /
-  633.5 / 652.6). Trained policies keep the devices they were trained on.
+  633.5 / 652.6). The host is not always the better basin: on a generated 120-op training graph
+  (graph seeds 5 and 7) with the GPUs of k80x2 cut to 200 MB, 300 placements, Placeto ended at
+  115.3 / 96.8 ms from the host against 70.1 / 74.4 from the overflowing seed; with 150 MB GPUs at
+  134.3 / 120.0 against 136.5 / 164.7 (all fit). It stays because it makes a placement that fits
+  the first thing searched from, where 2 of the 6 real-graphs runs above found none. Trained
+  policies keep the devices they were trained on.
 * ``keep_bias`` grows with the candidates: the network's bonus is ``keep_bias + ln(A - 1)`` on A
   candidate devices (:meth:`PlacetoConfig.policy_config`), so that the untrained policy keeps a
   unit where it is with probability 0.75 on any A, as 1.1 does on the paper's two GPUs (a plain
