@@ -194,7 +194,7 @@ class PlacetoConfig(MethodConfig):
     placements: int = 2000  # placements simulated in all (Budget.placements overrides; Table 1: 3.7-28.8 K)
     grouping: str = "metis:64"  # op groups (placer.grouping spec; A.6: Merge-and-Colocate; see the module docstring)
     mirrors: bool = True  # metis:K runs on forward ops joined with their backward ops (see the module docstring)
-    devices: str = "auto"  # candidate devices, the action space: gpus (the paper's 2 K80s), all, or auto: the gpus unless no seed fits in memory (ours)
+    devices: str = "auto"  # action space: gpus (the paper's), all, or auto: the gpus unless no seed fits in memory (ours)
     sweeps: int = 1  # n: visits of every group per episode (A.7: n = 1 or 2)
     order: str = "topological"  # visiting order: topological or random (a permutation per sweep)
     init: str = "single"  # episode start: single (all on the first candidate), random, given
