@@ -143,14 +143,15 @@ paper's (section 2, appendix A.6 and A.7) except where stated in the field's com
   1.1 keeps it with 0.50 on 4 GPUs, 0.30 on 8 and 0.14 on 20 devices, and an episode then moves
   most units of the placement it starts from). Measured on the real-graphs rows with more than two
   candidates (default simulator, 2,000 placements, seeds 0 and 1, against the plain bonus): the
-  12 PipeDream k80x4 runs 0.981x, 5 better, none worse (ResNet-50 541.2 -> 513.0 / 515.1,
+  12 PipeDream k80x4 runs 0.981x, 6 better, none worse (ResNet-50 541.2 -> 513.0 / 515.1,
   NASNet-A mobile 479.8 -> 453.4 on seed 0, Inception-V3 701.1 / 695.8 -> 670.3 / 682.3); the 8
   dnn-partitioning training runs 0.996x, 2 better (Inception-V3 training 317.2 / 323.8 -> 313.9 /
   315.0), none worse; zoo graphs (ResNet-50, Inception-V3 b32, RNNLM, NASNet-A mobile, BERT-base on
   k80x4, Inception-V3 b32 on k80x8) 0.996x over 12 runs, 8 better, none worse (Inception-V3 b32
   k80x4 414.1 / 412.9 -> 409.2 / 408.9, BERT-base 757.0 / 747.9 -> 750.9 / 744.3). Episodes move
-  fewer units, so they simulate fewer placements each and the budget buys more of them: the runs
-  took 1.1-2x the seconds. On two candidates nothing changes.
+  fewer units, so they simulate fewer placements each and the budget buys more of them: the zoo
+  runs took 1.1-1.9x the seconds, the PipeDream k80x4 ones up to 10x (VGG-16: 4 -> 40-49 s). On two
+  candidates nothing changes.
 
 Placing with a trained policy (``policy=...``, ``finetune=0``): the greedy episode (``greedy``, one
 episode, the method's default) takes each group's most likely device, and for a policy trained on
