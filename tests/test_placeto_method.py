@@ -321,3 +321,30 @@ def test_auto_devices_add_the_cpu_when_no_seed_fits_the_gpus():
     # where a seed fits, auto keeps to the GPUs, as the paper
     assert PlacetoConfig().candidates(True) == "gpus" and PlacetoConfig().candidates(False) == "all"
 
+
+
+@pytest.mark.parametrize("lr", [0.0, 1e-2])
+def test_a_learning_rate_of_zero_freezes_the_policy(problem, lr):
+    """``lr_start = lr_end = 0`` (the tables' frozen-policy ablation, what learning buys): the search
+    runs as usual, and the network's weights never change; at a positive rate they do."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from placer.methods.placeto import PlacetoConfig, _trainer
+
+    cfg = PlacetoConfig(grouping="contiguous:8", workers=2, lr_start=lr, lr_end=lr)
+    gp = cfg.task(problem, 0)
+    tr = _trainer(gp, cfg.env(), None, cfg, 0, SimpleNamespace(sim_params=SimParams.placeto()),
+                  cfg.policy_config(gp.n_actions), None)
+    before = {k: v.clone() for k, v in tr.net.state_dict().items()}
+    try:
+        tr.train(max_placements=80)
+    finally:
+        tr.close()
+    assert tr.update >= 2
+    same = all(torch.equal(before[k], v) for k, v in tr.net.state_dict().items())
+    assert same == (lr == 0.0)
+    res = run_method("placeto", problem, Budget(placements=80), seed=0, sim_params=SimParams.placeto(),
+                     grouping="contiguous:8", workers=2, lr_start=lr, lr_end=lr)
+    assert res.cost.placements == 80

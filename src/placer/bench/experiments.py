@@ -148,6 +148,8 @@ experiment(Experiment(
         Method("RNN-based", "colocrl"),
         Method("Placeto (scratch)", "placeto"),
         Method("Placeto (transfer)", "placeto", params={"policy": "@policy:inception", "finetune": 10_000}),
+        # ours: the same search with the policy never updated (learning rate 0), what learning buys
+        Method("Placeto, frozen policy (ablation)", "placeto", params={"lr_start": 0.0, "lr_end": 0.0}),
         Method("Local search (same placements)", "local-search"),  # ours, not in the paper: a search at equal cost
     ),
     policies={"inception": PolicySpec(graphs=INCEPTION[:1], cluster="k80x2",
@@ -177,6 +179,9 @@ experiment(Experiment(
         "search's cheap seeding heuristics and the layer split, its units cut along that placement, later rounds "
         "at the best placement found so far, and spends the second half of its budget on twice as many units cut "
         "along that best (ours; the paper starts from an arbitrary placement; see placer.methods.placeto).",
+        "Placeto, frozen policy (ablation) is ours: the same search as Placeto (scratch) with learning rate 0, so "
+        "its network is never updated and the gap to scratch is what the learning buys over the search around it "
+        "(seeded start, restarts at the best, finer units in the second half).",
         "RNN-based is our ColocRL (method colocrl): a seq2seq LSTM with attention (bidirectional encoder, 512 "
         "units, Placeto A.7) over the project's colocation groups merged to at most 256, REINFORCE with a "
         "moving-average baseline on -sqrt(step time), 4 placements per policy step, Adam lr 1e-3 (the paper's 0.1 "
@@ -274,6 +279,9 @@ experiment(Experiment(
         Method("REINFORCE per-op softmax (ablation)", "pg"),  # Post's pg ablation over its own distributions
         Method("CE only (ablation)", "ce"),  # Post's Figure 2 ablations, not columns of its Table 1
         Method("PPO only (ablation)", "ppo"),
+        # ours: Post's start distribution sampled throughout, never updated (PPO only with no PPO steps): what
+        # the learning buys over sampling around the seeded start
+        Method("No updates (ablation)", "ppo", params={"ppo_steps": 0}),
         Method("Local search (same placements)", "local-search"),  # ours, not in the paper: a search at equal cost
     ),
     budgets={"quick": Level(120), "default": Level(600),
@@ -295,6 +303,9 @@ experiment(Experiment(
         "probability 0.9 on its device there; the paper starts uniform over ops (see placer.methods.post for the "
         "measurements). CE only and Post are within 0.2% of each other on average over seeds 0 and 1 at 600 "
         "placements (CE better on 4 rows, worse on 1); the paper's Figure 2 has Post ahead.",
+        "No updates (ablation) is ours: Post's start distribution (each unit at 0.9 on its device in the seeded "
+        "start) sampled for the whole budget and never updated, so the gap to Post is what its cross-entropy and "
+        "PPO updates buy over sampling around the start.",
         "ResNet-50 on 4 GPUs is the one row where Policy Gradient beats Post (410.98 against 413.57 ms, 0.6%): its "
         "placement runs the shortcut of layer4.0 (the downsample convolution and batch norm, their backward ops "
         "and weight updates, 15 ops) on a second GPU beside its block's main path. Post's 38 units put that "
@@ -530,6 +541,8 @@ experiment(Experiment(
         Method("local-search", "local-search"),
         Method("post", "post"),
         Method("placeto", "placeto"),
+        # ours: the same search with the policy never updated (learning rate 0), what learning buys
+        Method("placeto, frozen policy (ablation)", "placeto", params={"lr_start": 0.0, "lr_end": 0.0}),
     ),
     budgets={"quick": Level(200), "default": Level(2_000, seeds=(0, 1, 2)),
              "paper": Level(20_000, seeds=(0, 1, 2), note="no paper count; ten times the default")},
@@ -543,6 +556,8 @@ experiment(Experiment(
         "papers, so there is no paper column. Their `expert` cells are the published human-expert split files "
         "(gnmt training, inception-v3 inference); for the other graphs `expert` applies the papers' rules "
         "(one GPU for CNNs, one GPU per LSTM layer) or does not apply.",
+        "placeto, frozen policy (ablation) is the same search as placeto with learning rate 0 (its network never "
+        "updated): the gap between the two columns is what Placeto's learning buys.",
     ),
 ))
 
