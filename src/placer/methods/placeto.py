@@ -113,7 +113,11 @@ paper's (section 2, appendix A.6 and A.7) except where stated in the field's com
   seed 1, 394.0 -> 407.3); ``refine_at=0.3`` 0.974x, 17 better, 4 worse. Four times as many units
   in the second half (``refine=4``, metis:256) against two, on Inception-V3, NASNet-A mobile and
   the first 4 test graphs of cifar10 and nmt (same settings, seeds 0 and 1): 1.018x, 4 better, 13
-  worse (Inception-V3 908.7 / 921.8 -> 945.4 / 957.3). Fine-tuning a policy
+  worse (Inception-V3 908.7 / 921.8 -> 945.4 / 957.3). Nor a third phase (64 -> 128 -> 256 units,
+  each refinement on half of the placements left): on the placeto-table1 rows (seeds 0 and 1) and
+  the PipeDream ResNet-50 k80x4, Inception-V3 and NASNet-A mobile rows and the dnn-partitioning
+  Inception-V3 training row (seeds 0 and 1, default simulator) 1.000x over 18 runs, 8 better, 5
+  worse (NASNet-A mobile k80x4 seed 0 0.953x, k80x2 seed 1 1.033x). Fine-tuning a policy
   refines the same way, its second phase with this config's REINFORCE settings and within the
   ``finetune`` episodes left (a fine-tuning that ends within its first half places with the policy
   as before).

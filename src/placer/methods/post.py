@@ -150,6 +150,12 @@ Where this differs from the paper, and why:
   out of memory. The penalty shapes the learning signal only: the result and the Evaluator's
   best-so-far curve use the Evaluator's objective like every other method.
 
+Finer units around the seeded start do not pay either (600 placements, seed 0, ms, default /
+merge:256, the RNN-based method's groups, at start_mass 0.9 / 0.97 / metis:128 at 0.95): RNNLM 371.1
+/ 459.0 / 444.3 / 424.9, Inception-V3 k80x4 415.8 / 427.7 / 426.5 / 419.0, NMT-4 460.9 / 528.8 /
+524.5 / 454.9; ResNet-50 k80x4 stays at the searched split (414.6) with every one of them, where
+the RNN-based policy gradient finds 411.0 on seeds 0, 1 and 2 alike.
+
 What the updates buy over the seeded start: ``ppo`` with ``ppo_steps=0`` samples the start
 distribution for the whole budget and never updates it (post-table1's "No updates" column).
 Measured (600 placements, seed 0, ms, Post / no updates): RNNLM 371.1 / 447.9, NMT-2 / 4 / 8
