@@ -348,7 +348,7 @@ def make_plan(exp: Experiment, level: str, results_dir: Path, seeds: tuple[int, 
                         cell.doc, cell.reason = (doc, "") if doc["status"] == OK else (None, doc.get("reason", ""))
                         continue
                 if not wanted:
-                    cell.reason = "filtered out of this invocation and not cached"
+                    cell.reason = "left out (--methods / --rows) of the command that wrote this table, and not cached"
                     continue
                 cell.policies = pols
                 cell.task = {
