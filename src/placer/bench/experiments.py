@@ -40,6 +40,9 @@ RNNLM = zoo("rnnlm")
 GNMT = zoo("gnmt")
 BERT = zoo("bert_base", "bert")
 
+# ours: Placeto's search with learning rate 0, its network never updated: what the learning buys
+PLACETO_FROZEN = {"lr_start": 0.0, "lr_end": 0.0}
+
 COMMON_DIFFERENCES = (
     "Devices are simulated (our event simulator with K80-like device and link specs), not measured on "
     "real GPUs: absolute step times are not comparable, ratios between methods are.",
@@ -148,8 +151,7 @@ experiment(Experiment(
         Method("RNN-based", "colocrl"),
         Method("Placeto (scratch)", "placeto"),
         Method("Placeto (transfer)", "placeto", params={"policy": "@policy:inception", "finetune": 10_000}),
-        # ours: the same search with the policy never updated (learning rate 0), what learning buys
-        Method("Placeto, frozen policy (ablation)", "placeto", params={"lr_start": 0.0, "lr_end": 0.0}),
+        Method("Placeto, frozen policy (ablation)", "placeto", params=PLACETO_FROZEN),
         Method("Local search (same placements)", "local-search"),  # ours, not in the paper: a search at equal cost
     ),
     policies={"inception": PolicySpec(graphs=INCEPTION[:1], cluster="k80x2",
@@ -541,8 +543,7 @@ experiment(Experiment(
         Method("local-search", "local-search"),
         Method("post", "post"),
         Method("placeto", "placeto"),
-        # ours: the same search with the policy never updated (learning rate 0), what learning buys
-        Method("placeto, frozen policy (ablation)", "placeto", params={"lr_start": 0.0, "lr_end": 0.0}),
+        Method("placeto, frozen policy (ablation)", "placeto", params=PLACETO_FROZEN),
     ),
     budgets={"quick": Level(200), "default": Level(2_000, seeds=(0, 1, 2)),
              "paper": Level(20_000, seeds=(0, 1, 2), note="no paper count; ten times the default")},

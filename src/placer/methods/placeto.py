@@ -165,7 +165,8 @@ ablation). Measured (2,000 placements, frozen / trained): placeto-table1 (seed 0
 the seed or the units bound the result, as on VGG-16, GNMT and the dnn-partitioning ResNet-50);
 most on the latency inputs over 20 devices, BERT-3 inference 1.146x and Inception-V3 inference
 1.055x. So most of what the search reaches comes from its start, its restarts and its finer units;
-the policy's learning adds 1.5-5% where the units leave room.
+the policy's learning adds 1.7-5.6% on the placeto-table1 rows, 1.5% on average over the
+real-graphs runs and 14.6% on BERT-3 inference over 20 devices.
 At ten times the budget the gap to local search on BERT-3 inference closes: 20,000 placements,
 seeds 0 / 1, 496.5 / 490.7 ms (at 2,000: 849.5 / 885.9), local search 490.8 / 490.9, Post 519.0 /
 514.1; Placeto took 771 / 1,481 s, local search and Post a few seconds.
