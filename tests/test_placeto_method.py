@@ -192,7 +192,7 @@ def test_search_starts_at_the_best_classical_seed_with_units_cut_along_it():
     r = run_method("placeto", P, Budget(placements=300), 0, None)
     assert r.cost.placements <= 300
     ev = Evaluator(P, None, limit=300)
-    best, fits = seeded_start(P, ev, PlacetoConfig().seeds, PlacetoConfig().split_search)
+    best, fits, _ = seeded_start(P, ev, PlacetoConfig().seeds, PlacetoConfig().split_search)
     seed_us = ev.best_objective_us
     assert fits and r.value_us <= seed_us
     gp = PlacetoConfig().task(P, 0)
