@@ -102,7 +102,7 @@ def relieve(problem, ev: Evaluator, cands: list, first_us: float, units, spare: 
     cut to 250-300 MB (4 cases, seeds 0 and 1, 300 placements) Post and Placeto ended 20-50% faster
     than from the overflowing seed, all 16 runs. Relieving spends at most ``RELIEVE_SHARE`` of the
     seed share left: on Inception-V3 inference (20 devices, 115 placements a round) the whole share
-    left (461 placements, four rounds) still left every seed overflowing. Where none fits, the
+    left (461 placements, four rounds on the single-GPU seed) still left it overflowing. Where none fits, the
     method goes on as before (Post around the start at ``oom_start_mass``, Placeto from the host CPU
     when it fits), with the placements relieving spent fewer: with 150 and 200 MB GPUs (graph seeds
     0, 5, 7, 300 placements) Post 0.90-1.22x and Placeto 0.65-1.26x of before, about 1.0x on
