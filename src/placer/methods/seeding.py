@@ -105,7 +105,7 @@ def relieve(problem, ev: Evaluator, cands: list, first_us: float, units, spare: 
     left (461 placements, four rounds on the single-GPU seed) still left it overflowing. Where none fits, the
     method goes on as before (Post around the start at ``oom_start_mass``, Placeto from the host CPU
     when it fits), with the placements relieving spent fewer: with 150 and 200 MB GPUs (graph seeds
-    0, 5, 7, 300 placements) Post 0.90-1.22x and Placeto 0.65-1.26x of before, about 1.0x on
+    0, 5, 7, 300 placements) Post 0.89-1.22x and Placeto 0.65-1.26x of before, about 1.0x on
     geometric mean both; zoo graphs not in the tables (BERT-base, GPT-2, NASNet-A mobile, ResNet-101
     on k80x4, GPUs cut to 0.26 of the one-GPU peak, where no relieved seed fits; 600 placements,
     seeds 0 and 1) Post 0.93-1.13x, 1.006x on geometric mean. At 0.30 of the peak only BERT-base's
