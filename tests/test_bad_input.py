@@ -459,3 +459,12 @@ def test_ctrl_c_inside_a_c_callback_still_ends_as_an_interrupt():
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert r.returncode == 130, r.stderr
     assert r.stderr.splitlines() == ["error: " + __import__("placer.cli.guard").cli.guard.INTERRUPTED]
+
+
+def test_leaving_after_an_interrupt_keeps_what_was_printed():
+    """After Ctrl-C the process ends without the interpreter's teardown (a native library the interrupt
+    caught mid-call can crash there: SIGSEGV once in CI), but what it printed still reaches the pipes."""
+    code = ("import sys; from placer.cli.guard import leave_now; "
+            "sys.stdout.write('out'); sys.stderr.write('err'); leave_now(130)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (p.returncode, p.stdout, p.stderr) == (130, "out", "err")

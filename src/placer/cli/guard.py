@@ -113,6 +113,21 @@ class _SigintGuard:
         return False
 
 
+def leave_now(code: int) -> None:
+    """End the process with ``code`` after an interrupt, without the interpreter's teardown. The
+    interrupt may have landed inside a native library (numba compiling or writing its cache, torch,
+    OR-Tools) and left it mid-call; finalising its modules at exit can then crash: a fresh-checkout
+    CI run once ended a Ctrl-C'd ``placer optimize`` with SIGSEGV (status -11) after the
+    "interrupted" line was printed. By then every output file was removed or never written (atomic
+    writes clean up as the interrupt unwinds), so nothing is left that teardown would do."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
 def run_guarded(app: Any, args: list[str] | None = None, setup: Callable[[], None] | None = None) -> int:
     """Run ``setup`` (registering sub-commands) and then ``app`` on ``args`` (default: sys.argv[1:]);
     return the exit status, having printed at most one error line."""
