@@ -1,8 +1,6 @@
 """The seeded start of Post and Placeto (placer.methods.seeding): when no classical seed fits in
 memory, a start that fits is found within the seed share."""
 
-import numpy as np
-
 from placer.cluster import Device, make_cluster, preset
 from placer.methods import Budget, run_method
 from placer.methods.base import Evaluator
@@ -35,7 +33,7 @@ def test_no_seed_fits_then_a_relieved_seed_fits_within_the_seed_share():
     assert got.fits and got.relieved and not simulate(P, got.placement).oom
     assert ev.placements <= int(SEED_SHARE * 400)
     assert ev.best_fits  # the relieved start is a candidate result, counted like every placement
-    # where relieving cannot make a seed fit within the share (200 MB GPUs), the best seed comes back as it was
+    # where relieving cannot make a seed fit within the share (200 MB GPUs), the start overflows and is not marked
     P = tight_problem(200e6, 5)
     got = seeded_start(P, Evaluator(P, None, limit=400), CHEAP_SEEDS, 24)
     assert not got.fits and not got.relieved
@@ -55,9 +53,17 @@ def test_post_and_placeto_search_from_the_relieved_start_and_say_so():
         assert r.value_us <= start_us
 
 
-def test_a_seed_that_fits_is_kept_as_it_was():
-    """Where a seed fits, nothing is rescued: the start is the best seed, as before."""
+def test_a_seed_that_fits_is_kept_as_it_was(monkeypatch):
+    """Where a seed fits, nothing is relieved: the start is the best placement the seeding evaluated,
+    and relieve() is never called."""
+    from placer.methods import seeding
+
+    def must_not_run(*a, **k):
+        raise AssertionError("relieve() ran although a seed fits")
+
+    monkeypatch.setattr(seeding, "relieve", must_not_run)
     P = Problem(layered_training_graph(120, seed=5), preset("k80x2"))
-    got = seeded_start(P, Evaluator(P, None, limit=400), CHEAP_SEEDS, 24)
+    ev = Evaluator(P, None, limit=400)
+    got = seeded_start(P, ev, CHEAP_SEEDS, 24)
     assert got.fits and not got.relieved
-    assert np.all(got.placement >= 0)
+    assert simulate(P, got.placement).objective_us == ev.best_objective_us
