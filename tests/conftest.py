@@ -40,3 +40,15 @@ def run_cli(capsys, monkeypatch, *args):
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     out = capsys.readouterr()
     return code, out.out, out.err
+
+
+def tight_problem(gpu_bytes=280e6, graph_seed=0):
+    """A 120-op training graph on k80x2 with its GPUs cut to ``gpu_bytes`` (one device peaks at 440 MB)."""
+    from placer.cluster import Device, make_cluster, preset
+    from placer.problem import Problem
+    from placer.zoo.synthetic import layered_training_graph
+
+    k80 = preset("k80x2")
+    tight = make_cluster("tight", [Device(d.name, d.kind, d.model, gpu_bytes if d.kind == "gpu" else d.memory_bytes)
+                                   for d in k80.devices], 7600.0, 0.0)
+    return Problem(layered_training_graph(120, seed=graph_seed), tight)

@@ -1,7 +1,7 @@
 """The seeded start of Post and Placeto (placer.methods.seeding): when no classical seed fits in
 memory, a start that fits is found within the seed share."""
 
-from placer.cluster import Device, make_cluster, preset
+from placer.cluster import preset
 from placer.methods import Budget, run_method
 from placer.methods.base import Evaluator
 from placer.methods.local_search import seed_placements
@@ -11,13 +11,7 @@ from placer.problem import Problem
 from placer.sim import simulate
 from placer.zoo.synthetic import layered_training_graph
 
-
-def tight_problem(gpu_bytes=280e6, graph_seed=0):
-    """A 120-op training graph on k80x2 with its GPUs cut to ``gpu_bytes`` (one device peaks at 440 MB)."""
-    k80 = preset("k80x2")
-    tight = make_cluster("tight", [Device(d.name, d.kind, d.model, gpu_bytes if d.kind == "gpu" else d.memory_bytes)
-                                   for d in k80.devices], 7600.0, 0.0)
-    return Problem(layered_training_graph(120, seed=graph_seed), tight)
+from conftest import tight_problem
 
 
 def test_no_seed_fits_then_a_relieved_seed_fits_within_the_seed_share():

@@ -45,6 +45,12 @@ buckets, the neighbour count, ``max_groups`` and placing on the GPUs only (``dev
 can run go to their fastest device). Placeto tuned an entropy bonus for this baseline; ``entropy``
 is off by default (the ColocRL paper has none).
 
+Memory (ours, shared with the Hierarchical Planner, GDP and Mars): when no placement of the first policy
+step fits in memory, :func:`placer.methods.memory_fallback.fit_in_memory` evaluates the classical seeds
+(relieved by simulation), then the host, inside the budget, so a placement that fits is returned where
+one of those fits (placing on the GPUs only, every sample can overflow GPUs too small for the model);
+nothing is simulated where a placement of the first step fits.
+
 Modes: search (train on this graph within the budget, return the best placement evaluated); with
 ``policy=<checkpoint>``, start from trained weights, train ``finetune`` more policy steps, then add
 the greedy placement. ``save=<path>`` writes the trainer's state (plain tensors and numbers, read back
@@ -66,6 +72,7 @@ import numpy as np
 
 from placer.errors import InputError
 from placer.methods.base import Budget, Evaluator, MethodConfig, NotApplicable, register
+from placer.methods.memory_fallback import fit_in_memory
 
 PAPER = "Mirhoseini et al., Device Placement Optimization with Reinforcement Learning, ICML 2017"
 CHECKPOINT_FORMAT = "placer-seq2seq-rl-1"
@@ -361,9 +368,14 @@ def run_trainer(name: str, tr: Seq2SeqRLTrainer, ev: Evaluator, cfg, notes: list
     """The shared method loop: (fine-)tune within the budget, add the greedy placement of a loaded
     policy, save, return the best placement evaluated."""
     steps = cfg.finetune if cfg.policy else None
+    first = tr.steps
     while not ev.out_of_budget() and (steps is None or tr.steps < steps):
         if tr.step(ev, cfg.log) is None:
             break
+        if tr.steps == first + 1:  # after the first policy step: the classical seeds if nothing evaluated fits
+            note = fit_in_memory(tr.problem, ev)
+            if note:
+                notes.append(note)
     if cfg.policy and not ev.out_of_budget():
         ev.evaluate(tr.greedy_placement())
         notes.append("placed with the greedy policy")

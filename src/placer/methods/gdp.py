@@ -28,6 +28,11 @@ shared with Mars), so GDP never returns slower than either. GDP is not warm-star
 (``start_steps`` = 0): its per-node outputs see no position, and 60 supervised steps (lr 1e-2) toward
 a 4-way contiguous split of GNMT left the target's mean probability at 0.24-0.25, uniform.
 
+Memory (ours, shared with Mars, ColocRL and the Hierarchical Planner): when nothing evaluated up to
+the first PPO update (the start included) fits in memory, :func:`fallback_after_first` runs
+:func:`placer.methods.memory_fallback.fit_in_memory` (the classical seeds relieved, then the host), so
+GDP returns a placement that fits where one of those does; nothing changes where one fits.
+
 As a method (search mode) it trains on the one graph within the placement budget and returns the
 best placement evaluated. With ``policy=<checkpoint>`` (written by ``save=`` or :func:`train_policy`,
 batch training on several graphs) it starts from a trained policy: ``finetune`` PPO updates on this
@@ -51,6 +56,7 @@ import numpy as np
 
 from placer.errors import InputError
 from placer.methods.base import Budget, Evaluator, MethodConfig, register
+from placer.methods.memory_fallback import fit_in_memory
 from placer.sim import memory_first
 
 GDP_FORMAT = "placer-gdp-1"
@@ -182,7 +188,7 @@ def run_learned(name: str, problem, seed: int, ev: Evaluator, cfg, make_net, fmt
         if state is not None:
             tr.load_state_dict(state, weights_only=True)
             if cfg.finetune > 0:
-                tr.train(updates=cfg.finetune)
+                tr.train(updates=cfg.finetune, on_update=fallback_after_first(problem, ev, notes))
                 notes.append(f"fine-tuned {tr.update} PPO updates")
             if not ev.out_of_budget():
                 with torch.no_grad():
@@ -191,7 +197,7 @@ def run_learned(name: str, problem, seed: int, ev: Evaluator, cfg, make_net, fmt
                 ev.evaluate(ctx.gp.expand(a.numpy()))
                 notes.append("placed with the greedy policy")
         else:
-            tr.train()
+            tr.train(on_update=fallback_after_first(problem, ev, notes))
             notes.append(f"{tr.update} PPO updates of {cfg.batch} placements")
         if cfg.save:
             save_checkpoint(policy_state(fmt, cfg, ctx.gp.n_actions, tr), cfg.save)
@@ -199,6 +205,17 @@ def run_learned(name: str, problem, seed: int, ev: Evaluator, cfg, make_net, fmt
     if ev.best is None:  # nothing fit in the budget (cannot happen with a budget >= 1)
         raise RuntimeError(f"{name} evaluated no placement")
     return ev.result(name, notes=notes)
+
+
+def fallback_after_first(problem, ev: Evaluator, notes: list[str]):
+    """The trainer's ``on_update`` hook: after the first PPO update, :func:`fit_in_memory` (the
+    classical seeds, relieved, when nothing evaluated so far fits in memory)."""
+    def hook(tr, _line) -> None:
+        if tr.update == 1:
+            note = fit_in_memory(problem, ev)
+            if note:
+                notes.append(note)
+    return hook
 
 
 def start_checks(cfg) -> list:

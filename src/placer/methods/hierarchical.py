@@ -36,7 +36,8 @@ within a few steps at this project's budgets, see :mod:`placer.methods.colocrl`)
 Where we chose (the text we could read does not say): M = ``n_groups`` = 256 (the seed text calls M
 a hyperparameter), the Grouper's hidden size, the Placer's LSTM size (256), the moving-average
 decay, the OOM penalty (100 s), the sizes of the embeddings, and placing on the GPUs only by default
-(``devices``). Modes, checkpoints and logs as :mod:`placer.methods.colocrl`.
+(``devices``). Modes, checkpoints, logs and the memory fallback after the first policy step
+(:mod:`placer.methods.memory_fallback`) as :mod:`placer.methods.colocrl`.
 
 Not in the paper, two warm starts (supervised steps, no placement simulated):
 

@@ -35,6 +35,8 @@ teacher-forced supervised steps until its mean per-node probability reaches ``st
 its 2,000 placements learning to gather GNMT on one GPU and returned 3,453 ms against 3,189 ms for
 the whole graph on one GPU (``placer bench mars`` at stop 14); with the start, GNMT on 4 K80s at
 150 placements returns the split's 2,084 ms (the warm start reached 0.91 in 10 steps, 1.6 s each).
+When nothing evaluated up to the first PPO update fits in memory, the memory fallback of
+:mod:`placer.methods.memory_fallback` runs as for GDP (:func:`placer.methods.gdp.fallback_after_first`).
 
 As a method (search mode) it trains on the one graph within the placement budget and returns the
 best placement evaluated. With ``policy=<checkpoint>`` (written by ``save=`` or :func:`train_mars`)
