@@ -16,14 +16,21 @@ can overflow. Measured before the fallback (seed 0, no placement of any of the f
 ResNet-50 and Inception-V3 on k80x2 with each GPU cut to 0.35 of the one-GPU peak (300 placements),
 where Post fits at 787 / 2,125 ms and Placeto at 805 / 2,419 ms; a generated 120-op training graph on
 k80x2 with the GPUs at 0.45 of that peak (60 placements), where Post fits at 152 ms and local search at
-141 ms. See tests/test_memory_fallback.py for the figures after.
+141 ms. After it (same runs): GDP and ColocRL 1,608.4 ms on ResNet-50 and 589.2 ms on the 120-op graph,
+both fitting, mostly the host's placement: far behind Post and Placeto, whose units may go to the host
+too. The learning cannot do better there while the policies' actions are the GPUs only; choosing
+among every device when no seed fits on the GPUs (Placeto's ``devices="auto"``) would, but it is
+decided before the network is built and so would change every run of the four methods.
 
 What it costs: nothing where a placement of the first update fits (the check reads the Evaluator's
 best; no simulation, no random draw), so on every problem where memory is not tight the four methods
-give the placements they gave before. Where it runs, it spends at most the seed share of
-:mod:`placer.methods.seeding` (a quarter of the placements left, relieving within half of what the
-seeds leave of it) and the split at equal compute (``FALLBACK_SPLIT_SEARCH``: the methods' own starts
-searched their split already, or were asked not to start from one).
+give the placements they gave before (the committed post-table1 and placeto-table1 ColocRL runs and
+the mars table's GDP runs, rerun: 16 of 17 bit for bit; on ResNet-200 k80x2, where one GPU overflows,
+no sample of the first policy step fit, and the seeds took ColocRL from 1,645.8 to 1,468.5 ms). Where
+it runs, it spends the seed share of :mod:`placer.methods.seeding` (a quarter of the placements left,
+its relief within half of what the seeds leave of it; the split at equal compute,
+``FALLBACK_SPLIT_SEARCH``, as the methods' own starts searched theirs already or were asked not to
+start from one), then at most ``FALLBACK_RELIEVE_SHARE`` of what is left, then one placement.
 """
 
 from __future__ import annotations
@@ -38,8 +45,11 @@ FALLBACK_RELIEVE_SHARE = 0.5  # when the seeds' own relief left every one overfl
 
 
 def fit_in_memory(problem, ev: Evaluator) -> str | None:
-    """When the best placement ``ev`` has evaluated overflows memory: the seeded start (its seeds
-    relieved when none fits), evaluated through ``ev``. Returns a note for the result, or None when it
+    """When the best placement ``ev`` has evaluated overflows memory, evaluate through ``ev``, each step
+    only while nothing fits: the seeded start (:func:`placer.methods.seeding.seeded_start`, its seeds
+    relieved when none fits), the least overflowing placement evaluated relieved with
+    ``FALLBACK_RELIEVE_SHARE`` of the placements left (:func:`placer.methods.seeding.relieve`), then
+    every op on the first host CPU that runs them all. Returns a note for the result, or None when it
     did not run (something fits already, nothing was evaluated yet, no budget is left, or a published
     objective is minimised: those have their own memory models)."""
     if ev.custom or ev.best is None or ev.best_fits or ev.out_of_budget():
