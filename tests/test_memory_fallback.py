@@ -25,10 +25,9 @@ SMALL = {
 
 @pytest.mark.parametrize("method", sorted(SMALL))
 def test_a_learned_method_returns_a_placement_that_fits_when_its_policy_finds_none(method):
-    """GPUs cut to 200 MB (the graph peaks at 440 MB on one device): every placement the policies
-    sample in 60 overflows (before the fallback all four returned one that does: GDP 63.4 ms, Mars
-    49.6, ColocRL 62.9 at 0.45 of the peak, seed 0). Now the result fits, within the budget, and
-    says why."""
+    """GPUs cut to 200 MB (the graph peaks at 440 MB on one device): no placement the small policies
+    sample in 60 fits; with ``fit_in_memory`` switched off, all four returned one that overflows
+    here (checked when the fallback was added). Now the result fits, within the budget, and says why."""
     P = tight_problem(200e6, 0)
     res = run_method(method, P, Budget(placements=60), seed=0, **SMALL[method])
     assert res.cost.placements <= 60
