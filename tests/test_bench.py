@@ -130,6 +130,44 @@ def test_budget_change_reruns_and_prunes_stale_runs(tiny):
     assert len(after) == 4 and not (before & after) and out.stats["pruned"] == 4
 
 
+def test_a_filtered_run_keeps_left_out_cells_of_older_code_marked_stale(tiny, monkeypatch):
+    """After a method's code changes, a command restricted to other methods shows that method's
+    cells as they were (marked stale, counted by the report) instead of holes; a full command redoes
+    them, and a run that replaces an older one of its cell removes the older file."""
+    import placer.bench.runner as R
+    from placer.bench.report import stale_runs
+
+    exp, results, _ = tiny
+    d = results / "tiny"
+
+    def table():
+        return {(r["method_label"], r["seed"]): r for r in csv.DictReader((d / "results.csv").open()) if r["row"] == "tiny"}
+
+    run_experiment(exp, "quick", results, plots=False)
+    before = table()
+    files = {p.name for p in (d / "runs").glob("*.json")}
+    real = R.code_fingerprint
+    monkeypatch.setattr(R, "code_fingerprint", lambda m: "changed" if m == "random" else real(m))
+    assert stale_runs(results, "tiny")[:2] == (2, 4)  # single, expert (does not apply) and random x 2
+
+    out = run_experiment(exp, "quick", results, only_methods={"single"}, plots=False)
+    assert out.stats["ran"] == 0 and out.stats["kept_stale"] == 2 and out.stats["pruned"] == 0
+    after = table()
+    for seed in ("0", "1"):
+        old, new = before[("random", seed)], after[("random", seed)]
+        assert new["status"] == "ok" and new["step_time_us"] == old["step_time_us"]
+        assert new["run_file"] == old["run_file"] and new["reason"] == R.STALE_REASON
+    assert "stale [" in (d / "table.md").read_text()
+    assert {p.name for p in (d / "runs").glob("*.json")} == files
+    assert stale_runs(results, "tiny") == (2, 4, ["random"])
+
+    out = run_experiment(exp, "quick", results, only_methods={"random"}, plots=False)  # redoes them
+    assert out.stats["ran"] == 2 and out.stats["kept_stale"] == 0 and out.stats["pruned"] == 2
+    now = {p.name for p in (d / "runs").glob("*.json")}
+    assert len(now) == 4 and len(now & files) == 2  # single's and expert's stay, random's are replaced
+    assert stale_runs(results, "tiny")[0] == 0 and "stale [" not in (d / "table.md").read_text()
+
+
 def test_parallel_jobs_give_the_same_results(tiny, tmp_path):
     exp, results, _ = tiny
     a = run_experiment(exp, "quick", results, jobs=1, plots=False)

@@ -78,8 +78,7 @@ def run_experiment(exp: Experiment | str, level: str = "default", results_dir: s
     stats = run_plan(plan, jobs, on_done, backend=backend, address=address)
     out = Outcome(plan, stats, Path(results_dir) / exp.name)
     write_outputs(out, plots=plots)
-    if not plan.filtered:
-        stats["pruned"] = len(prune(plan))
+    stats["pruned"] = len(prune(plan))
     return out
 
 

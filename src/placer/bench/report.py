@@ -6,6 +6,7 @@ made with today's code of its method (the code fingerprint in each run file agai
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -130,7 +131,8 @@ def findings(s: dict) -> list[str]:
 
 
 def stale_runs(results_dir: Path, name: str) -> tuple[int, int, list[str]]:
-    """(runs made with code that has changed since, runs, the methods concerned): a run's code
+    """(runs made with code that has changed since, runs, the methods concerned) among the runs the
+    experiment's ``results.csv`` shows (every run file when there is none): a run's code
     fingerprint (``spec["code"]``) against today's :func:`placer.bench.runner.code_fingerprint` of
     its method. Such a run's cell in the committed table is what the older code gave;
     ``placer bench <experiment>`` would redo it."""
@@ -139,7 +141,13 @@ def stale_runs(results_dir: Path, name: str) -> tuple[int, int, list[str]]:
 
     now: dict[str, str | None] = {}
     stale, total, methods = 0, 0, set()
-    for f in sorted((results_dir / name / "runs").glob("*.json")):
+    files = sorted((results_dir / name / "runs").glob("*.json"))
+    table = results_dir / name / "results.csv"
+    if table.exists():  # the runs the table shows (a superseded or unused file in runs/ counts for nothing)
+        with table.open(newline="") as fh:
+            shown = {r.get("run_file") for r in csv.DictReader(fh)}
+        files = [f for f in files if f"runs/{f.name}" in shown]
+    for f in files:
         try:
             spec = json.loads(f.read_text())["spec"]
         except (OSError, ValueError, KeyError, TypeError):

@@ -18,7 +18,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -29,6 +29,8 @@ from placer.bench.spec import HARNESS_VERSION, Experiment, Method, Row, slug, st
 # cell status values
 OK, NOT_IMPLEMENTED, UNAVAILABLE, MISSING, ERROR, NOT_RUN, NOT_APPLICABLE, DOES_NOT_APPLY = (
     "ok", "not implemented", "unavailable", "missing", "error", "not run", "n/a", "does not apply")
+STALE_REASON = ("made with older code of its method, kept from an earlier run: the command that wrote this table "
+                "left it out (--methods / --rows)")
 
 
 @dataclass
@@ -55,6 +57,7 @@ class Cell:
     path: Path | None = None
     doc: dict | None = None  # the run JSON when status is ok
     cached: bool = False
+    stale: bool = False  # a left-out cell showing a run made with older code of its method (see make_plan)
     task: dict | None = field(default=None, repr=False)
     policies: list = field(default_factory=list, repr=False)  # PolicyContexts the run starts from
 
@@ -275,6 +278,37 @@ def _index_runs(runs_dir: Path) -> dict[str, Path]:
     return out
 
 
+def _canonical(spec: Mapping[str, Any]) -> str:
+    return json.dumps({k: v for k, v in spec.items() if k != "code"}, sort_keys=True, separators=(",", ":"),
+                      default=str)
+
+
+def identity(name: str) -> str:
+    """The part of a run file's name that names its cell (row, cluster, method label, seed), without the hash."""
+    return name.rsplit("__", 1)[0]
+
+
+def stale_run(runs_dir: Path, name: str, spec: Mapping[str, Any]):
+    """(path, run document) of an earlier run of the same cell (file ``name``'s identity) whose spec differs
+    from ``spec`` only in the method's code fingerprint: what the table showed before that code changed.
+    The newest such file, or None."""
+    from placer.frontends.native import read_json
+
+    want = _canonical(spec)
+    found = []
+    for p in runs_dir.glob(identity(name) + "__*.json"):
+        if identity(p.name) != identity(name):
+            continue
+        try:
+            doc = read_json(p)
+        except Exception:
+            continue
+        if isinstance(doc, dict) and doc.get("status") in (OK, DOES_NOT_APPLY) and isinstance(doc.get("spec"), dict) \
+                and _canonical(doc["spec"]) == want:
+            found.append((p.stat().st_mtime, p.name, p, doc))
+    return max(found, key=lambda x: x[:2])[2:] if found else None
+
+
 def make_plan(exp: Experiment, level: str, results_dir: Path, seeds: tuple[int, ...] | None = None,
               only_methods: set[str] | None = None, only_rows: set[str] | None = None,
               on_row: Callable[[Row], None] | None = None) -> Plan:
@@ -347,7 +381,15 @@ def make_plan(exp: Experiment, level: str, results_dir: Path, seeds: tuple[int, 
                         cell.status, cell.cached, cell.path = doc["status"], True, old
                         cell.doc, cell.reason = (doc, "") if doc["status"] == OK else (None, doc.get("reason", ""))
                         continue
-                if not wanted:
+                if not wanted:  # keep what the table showed, marked stale, rather than a hole
+                    kept = stale_run(runs_dir, name, spec)
+                    if kept is not None:
+                        cell.path, cell.doc = kept
+                        cell.status, cell.cached, cell.stale = cell.doc["status"], True, True
+                        cell.reason = STALE_REASON
+                        if cell.status != OK:
+                            cell.doc = None
+                        continue
                     cell.reason = "left out (--methods / --rows) of the command that wrote this table, and not cached"
                     continue
                 cell.policies = pols
@@ -472,7 +514,7 @@ def _write(path: str, doc: dict) -> None:
 def run_plan(plan: Plan, jobs: int = 1, on_done: Callable[[Cell, int, int], None] | None = None,
              on_policy: Callable | None = None, backend: str = "process", address: str | None = None) -> dict:
     """Run every pending cell (``jobs`` processes in parallel, or Ray tasks with ``backend="ray"``,
-    see :mod:`placer.bench.ray_backend`). Returns counts: ran, cached, errors."""
+    see :mod:`placer.bench.ray_backend`). Returns counts: ran, cached, kept_stale (left-out cells showing an older run), errors."""
     todo = plan.pending()
     total, done = len(todo), 0
     for ctx in {id(p): p for c in todo for p in c.policies}.values():  # train the policies runs start from
@@ -520,16 +562,21 @@ def run_plan(plan: Plan, jobs: int = 1, on_done: Callable[[Cell, int, int], None
             except BaseException:
                 pool.shutdown(wait=False, cancel_futures=True)
                 raise
-    return {"ran": total, "cached": sum(c.cached for c in plan.cells),
+    return {"ran": total, "cached": sum(c.cached and not c.stale for c in plan.cells),
+            "kept_stale": sum(c.stale for c in plan.cells),
             "errors": sum(c.status == ERROR for c in plan.cells)}
 
 
 def prune(plan: Plan) -> list[Path]:
-    """Delete run files no cell of the current (complete, unfiltered) plan refers to."""
-    if plan.filtered or not plan.runs_dir.exists():
+    """Delete run files no cell of the plan refers to: every such file after a complete plan; after a
+    filtered one (--methods / --rows), only the earlier runs of cells that now refer to another file
+    (superseded versions), so that a run made for a cell left out stays."""
+    if not plan.runs_dir.exists():
         return []
     keep = {c.path.name for c in plan.cells if c.path is not None and c.status in (OK, DOES_NOT_APPLY)}
-    gone = [p for p in plan.runs_dir.glob("*.json") if p.name not in keep]
+    held = {identity(k) for k in keep}
+    gone = [p for p in plan.runs_dir.glob("*.json")
+            if p.name not in keep and (not plan.filtered or identity(p.name) in held)]
     for p in gone:
         p.unlink()
     return gone

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from placer.bench.runner import NOT_APPLICABLE, OK, Cell, Plan
+from placer.bench.runner import DOES_NOT_APPLY, NOT_APPLICABLE, OK, STALE_REASON, Cell, Plan
 from placer.bench.spec import Agg, Experiment, Method
 
 
@@ -118,6 +118,8 @@ def our_cell(exp: Experiment, cells: list[Cell], agg: Agg, lb_us: float | None, 
         text += " [opt]"
     if best:
         text = f"**{text}**"
+    if any(c.stale for c in cells if c.status == OK):
+        text += " " + notes.ref("stale", STALE_REASON)
     if agg.runs < len(cells):  # some seeds failed: say so
         text += " " + _status_cell(cells, notes)
     return text
@@ -242,7 +244,7 @@ def csv_text(plan: Plan) -> str:
             "sim_calls": d["cost"]["sim_calls"] if d else "",
             "seconds": f"{d['cost']['seconds']:.4f}" if d else "",
             "paper_value": r.paper.get(c.method.label, ""),
-            "reason": c.reason, "run_file": f"runs/{c.path.name}" if d and c.path else "",
+            "reason": c.reason, "run_file": f"runs/{c.path.name}" if c.path and c.status in (OK, DOES_NOT_APPLY) else "",
         })
     return buf.getvalue()
 

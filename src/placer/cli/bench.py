@@ -122,7 +122,9 @@ def _run(name: str, quick: bool, budget: str, jobs: int, seeds: str | None, meth
                              plots, on_row=on_row, on_done=on_done, backend=backend, address=address)
     s = out.stats
     console.print(f"{name} ({level}): {s['ran']} runs made, {s['cached']} from cache, {s['errors']} errors"
-                  + (f", {s['pruned']} stale run files removed" if s.get("pruned") else ""))
+                  + (f", {s['kept_stale']} left-out cells kept from runs of older code (marked stale)"
+                     if s.get("kept_stale") else "")
+                  + (f", {s['pruned']} superseded run files removed" if s.get("pruned") else ""))
     console.print(f"wrote {out.out_dir}/table.md, results.csv, summary.json, env.json, runs/, plots/")
     if out.plot_note:
         err_console.print(out.plot_note)
