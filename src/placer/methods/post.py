@@ -166,6 +166,18 @@ distribution for the whole budget and never updates it (post-table1's "No update
 Measured (600 placements, seed 0, ms, Post / no updates): RNNLM 371.1 / 447.9, NMT-2 / 4 / 8
 1,143.4 / 1,287.4, 460.9 / 525.3, 430.1 / 484.8, Inception-V3 k80x2 / x4 / x8 447.8 / 477.3,
 415.8 / 425.7, 435.2 / 448.4, the ResNet rows within 0.1%: 1.063x geometric mean over the 11 rows.
+
+Handing the end of the budget to local search (``local-search`` from Post's best placement, its op-level
+moves on the critical path, which no unit distribution expresses) was measured and not adopted. Post
+with (1 - s) of the placements, then local search with s, the better of the two, against Post with
+all of them (seed 0, step time ratio): on the generated cifar10 and nmt training graphs #1 and #2 on
+k80x2 and k80x4 (600 placements) s = 0.25 gave 0.996x geometric mean (cifar10 0.956-0.980x, nmt
+0.981-1.094x: Post still improves in its last quarter there, and local search from its best does not
+make up for it) and s = 0.15 1.003x; on the PipeDream NASNet-A Mobile and Inception-V3 profiles
+(2,000 placements), where local search alone is 5-18% ahead of Post, s = 0.25 gave 0.897-0.989x and
+s = 0.5 0.864-0.989x, still behind local search alone (NASNet k80x4: Post 501.8 ms, s = 0.5 434.1,
+local search 410.4): the gap there is the units' granularity, and half the budget spent from Post's
+best does not close it.
 """
 
 from __future__ import annotations
