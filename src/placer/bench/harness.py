@@ -154,7 +154,8 @@ def render_markdown(plan: Plan, env: dict, table: str, footnotes: str, summary_m
         table, "",
     ]
     if plan.filtered:
-        lines += ["*This table came from a filtered run (--methods/--rows): some cells may be missing.*", ""]
+        lines += ["*This table came from a filtered run (--methods/--rows): the cells it left out show their cached "
+                  "runs, or an earlier run footnoted stale where the method's code has changed since, or 'not run'.*", ""]
     if footnotes:
         lines += [footnotes.replace("\n", "  \n"), ""]
     if summary_md:
