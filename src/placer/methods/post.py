@@ -178,6 +178,15 @@ make up for it) and s = 0.15 1.003x; on the PipeDream NASNet-A Mobile and Incept
 s = 0.5 0.864-0.989x, still behind local search alone (NASNet k80x4: Post 501.8 ms, s = 0.5 434.1,
 local search 410.4): the gap there is the units' granularity, and half the budget spent from Post's
 best does not close it.
+
+Nor was memoising the samples: up to 46% of Post's placements repeat one it simulated before
+(ResNet-50 k80x2 at 600 placements; Inception-V3 k80x2 20%, the generated ptb and cifar10 graphs on
+k80x2 25-28%, NMT under 1%), nearly all after the distribution has converged. Simulating each
+distinct placement once and reusing its time for a repeat (600 distinct placements, stopping after 50
+iterations that drew nothing new) changed the step time on 14 graphs (the post-table1 rows ResNet-50,
+Inception-V3 on k80x2 and k80x4, RNNLM; the cifar10, nmt #1-#2 and ptb #0 training graphs; seed 0)
+by -2.9% to +0.8%, 7 of them not at all (geometric mean 0.997x), while drawing up to 8x as many
+samples as the budget's placements, which no longer compares with the paper's sample counts.
 """
 
 from __future__ import annotations
