@@ -168,6 +168,29 @@ def test_a_filtered_run_keeps_left_out_cells_of_older_code_marked_stale(tiny, mo
     assert stale_runs(results, "tiny")[0] == 0 and "stale [" not in (d / "table.md").read_text()
 
 
+def test_a_stale_run_is_one_of_older_code_and_otherwise_the_same_spec(tmp_path):
+    """Only a run that differs in the method's code (and the policies that code trained) stands in for a
+    left-out cell; a run of another budget, or of the same code with another policy, does not."""
+    import placer.bench.runner as R
+
+    spec = {"method": "placeto", "seed": 0, "placements": 100, "code": "new", "policies": {"p": "h2"}}
+    name = "row__k80x2__placeto-transfer__s0__" + stable_hash(spec) + ".json"
+
+    def write(h, **change):
+        doc = {"status": "ok", "hash": h, "spec": {**spec, **change}}
+        (tmp_path / f"row__k80x2__placeto-transfer__s0__{h}.json").write_text(json.dumps(doc))
+
+    write("a" * 16, placements=50, code="old")  # another budget
+    write("b" * 16, policies={"p": "h1"})  # same code, another policy: the experiment changed
+    write("c" * 16, code="old", policies={"p": "h1"})  # older code, which trained another policy
+    (tmp_path / "row__k80x2__placeto__s0__dddddddddddddddd.json").write_text(
+        json.dumps({"status": "ok", "spec": {**spec, "code": "old"}}))  # another cell
+    path, doc = R.stale_run(tmp_path, name, spec)
+    assert path.name.endswith("c" * 16 + ".json") and doc["spec"]["code"] == "old"
+    (tmp_path / path.name).unlink()
+    assert R.stale_run(tmp_path, name, spec) is None
+
+
 def test_parallel_jobs_give_the_same_results(tiny, tmp_path):
     exp, results, _ = tiny
     a = run_experiment(exp, "quick", results, jobs=1, plots=False)

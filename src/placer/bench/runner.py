@@ -279,8 +279,10 @@ def _index_runs(runs_dir: Path) -> dict[str, Path]:
 
 
 def _canonical(spec: Mapping[str, Any]) -> str:
-    return json.dumps({k: v for k, v in spec.items() if k != "code"}, sort_keys=True, separators=(",", ":"),
-                      default=str)
+    """The spec without what older code of the method changes: its fingerprint and the hashes of the
+    policies it starts from (trained by that code)."""
+    return json.dumps({k: v for k, v in spec.items() if k not in ("code", "policies")}, sort_keys=True,
+                      separators=(",", ":"), default=str)
 
 
 def identity(name: str) -> str:
@@ -289,9 +291,9 @@ def identity(name: str) -> str:
 
 
 def stale_run(runs_dir: Path, name: str, spec: Mapping[str, Any]):
-    """(path, run document) of an earlier run of the same cell (file ``name``'s identity) whose spec differs
-    from ``spec`` only in the method's code fingerprint: what the table showed before that code changed.
-    The newest such file, or None."""
+    """(path, run document) of an earlier run of the same cell (file ``name``'s identity) made with other
+    code of its method and otherwise the same spec (the policies it starts from may differ: that code
+    trained them): what the table showed before that code changed. The newest such file, or None."""
     from placer.frontends.native import read_json
 
     want = _canonical(spec)
@@ -303,8 +305,9 @@ def stale_run(runs_dir: Path, name: str, spec: Mapping[str, Any]):
             doc = read_json(p)
         except Exception:
             continue
-        if isinstance(doc, dict) and doc.get("status") in (OK, DOES_NOT_APPLY) and isinstance(doc.get("spec"), dict) \
-                and _canonical(doc["spec"]) == want:
+        old = doc.get("spec") if isinstance(doc, dict) else None
+        if isinstance(old, dict) and doc.get("status") in (OK, DOES_NOT_APPLY) and old.get("code") != spec.get("code") \
+                and _canonical(old) == want:
             found.append((p.stat().st_mtime, p.name, p, doc))
     return max(found, key=lambda x: x[:2])[2:] if found else None
 
