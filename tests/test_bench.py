@@ -147,11 +147,11 @@ def test_a_filtered_run_keeps_left_out_cells_of_older_code_marked_stale(tiny, mo
     before = table()
     files = {p.name for p in (d / "runs").glob("*.json")}
     real = R.code_fingerprint
-    monkeypatch.setattr(R, "code_fingerprint", lambda m: "changed" if m == "random" else real(m))
-    assert stale_runs(results, "tiny")[:2] == (2, 4)  # single, expert (does not apply) and random x 2
+    monkeypatch.setattr(R, "code_fingerprint", lambda m: "changed" if m in ("random", "expert") else real(m))
+    assert stale_runs(results, "tiny")[:2] == (3, 4)  # single, expert (does not apply) and random x 2
 
     out = run_experiment(exp, "quick", results, only_methods={"single"}, plots=False)
-    assert out.stats["ran"] == 0 and out.stats["kept_stale"] == 2 and out.stats["pruned"] == 0
+    assert out.stats["ran"] == 0 and out.stats["kept_stale"] == 3 and out.stats["pruned"] == 0
     after = table()
     for seed in ("0", "1"):
         old, new = before[("random", seed)], after[("random", seed)]
@@ -159,13 +159,16 @@ def test_a_filtered_run_keeps_left_out_cells_of_older_code_marked_stale(tiny, mo
         assert new["run_file"] == old["run_file"] and new["reason"] == R.STALE_REASON
     assert "stale [" in (d / "table.md").read_text()
     assert {p.name for p in (d / "runs").glob("*.json")} == files
-    assert stale_runs(results, "tiny") == (2, 4, ["random"])
+    expert = after[("expert", "0")]  # a "does not apply" kept from older code says why, and that it is stale
+    assert expert["status"] == "does not apply" and "no expert rule applies" in expert["reason"]
+    assert R.STALE_REASON in expert["reason"] and expert["run_file"] == before[("expert", "0")]["run_file"]
+    assert stale_runs(results, "tiny") == (3, 4, ["expert", "random"])
 
     out = run_experiment(exp, "quick", results, only_methods={"random"}, plots=False)  # redoes them
-    assert out.stats["ran"] == 2 and out.stats["kept_stale"] == 0 and out.stats["pruned"] == 2
+    assert out.stats["ran"] == 2 and out.stats["kept_stale"] == 1 and out.stats["pruned"] == 2
     now = {p.name for p in (d / "runs").glob("*.json")}
     assert len(now) == 4 and len(now & files) == 2  # single's and expert's stay, random's are replaced
-    assert stale_runs(results, "tiny")[0] == 0 and "stale [" not in (d / "table.md").read_text()
+    assert stale_runs(results, "tiny") == (1, 4, ["expert"]) and "stale [" not in (d / "table.md").read_text()
 
 
 def test_a_stale_run_is_one_of_older_code_and_otherwise_the_same_spec(tmp_path):
@@ -185,10 +188,14 @@ def test_a_stale_run_is_one_of_older_code_and_otherwise_the_same_spec(tmp_path):
     write("c" * 16, code="old", policies={"p": "h1"})  # older code, which trained another policy
     (tmp_path / "row__k80x2__placeto__s0__dddddddddddddddd.json").write_text(
         json.dumps({"status": "ok", "spec": {**spec, "code": "old"}}))  # another cell
-    path, doc = R.stale_run(tmp_path, name, spec)
+    def cell_files():  # as make_plan groups the run files by cell
+        return [p for p in tmp_path.glob("*.json") if R.identity(p.name) == R.identity(name)]
+
+    assert len(cell_files()) == 3
+    path, doc = R.stale_run(cell_files(), spec)
     assert path.name.endswith("c" * 16 + ".json") and doc["spec"]["code"] == "old"
-    (tmp_path / path.name).unlink()
-    assert R.stale_run(tmp_path, name, spec) is None
+    path.unlink()
+    assert R.stale_run(cell_files(), spec) is None
 
 
 def test_parallel_jobs_give_the_same_results(tiny, tmp_path):

@@ -290,17 +290,15 @@ def identity(name: str) -> str:
     return name.rsplit("__", 1)[0]
 
 
-def stale_run(runs_dir: Path, name: str, spec: Mapping[str, Any]):
-    """(path, run document) of an earlier run of the same cell (file ``name``'s identity) made with other
-    code of its method and otherwise the same spec (the policies it starts from may differ: that code
-    trained them): what the table showed before that code changed. The newest such file, or None."""
+def stale_run(candidates: list[Path], spec: Mapping[str, Any]):
+    """(path, run document) of the newest earlier run among ``candidates`` (the run files of one cell)
+    made with other code of its method and otherwise the same spec (the policies it starts from may
+    differ: that code trained them): what the table showed before that code changed; or None."""
     from placer.frontends.native import read_json
 
     want = _canonical(spec)
     found = []
-    for p in runs_dir.glob(identity(name) + "__*.json"):
-        if identity(p.name) != identity(name):
-            continue
+    for p in candidates:
         try:
             doc = read_json(p)
         except Exception:
@@ -323,6 +321,9 @@ def make_plan(exp: Experiment, level: str, results_dir: Path, seeds: tuple[int, 
     methods = with_registered(exp)
     runs_dir = Path(results_dir) / exp.name / "runs"
     index = _index_runs(runs_dir)
+    by_cell: dict[str, list[Path]] = {}  # a cell's identity -> its run files (for left-out cells, stale_run)
+    for p in index.values():
+        by_cell.setdefault(identity(p.name), []).append(p)
     sim_doc = dataclasses.asdict(sim_params(exp.sim))
     policies: dict[str, pol.PolicyContext] = {}
     code: dict[str, str] = {}
@@ -385,13 +386,12 @@ def make_plan(exp: Experiment, level: str, results_dir: Path, seeds: tuple[int, 
                         cell.doc, cell.reason = (doc, "") if doc["status"] == OK else (None, doc.get("reason", ""))
                         continue
                 if not wanted:  # keep what the table showed, marked stale, rather than a hole
-                    kept = stale_run(runs_dir, name, spec)
+                    kept = stale_run(by_cell.get(identity(name), []), spec)
                     if kept is not None:
-                        cell.path, cell.doc = kept
-                        cell.status, cell.cached, cell.stale = cell.doc["status"], True, True
-                        cell.reason = STALE_REASON
-                        if cell.status != OK:
-                            cell.doc = None
+                        cell.path, doc = kept
+                        cell.status, cell.cached, cell.stale = doc["status"], True, True
+                        cell.doc, cell.reason = (doc, STALE_REASON) if doc["status"] == OK else (
+                            None, f"{doc.get('reason', '')} ({STALE_REASON})")
                         continue
                     cell.reason = "left out (--methods / --rows) of the command that wrote this table, and not cached"
                     continue
