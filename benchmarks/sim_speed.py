@@ -13,8 +13,10 @@ simulated over and over lets the CPU's branch predictors learn it, 2x faster at 
   the same makespan and peaks, and the speed ratio;
 * the p2p model, the full SimResult, and the batch API (``evaluate_many``) on 1 and 2 threads;
 
-and after them, per size, batch throughput against threads (``--threads``, wall-clock: on a shared
-machine it shows the cores the process got).
+and after them, per size, where a random placement's objective run spends its time (the compiled
+phases timed one by one: state set-up, the placement's prepass, the event loop, the objective), and
+batch throughput against threads (``--threads``, wall-clock: on a shared machine it shows the cores
+the process got).
 
 A move of one op is a full run on a kept Engine (the incremental path was measured and removed:
 see :mod:`placer.sim.fast`), so it has no column of its own.
@@ -40,6 +42,7 @@ import numpy as np
 from placer.cluster import preset
 from placer.problem import Problem
 from placer.sim import Engine, SimParams, evaluate_many, simulate
+from placer.sim import kernel as K
 from placer.sim.prepare import link_matrices, name_rank, prepared
 from placer.zoo.synthetic import layered_training_graph
 
@@ -296,6 +299,48 @@ def predictor_rows(problems, args):
         print(f"{'synthetic-' + str(n):<26} {n:>6} {t_many * 1e6:>14.1f} {t_one * 1e6:>16.1f} {t_many / t_one:>5.2f}x")
 
 
+def phase_rows(problems, args):
+    """Where a random placement's objective run spends its time, per size: the compiled phases of
+    ``kernel.sim_full`` timed one by one on the same 16 placements (medians of thread CPU time):
+    ``init_state`` (fresh state, the ops without parents queued), ``prepass`` (the placement's
+    per-op arrays), ``run_placeto`` (the event loop) and ``finish`` (objective), their sum against
+    ``sim_full`` called directly, and ``Engine.objective`` (the Python call around it)."""
+    print(f"\n{'graph':<26} {'ops':>6} {'init us':>8} {'prepass us':>10} {'loop us':>9} {'finish us':>9} "
+          f"{'sum us':>8} {'sim_full us':>11} {'objective us':>12} {'loop share':>10}")
+    for n, problem in problems.items():
+        ps = [q.astype(np.int64) for q in placements(problem, np.random.default_rng(0))["random"]]
+        eng = Engine(problem, SimParams.placeto())
+        pr, CF, CI, PI, WI, WF, vi, vf = eng.prep, eng.CF, eng.CI, eng.PI, eng.WI, eng.WF, eng.vi, eng.vf
+        GI, GF = pr.GI, pr.GF
+        o = K.ccnt_start(pr.n, pr.m, pr.D)
+        t = {k: [] for k in ("init", "prepass", "loop", "finish", "full", "objective")}
+        for i in range(max(args.repeat, 2 * len(ps))):
+            q = ps[i % len(ps)]
+            eng.place[:] = q
+            for k, fn in (("init", lambda: K.init_state(GI, GF, CI, eng.place, WI, WF, vi, vf)),
+                          ("prepass", lambda: K.prepass(GI, GF, CF, CI, eng.place, WI, WF)),
+                          ("loop", lambda: K.run_placeto(GI, GF, CF, CI, PI, eng.place, WI, WF, vi, vf)),
+                          ("finish", lambda: K.finish(GF, CF, CI, eng.place, WI, WF, vf))):
+                c = CLOCK()
+                fn()
+                t[k].append(CLOCK() - c)
+            if WI[K.S_NRUN] != pr.n:  # pragma: no cover - every op runs on these graphs
+                WI[o:o + pr.n * pr.D] = 0
+            parts_obj = float(WF[K.F_OBJ])
+            c = CLOCK()
+            K.sim_full(GI, GF, CF, CI, PI, eng.place, WI, WF, False)
+            t["full"].append(CLOCK() - c)
+            assert parts_obj == WF[K.F_OBJ], "the phases run one by one must give sim_full's objective"
+            c = CLOCK()
+            eng.objective(q)
+            t["objective"].append(CLOCK() - c)
+        med = {k: float(np.median(v)) * 1e6 for k, v in t.items()}
+        parts = med["init"] + med["prepass"] + med["loop"] + med["finish"]
+        print(f"{'synthetic-' + str(n):<26} {n:>6} {med['init']:>8.1f} {med['prepass']:>10.1f} {med['loop']:>9.1f} "
+              f"{med['finish']:>9.1f} {parts:>8.1f} {med['full']:>11.1f} {med['objective']:>12.1f} "
+              f"{med['loop'] / parts:>9.0%}", flush=True)
+
+
 def scaling_rows(problems, threads):
     """Batch throughput against threads: ``evaluate_many`` on 16 random placements per thread of the
     largest count (2 at 80k; different ones, as a search batch), wall-clock sims per second (median
@@ -354,6 +399,7 @@ def main(argv=None):
         for name, g in real_graphs():
             bench_graph(name, Problem(g, cluster), args, rows, extras=False)
     predictor_rows(synthetic, args)
+    phase_rows(synthetic, args)
     scaling_rows(synthetic, sorted(set(args.threads)))
     ratios = [r[4] / r[3] for r in rows]
     rnd = {r[1]: r for r in rows if r[2] == "random" and r[0].startswith("synthetic")}
