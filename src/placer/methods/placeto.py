@@ -120,7 +120,18 @@ paper's (section 2, appendix A.6 and A.7) except where stated in the field's com
   worse (NASNet-A mobile k80x4 seed 0 0.953x, k80x2 seed 1 1.033x). Fine-tuning a policy
   refines the same way, its second phase with this config's REINFORCE settings and within the
   ``finetune`` episodes left (a fine-tuning that ends within its first half places with the policy
-  as before).
+  as before). Nor the second phase's units without ``mirrors`` (metis:128 over all ops, so a
+  forward op and its backward op may part; the first phase as it is), measured on the RNNLM, where
+  Placeto stays at its seed (the zoo RNNLM on k80x4: 325.3 ms over 1,700 placements, whatever
+  ``keep_bias``, ``sweeps``, ``restart`` or metis:128 from the start; local search 271.6, Post
+  279.8; with ``mirrors=False`` in both phases it reaches 290.9). Seed 0, 2,000 placements, against
+  this default: the placeto-table1 rows (SimParams.placeto()) Inception-V3 908.7 -> 903.9, NMT-2
+  1,311.1 -> 1,306.5, NASNet 316.6 -> 315.8; zoo RNNLM k80x2 / k80x4 539.4 -> 420.6 / 325.3 -> 314.6,
+  GNMT k80x8 1,055.5 -> 948.4; but the PipeDream profiles ResNet-50 k80x4 513.0 -> 531.8,
+  Inception-V3 k80x2 / k80x4 682.6 -> 691.4 / 670.3 -> 691.4, NASNet-A mobile k80x2 / k80x4 466.1 ->
+  507.7 / 453.4 -> 484.4 (their other 6 rows and the 4 dnn-partitioning training inputs equal):
+  0.992x over the 22 runs, 6 better and 5 worse, 0.935x on the zoo graphs and 1.023x on the
+  PipeDream profiles, where a layer's forward and backward ops parted ship its activations.
 
 * ``devices="auto"`` (ours): the GPUs, as the paper, unless no classical seed fits in memory
   (``start="seeds"``), then every device: on the dnn-partitioning latency inputs (12 accelerators
