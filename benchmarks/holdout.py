@@ -8,7 +8,7 @@ models with presets the tables leave out (A100 / H100 nodes, K80 counts other th
 seed each, the default simulator. Per row: step time (ms) of every method, its ratio to local search,
 and whether it ran out of memory; then the geometric mean and worst ratio per method.
 
-    python benchmarks/holdout.py                    # 2,000 placements, every row (about 15 min here)
+    python benchmarks/holdout.py                    # 2,000 placements, every row (about 10 min of method time here)
     python benchmarks/holdout.py --quick            # 300 placements, three rows
     python benchmarks/holdout.py --methods post --placements 600 --json out.json
 """

@@ -122,8 +122,9 @@ paper's (section 2, appendix A.6 and A.7) except where stated in the field's com
   ``finetune`` episodes left (a fine-tuning that ends within its first half places with the policy
   as before). Nor the second phase's units without ``mirrors`` (metis:128 over all ops, so a
   forward op and its backward op may part; the first phase as it is), measured on the RNNLM, where
-  Placeto stays at its seed (the zoo RNNLM on k80x4: 325.3 ms over 1,700 placements, whatever
-  ``keep_bias``, ``sweeps``, ``restart`` or metis:128 from the start; local search 271.6, Post
+  Placeto stays at its seed (the zoo RNNLM on k80x4: 325.3 ms over its last 1,700 placements, with
+  ``keep_bias`` 0.5, ``sweeps`` 2 or ``restart="start"`` as well; 324.9 on metis:128 from the
+  start; its seed 325.7; local search 271.6, Post
   279.8; with ``mirrors=False`` in both phases it reaches 290.9). Seed 0, 2,000 placements, against
   this default: the placeto-table1 rows (SimParams.placeto()) Inception-V3 908.7 -> 903.9, NMT-2
   1,311.1 -> 1,306.5, NASNet 316.6 -> 315.8; zoo RNNLM k80x2 / k80x4 539.4 -> 420.6 / 325.3 -> 314.6,

@@ -625,8 +625,9 @@ def run_placeto(GI, GF, CF, CI, PI, place, WI, WF, vi, vf):
     running op's end or its next wake-up, the two alternate) and one per bus, with a tournament tree
     over the slots instead of the sorted ring, 1,752 -> 2,194 us per simulation (each update walks
     log2(2 D) levels through memory, where the ring's insertion is a short walk from its tail); the
-    memory frees written as products with 0/1 (``x * (r == 0)``) instead of selects, which LLVM had
-    compiled into branches around the loads, 2,126 -> 2,078 us (2%, within the machine's noise)."""
+    memory frees and the prepass's largest-remote-edge select written as products with 0/1
+    (``x * (r == 0)``) instead of selects, which LLVM had compiled into branches around the loads,
+    2,126 -> 2,078 us (2%, within the machine's noise)."""
     n, m, D = CI[0], CI[1], CI[2]
     succ_ptr = GI[0:n + 1]
     o = n + 1 + m
