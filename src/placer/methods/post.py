@@ -85,7 +85,7 @@ Where this differs from the paper, and why:
 * A second start, the layer-wise split (``start="best"``): the forward layers cut into one piece
   per GPU, for every piece count from 2 to the number of GPUs, the cuts moved by a pattern search on
   simulated step time (:func:`placer.methods.layer_split.tune_split`; ``split_search`` simulations
-  in all, about 4% of the default budget, every one counted; splits, and the split against the single
+  in all, 3% of the default budget, every one counted; splits, and the split against the single
   device, compare in :func:`placer.sim.memory_first` order: one that fits in memory first). When it
   beats the whole graph on the fastest device (simulated once), each unit starts with ``start_mass`` on the device of the split
   that runs most of its compute instead, and the first sample is that placement of the units.
@@ -138,6 +138,22 @@ Where this differs from the paper, and why:
   improve on it; local search 490.9 / 493.5 / 498.4). Where no relieved seed fits within the share
   (Inception-V3 inference), Post goes on around the seed overflowing least at ``oom_start_mass``:
   2,826.1 / 2,593.1 / 2,964.2 -> 2,746.3 / 2,884.6 / 2,852.3 (those placements fewer).
+* ``split_search = 72`` (was 24): the layer split's cut search above shares its simulations among
+  the piece counts 2..G, so at 24 a 4-GPU split had 7 per piece count and an 8-GPU one 2, too few to
+  move the cuts off equal compute; the ``layer-split`` seed of local search spends 24 per piece
+  count. The searched split alone, 24 -> 72 (-> 192), ms: RNNLM k80x4 325.7 -> 323.3 (322.9),
+  NMT-4 702.3 -> 689.0, Inception-V3 k80x4 1,053.1 -> 1,021.8, GNMT k80x8 1,462.6 -> 1,448.9
+  (1,419.1), the PipeDream ResNet-50 / NASNet-A mobile profiles on k80x4 541.2 / 583.8 -> 515.3 /
+  561.4; the 2-GPU rows unchanged. Post, 24 -> 72 (seeds 0 and 1, step-time ratios): the 11
+  post-table1 rows (600 placements) and 6 real-graphs rows (the PipeDream ResNet-50, Inception-V3
+  and NASNet-A mobile profiles on k80x4, the dnn-partitioning BERT-3, ResNet-50 and Inception-V3
+  training inputs; 2,000) 0.994x geometric mean over 34 runs, 10 better, 6 worse (PipeDream
+  ResNet-50 k80x4 541.2 -> 515.3 on both seeds, NASNet-A mobile k80x4 0.942x on seed 0; worst NMT-4
+  seed 0 460.9 -> 466.3, dnn-partitioning Inception-V3 training seed 0 1.013x, the other 4 under
+  0.3%); the 8 zoo / cluster pairs of benchmarks/holdout.py (2,000) 0.981x over 16 runs, 7 better,
+  1 worse (RNNLM k80x4 279.8 / 279.2 -> 243.5 / 256.8, below local search's 271.6; GNMT k80x8
+  780.4 / 788.2 -> 746.9 / 768.9; worst BERT-large k80x8 seed 0 1.012x). At 600 placements the split is still tried (it needs 4x
+  its simulations left, 288).
 * The uniform-mixing weight decays linearly from the paper's 0.1 to 0 over the run; the paper keeps
   eps constant ("e.g., 0.1", section 3.3). Once the cross-entropy updates have made the distribution
   degenerate, a constant 0.1 keeps sampling about one unit in ten away from the mode, a local search
@@ -230,7 +246,7 @@ class PostConfig(MethodConfig):
     start_mode: bool = True  # the first batch's first sample is the start distribution's most likely placement (ours)
     start: str = "seeds"  # the start each unit favours: "fastest" (one device), the "best" of it and the layer split, or "seeds" (ours)
     seeds: str = CHEAP_SEEDS  # the classical heuristics start="seeds" also tries, comma-separated (those of local-search)
-    split_search: int = 24  # simulations searching the layer split's cuts over all piece counts, for start="best" / "seeds" (ours)
+    split_search: int = 72  # simulations searching the layer split's cuts over all piece counts, for start="best" / "seeds" (ours; see the module docstring)
 
     @classmethod
     def method_name(cls) -> str:
