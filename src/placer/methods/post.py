@@ -152,8 +152,9 @@ Where this differs from the paper, and why:
   seed 0 460.9 -> 466.3, dnn-partitioning Inception-V3 training seed 0 1.013x, the other 4 under
   0.3%); the 8 zoo / cluster pairs of benchmarks/holdout.py (2,000) 0.981x over 16 runs, 7 better,
   1 worse (RNNLM k80x4 279.8 / 279.2 -> 243.5 / 256.8, below local search's 271.6; GNMT k80x8
-  780.4 / 788.2 -> 746.9 / 768.9; worst BERT-large k80x8 seed 0 1.012x). At 600 placements the split is still tried (it needs 4x
-  its simulations left, 288).
+  780.4 / 788.2 -> 746.9 / 768.9; worst BERT-large k80x8 seed 0 1.012x). At 600 placements the
+  split is still tried (it needs 4x its simulations left, 288). The other methods that search this
+  split (Placeto, the Hierarchical Planner, Mars, GDP) keep 24 until measured.
 * The uniform-mixing weight decays linearly from the paper's 0.1 to 0 over the run; the paper keeps
   eps constant ("e.g., 0.1", section 3.3). Once the cross-entropy updates have made the distribution
   degenerate, a constant 0.1 keeps sampling about one unit in ten away from the mode, a local search
@@ -246,7 +247,7 @@ class PostConfig(MethodConfig):
     start_mode: bool = True  # the first batch's first sample is the start distribution's most likely placement (ours)
     start: str = "seeds"  # the start each unit favours: "fastest" (one device), the "best" of it and the layer split, or "seeds" (ours)
     seeds: str = CHEAP_SEEDS  # the classical heuristics start="seeds" also tries, comma-separated (those of local-search)
-    split_search: int = 72  # simulations searching the layer split's cuts over all piece counts, for start="best" / "seeds" (ours; see the module docstring)
+    split_search: int = 72  # simulations searching the layer split's cuts over all piece counts (ours; see the module docstring)
 
     @classmethod
     def method_name(cls) -> str:
