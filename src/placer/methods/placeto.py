@@ -79,6 +79,17 @@ paper's (section 2, appendix A.6 and A.7) except where stated in the field's com
   Trained policies place from ``init`` as they were trained (``start`` applies to search from
   scratch only), and the generalization table's scratch column uses ``start="init"`` so that its
   three columns compare one MDP.
+* ``split_search = 72`` (was 24, as Post's; the reason in :mod:`placer.methods.post`): the layer split
+  among the seeds shares its cut search among the piece counts 2..G, so on 4 GPUs 24 simulations left 7
+  per piece count and on 8 GPUs 2. Measured (2,000 placements, seeds 0 and 1, ms, 24 -> 72): the
+  zoo RNNLM on k80x4 325.3 / 325.3 -> 309.3 / 312.2 (local search 271.6), NASNet-A mobile k80x4
+  296.9 / 291.2 -> 289.4 / 288.9, GNMT k80x8 1,055.5 / 1,054.3 -> 1,046.7 / 1,069.0; the real-graphs
+  rows with more than two GPUs (default simulator) equal on the PipeDream Inception-V3 k80x4, the
+  dnn-partitioning Inception-V3 training and BERT-3 inference inputs, PipeDream ResNet-50 k80x4
+  513.0 / 515.1 -> 515.3 / 515.3, NASNet-A mobile k80x4 453.4 / 446.4 -> 454.9 / 446.4,
+  dnn-partitioning Inception-V3 inference 2,230.1 / 2,125.1 -> 2,181.8 / 2,305.0 (its seeds spread
+  that much anyway: sd 98 over seeds 0-2): 0.997x geometric mean over the 18 runs, 5 better, 4 worse.
+  The placeto-table1 rows (two GPUs, one piece count with all 24 already) are unchanged.
 
 * ``restart="best"`` (search mode and fine-tuning, ours): after an update that improved the best
   placement found so far, the next round's episodes start there instead of at the start (the paper
@@ -239,7 +250,7 @@ class PlacetoConfig(MethodConfig):
     init: str = "single"  # episode start: single (all on the first candidate), random, given
     start: str = "seeds"  # search mode: episodes start at the best classical seed, units cut along it; "init": as init (ours)
     seeds: str = CHEAP_SEEDS  # the classical heuristics start="seeds" tries, comma-separated (those of local-search)
-    split_search: int = 24  # simulations searching the layer split's cuts, one of start="seeds"'s candidates (ours)
+    split_search: int = 72  # simulations searching the layer split's cuts, one of start="seeds"'s candidates (ours; was 24)
     restart: str = "best"  # search and fine-tuning: episodes start at the best placement so far ("start": always at the start; ours)
     refine: int = 2  # search and fine-tuning: the rest of the budget on units of grouping N*refine cut along the best so far (1: off; ours)
     refine_at: float = 0.5  # ... after this fraction of the placement budget

@@ -154,7 +154,7 @@ Where this differs from the paper, and why:
   1 worse (RNNLM k80x4 279.8 / 279.2 -> 243.5 / 256.8, below local search's 271.6; GNMT k80x8
   780.4 / 788.2 -> 746.9 / 768.9; worst BERT-large k80x8 seed 0 1.012x). At 600 placements the
   split is still tried (it needs 4x its simulations left, 288). The other methods that search this
-  split (Placeto, the Hierarchical Planner, Mars, GDP) keep 24 until measured.
+  split: Placeto measured and moved to 72 as well; the Hierarchical Planner, Mars and GDP keep 24.
 * The uniform-mixing weight decays linearly from the paper's 0.1 to 0 over the run; the paper keeps
   eps constant ("e.g., 0.1", section 3.3). Once the cross-entropy updates have made the distribution
   degenerate, a constant 0.1 keeps sampling about one unit in ten away from the mode, a local search
