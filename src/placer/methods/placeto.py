@@ -143,7 +143,13 @@ paper's (section 2, appendix A.6 and A.7) except where stated in the field's com
   Inception-V3 k80x2 / k80x4 682.6 -> 691.4 / 670.3 -> 691.4, NASNet-A mobile k80x2 / k80x4 466.1 ->
   507.7 / 453.4 -> 484.4 (their other 6 rows and the 4 dnn-partitioning training inputs equal):
   0.992x over the 22 runs, 6 better and 5 worse, 0.935x on the zoo graphs and 1.023x on the
-  PipeDream profiles, where a layer's forward and backward ops parted ship its activations.
+  PipeDream profiles, where a layer's forward and backward ops parted ship its activations. Nor
+  Post's device-count parts (its ``parts_per_device = 2``: both phases' units also cut along a
+  k-way METIS partition into 2 D parts): seeds 0 / 1, 2,000 placements, ms, against this default:
+  placeto-table1 NMT-2 1,311.1 / 1,302.4 -> 1,467.5 / 1,413.3, Inception-V3 908.7 / 921.8 -> 926.6
+  / 918.9, NASNet 316.6 / 314.0 -> 311.9 / 321.5; PipeDream Inception-V3 k80x4 670.3 / 682.3 ->
+  720.8 / 720.8, NASNet-A mobile k80x4 454.9 / 446.4 -> 548.8 / 543.5 (ResNet-50 k80x4 515.3 ->
+  512.8): more units, each episode visits them all, and the budget buys fewer episodes.
 
 * ``devices="auto"`` (ours): the GPUs, as the paper, unless no classical seed fits in memory
   (``start="seeds"``), then every device: on the dnn-partitioning latency inputs (12 accelerators
