@@ -88,7 +88,8 @@ paper's (section 2, appendix A.6 and A.7) except where stated in the field's com
   dnn-partitioning Inception-V3 training and BERT-3 inference inputs, PipeDream ResNet-50 k80x4
   513.0 / 515.1 -> 515.3 / 515.3, NASNet-A mobile k80x4 453.4 / 446.4 -> 454.9 / 446.4,
   dnn-partitioning Inception-V3 inference 2,230.1 / 2,125.1 -> 2,181.8 / 2,305.0 (its seeds spread
-  that much anyway: sd 98 over seeds 0-2): 0.997x geometric mean over the 18 runs, 5 better, 4 worse.
+  that much anyway: 2,225.2 ± 79.9 ms over seeds 0-2 in the real-graphs table before): 0.997x
+  geometric mean over the 18 runs, 6 better, 5 worse.
   The placeto-table1 rows (two GPUs, one piece count with all 24 already) are unchanged.
 
 * ``restart="best"`` (search mode and fine-tuning, ours): after an update that improved the best
