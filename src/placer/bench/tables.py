@@ -120,8 +120,8 @@ def our_cell(exp: Experiment, cells: list[Cell], agg: Agg, lb_us: float | None, 
         text = f"**{text}**"
     if any(c.stale for c in cells if c.status == OK):
         text += " " + notes.ref("stale", STALE_REASON)
-    if agg.runs < len(cells):  # some seeds failed: say so
-        text += " " + _status_cell(cells, notes)
+    if agg.runs < len(cells):  # some seeds failed or were not run: say how many ran
+        text += f" ({agg.runs} of {len(cells)} seeds; the others " + _status_cell(cells, notes) + ")"
     return text
 
 
