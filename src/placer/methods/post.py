@@ -65,7 +65,12 @@ Where this differs from the paper, and why:
   R = 2 and 3 worse (NMT-4 1.20x at 600). Triggered instead when the elites agree on every unit,
   it fired late (seeds 0 and 1, the 10 rows but NMT-8: after 540-2,400 of 2,400 placements, at 600
   on 3 of 20 runs), and at 2,400 moved Inception-V3 k80x2 by 0.975x / 0.992x and the other 17
-  runs by 1.000-1.008x.
+  runs by 1.000-1.008x. Measured again on the real graphs, where local search's lead on Post grows
+  with the budget (at 20,000 placements: 1.055x, results/paper/real-graphs): the second half of
+  2,000 placements on grouping metis:(64 R) cut along the best so far and the device parts, from
+  ``start_mass`` around it (seeds 0 and 1, the 12 real-graphs rows on 4 GPUs and their own
+  clusters; geometric mean of the step-time ratios): R = 2 1.006x (4 better, 6 worse of 24; dp
+  Inception-V3 inference 2,927 / 2,829 -> 3,082 / 3,078 ms), R = 4 1.016x, R = 16 1.020x.
 * The first sample of the first batch is the start distribution's mode (``start_mode``): every unit
   on the device the start favours, i.e. the whole graph on the fastest device. Where one device is
   best (ResNet), the factorised distribution over 20-50 units rarely draws that exact placement
