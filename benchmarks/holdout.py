@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from placer.bench.tables import _geomean
+from placer.bench.tables import geomean
 from placer.cluster import preset
 from placer.methods.base import Budget, run_method
 from placer.problem import Problem
@@ -67,7 +67,7 @@ def main(argv=None):
     print(f"\n{'method':<14} {'geo-mean x ' + REFERENCE:>26} {'worst':>8} {'rows within 5%':>15}")
     for m in methods:
         r = np.array(ratios[m])
-        print(f"{m:<14} {_geomean(ratios[m]):>26.3f} {r.max():>8.3f} {int((r <= 1.05).sum()):>9} of {len(r)}")
+        print(f"{m:<14} {geomean(ratios[m]):>26.3f} {r.max():>8.3f} {int((r <= 1.05).sum()):>9} of {len(r)}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"placements": budget.placements, "seed": args.seed, "rows": out}, f, indent=1)

@@ -171,7 +171,8 @@ def render_table(plan: Plan) -> tuple[str, Footnotes]:
     return "\n".join(lines), notes
 
 
-def _geomean(xs: list[float]) -> float | None:
+def geomean(xs: list[float]) -> float | None:
+    """Geometric mean of the positive finite values of ``xs`` (None if there is none)."""
     xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
     return float(np.exp(np.mean(np.log(xs)))) if xs else None
 
@@ -198,8 +199,8 @@ def method_stats(plan: Plan) -> list[dict]:
                 vs_cp.append(x.step_ms / a[cp].step_ms)
             pl.append(x.placements or 0)
             sec.append(x.seconds or 0)
-        out.append({"method": m.label, "rows": len(lb), "geo_lb": _geomean(lb), "worst_lb": max(lb) if lb else None,
-                    "wins": wins, "geo_cp_sat": _geomean(vs_cp), "placements": float(np.mean(pl)) if pl else None,
+        out.append({"method": m.label, "rows": len(lb), "geo_lb": geomean(lb), "worst_lb": max(lb) if lb else None,
+                    "wins": wins, "geo_cp_sat": geomean(vs_cp), "placements": float(np.mean(pl)) if pl else None,
                     "seconds": float(np.mean(sec)) if sec else None})
     return out
 
