@@ -171,6 +171,23 @@ def test_a_filtered_run_keeps_left_out_cells_of_older_code_marked_stale(tiny, mo
     assert stale_runs(results, "tiny") == (1, 4, ["expert"]) and "stale [" not in (d / "table.md").read_text()
 
 
+def test_a_cell_with_fewer_seeds_than_asked_says_how_many_ran(tiny):
+    """A method run for seed 0 only, then left out of a command for both seeds: its cell shows
+    seed 0's value and says that 1 of 2 seeds ran, the other not run (not a bare 'not run' that
+    would read as if the value were missing)."""
+    exp, results, _ = tiny
+    run_experiment(exp, "quick", results, seeds=(0,), only_methods={"random"}, plots=False)
+    out = run_experiment(exp, "quick", results, only_methods={"single"}, plots=False)
+    assert out.stats["ran"] == 1  # single (one run: it takes no seed)
+    rows = [r for r in csv.DictReader((results / "tiny" / "results.csv").open())
+            if r["row"] == "tiny" and r["method_label"] == "random"]
+    assert sorted((r["seed"], r["status"]) for r in rows) == [("0", "ok"), ("1", "not run")]
+    value = float(next(r for r in rows if r["seed"] == "0")["step_time_us"]) / 1e3
+    line = next(li for li in (results / "tiny" / "table.md").read_text().splitlines() if li.startswith("| tiny |"))
+    cells = [c for c in line.split("|") if f"{value:,.2f}" in c]
+    assert len(cells) == 1 and cells[0].strip().endswith("(1 of 2 seeds; the others not run [1])"), line
+
+
 def test_a_stale_run_is_one_of_older_code_and_otherwise_the_same_spec(tmp_path):
     """Only a run that differs in the method's code (and the policies that code trained) stands in for a
     left-out cell; a run of another budget, or of the same code with another policy, does not."""
