@@ -16,7 +16,9 @@ simulated over and over lets the CPU's branch predictors learn it, 2x faster at 
 and after them, per size, where a random placement's objective run spends its time (the compiled
 phases timed one by one: state set-up, the placement's prepass, the event loop, the objective), and
 batch throughput against threads (``--threads``, wall-clock: on a shared machine it shows the cores
-the process got).
+the process got), and the floor: the kernel against one compiled pass over the same ops and edges with
+no event queue and no memory (:func:`one_pass`), the least work a simulator of the model does, so
+the ratio says how much of the kernel's time the event order and the memory accounting take.
 
 A move of one op is a full run on a kept Engine (the incremental path was measured and removed:
 see :mod:`placer.sim.fast`), so it has no column of its own.
@@ -38,6 +40,7 @@ from collections import deque
 from pathlib import Path
 
 import numpy as np
+from numba import njit
 
 from placer.cluster import preset
 from placer.problem import Problem
@@ -370,6 +373,84 @@ def scaling_rows(problems, threads):
                   flush=True)
 
 
+# ---------------------------------------------------------------------------- the floor
+U = K.U
+
+
+@njit(**K.HOT)
+def one_pass(pred_ptr, pred_idx, succ_ptr, succ_idx, ebytes, comp, place, D, bw, lat, op_gap, bus_gap, end, arr, free,
+             bfree):
+    """Step time by list scheduling in the ops' index (topological) order: one pass, no event queue,
+    no memory. Each op starts when its inputs are in (a local parent's end, a remote parent's
+    arrival) and its device is free; its one transfer (the largest remote edge, over the slowest link
+    to a consumer's device, as in the ``placeto`` model) leaves when it ends and its bus is free.
+    Not the ``placeto`` model (a device runs its ops in index order, not in the order they became
+    runnable, and nothing is ordered by time): the least work a simulator of it does, every op and
+    every edge read once or twice, compiled as the kernel is."""
+    for d in range(D):
+        free[d] = 0.0
+        bfree[d] = 0.0
+    mk = 0.0
+    for u in range(U(len(place))):
+        di = place[u]
+        d = U(di)
+        r = 0.0
+        for j in range(U(pred_ptr[u]), U(pred_ptr[u + U(1)])):
+            w = U(pred_idx[j])
+            v = end[w] if place[w] == di else arr[w]
+            r = v if v > r else r
+        s = r if r > free[d] else free[d]
+        c = comp[u * U(D) + d]
+        e = s + c
+        end[u] = e
+        free[d] = e + (op_gap if c > 0 else 0.0)
+        mk = e if e > mk else mk
+        mb = 0.0
+        mask = 0
+        for j in range(U(succ_ptr[u]), U(succ_ptr[u + U(1)])):
+            x = place[U(succ_idx[j])]
+            b = 0.0 if x == di else ebytes[j]
+            mb = b if b > mb else mb
+            mask |= np.int64(x != di) << x
+        dur = 0.0
+        if mask != 0:
+            for x in range(U(D)):  # branch-free: a select per device
+                v = lat[d * U(D) + x] + mb / bw[d * U(D) + x]
+                dur = v if (v > dur) & ((mask >> np.int64(x)) & 1 == 1) else dur
+            a = (e if e > bfree[d] else bfree[d]) + dur
+            arr[u] = a
+            bfree[d] = a + bus_gap
+            mk = a if a > mk else mk
+        else:
+            arr[u] = e
+    return mk
+
+
+def floor_rows(problems, args):
+    """The kernel against the floor (:func:`one_pass`) on the same 16 random placements, per size:
+    how far an exact event simulation is from the least work any simulator does."""
+    print(f"\n{'graph':<26} {'ops':>6} {'edges':>6} {'floor us':>9} {'kernel us':>10} {'kernel / floor':>14}")
+    prm = SimParams.placeto()
+    for n, problem in problems.items():
+        g = problem.graph
+        i64 = lambda a: np.ascontiguousarray(a, dtype=np.int64)
+        pred_ptr, pred_idx, succ_ptr, succ_idx = i64(g.pred_ptr), i64(g.pred_idx), i64(g.succ_ptr), i64(g.succ_idx)
+        assert all((pred_idx[pred_ptr[i]:pred_ptr[i + 1]] < i).all() for i in range(0, n, max(1, n // 200)))
+        ebytes = np.ascontiguousarray(g.edge_bytes, dtype=np.float64)
+        comp = np.ascontiguousarray(problem.compute_us, dtype=np.float64).ravel()
+        bw, lat = (np.ascontiguousarray(a).ravel() for a in link_matrices(problem, prm))
+        D = problem.n_devices
+        end, arr, free, bfree = np.zeros(n), np.zeros(n), np.zeros(D), np.zeros(D)
+        ps = [q.astype(np.int64) for q in placements(problem, np.random.default_rng(0))["random"]]
+        eng = Engine(problem, prm)
+        op_gap, bus_gap = float(eng.CF[0]), float(eng.CF[1])
+        t_floor = median_time(lambda q: one_pass(pred_ptr, pred_idx, succ_ptr, succ_idx, ebytes, comp, q, D, bw, lat,
+                                                 op_gap, bus_gap, end, arr, free, bfree), args.repeat, 0.2, ps)
+        t_k = median_time(eng.objective, args.repeat, 0.2, ps)
+        print(f"{'synthetic-' + str(n):<26} {n:>6} {len(succ_idx):>6} {t_floor * 1e6:>9.1f} {t_k * 1e6:>10.1f} "
+              f"{t_k / t_floor:>13.2f}x", flush=True)
+
+
 def real_graphs():
     from placer.frontends import load_any_graph
 
@@ -408,6 +489,7 @@ def main(argv=None):
             bench_graph(name, Problem(g, cluster), args, rows, extras=False)
     predictor_rows(synthetic, args)
     phase_rows(synthetic, args)
+    floor_rows(synthetic, args)
     scaling_rows(synthetic, sorted(set(args.threads)))
     ratios = [r[4] / r[3] for r in rows]
     rnd = {r[1]: r for r in rows if r[2] == "random" and r[0].startswith("synthetic")}
