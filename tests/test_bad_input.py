@@ -207,6 +207,9 @@ CASES = [
     ("zoo export --batch 0", lambda t: ["zoo", "export", "resnet50", "--out", str(t / "o.json"), "--batch", "0"], "--batch"),
     # bench
     ("bench --methods nonexistent", lambda t: ["bench", "classical", "--quick", "--methods", "nonexistent"], "nonexistent"),
+    # a label holding a comma is one method: only the unknown name is refused
+    ("bench --methods a label with a comma", lambda t: ["bench", "real-graphs", "--quick", "--methods",
+                                                        "placeto, frozen policy (ablation),nope"], "'nope'"),
     ("bench --rows nosuchrow", lambda t: ["bench", "classical", "--quick", "--rows", "nosuchrow"], "nosuchrow"),
     ("bench --seeds ,", lambda t: ["bench", "classical", "--quick", "--seeds", ","], "--seeds"),
     ("bench --seeds a,b", lambda t: ["bench", "classical", "--quick", "--seeds", "a,b"], "--seeds"),

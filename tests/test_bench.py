@@ -616,3 +616,18 @@ def test_code_tokens_ignore_docstrings_and_comments_but_not_code():
                     'def f(x):\n    """Doc."""\n    y = x + 1\nreturn_ = 1\n',  # indentation moves a statement
                     'def f(x):\n    """Doc."""\n    y = x + 1\n    return y\n    return y\n'):
         assert code_tokens(a) != code_tokens(changed), changed
+
+
+def test_methods_option_keeps_a_label_that_holds_commas_whole():
+    """``--methods`` splits on commas, but a known label with commas in it is one item (the longest
+    run of pieces that joins into a label), so every column of real-graphs can be selected."""
+    from placer.cli.bench import _method_names, _parse_methods
+
+    known = _method_names("real-graphs")
+    assert "placeto, frozen policy (ablation)" in known
+    assert _parse_methods("placeto, frozen policy (ablation),local-search", known) == {
+        "placeto, frozen policy (ablation)", "local-search"}
+    assert _parse_methods("placeto,local-search", known) == {"placeto", "local-search"}
+    assert _parse_methods("placeto ,  frozen policy (ablation)", known) == {"placeto, frozen policy (ablation)"}
+    assert _parse_methods("frozen policy (ablation)", known) == {"frozen policy (ablation)"}  # refused later
+    assert _parse_methods(None, known) is None

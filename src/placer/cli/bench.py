@@ -73,13 +73,37 @@ def _parse_list(option: str, text: str | None) -> set[str] | None:
     return items
 
 
-def _check_filters(name: str, methods: set[str] | None, rows: set[str] | None) -> None:
-    """--methods and --rows must each select something of the experiment: a typo runs nothing."""
+def _method_names(name: str) -> set[str]:
+    """The labels and method names ``--methods`` may give for experiment ``name``."""
     from placer.bench.experiments import EXPERIMENTS
     from placer.bench.spec import with_registered
 
     exp = EXPERIMENTS[name]
-    known = {m.label for m in with_registered(exp)} | {m.method for m in with_registered(exp)}
+    return {m.label for m in with_registered(exp)} | {m.method for m in with_registered(exp)}
+
+
+def _parse_methods(text: str | None, known: set[str]) -> set[str] | None:
+    """``--methods``: comma-separated labels or names, where a label may hold commas itself
+    ("placeto, frozen policy (ablation)"): the longest run of pieces that joins into a known label is
+    one item."""
+    items = _parse_list("--methods", text)
+    if items is None:
+        return None
+    parts = [s.strip() for s in text.split(",")]
+    out, i = set(), 0
+    while i < len(parts):
+        j = next((j for j in range(len(parts), i + 1, -1) if ", ".join(parts[i:j]) in known), i + 1)
+        out.add(", ".join(parts[i:j]))
+        i = j
+    return {s for s in out if s}
+
+
+def _check_filters(name: str, methods: set[str] | None, rows: set[str] | None) -> None:
+    """--methods and --rows must each select something of the experiment: a typo runs nothing."""
+    from placer.bench.experiments import EXPERIMENTS
+
+    exp = EXPERIMENTS[name]
+    known = _method_names(name)
     for m in sorted(methods or ()):
         if m not in known:
             raise InputError("--methods", f"'{m}'", f"is not a method of {name}",
@@ -104,7 +128,8 @@ def _run(name: str, quick: bool, budget: str, jobs: int, seeds: str | None, meth
         raise InputError("--jobs", str(jobs), "must be at least 1", "e.g. --jobs 2")
     if backend not in ("process", "ray"):
         raise InputError("--backend", f"'{backend}'", "is not a backend", "use 'process' or 'ray'")
-    seed_list, method_set, row_set = _parse_seeds(seeds), _parse_list("--methods", methods), _parse_list("--rows", rows)
+    seed_list, method_set = _parse_seeds(seeds), _parse_methods(methods, _method_names(name))
+    row_set = _parse_list("--rows", rows)
     _check_filters(name, method_set, row_set)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err_console, transient=True, disable=not err_console.is_terminal) as prog:
