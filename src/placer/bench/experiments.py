@@ -487,7 +487,7 @@ experiment(Experiment(
         "the policy's learning rates scaled by 0.1 / 0.3 / 3 (seed 0, cifar10 and nmt #0-#3; the first rounds "
         "sample the same placements whatever the rate): placements to scratch's result cifar10 #1 133 -> 144 / "
         "142 / 130, #3 194 -> 211 / 205 / 187, nmt #0 133 -> 377 / 385 / 293, nmt #3 979 -> not reached / 907 / "
-        "849, the other four rows unchanged.",
+        "849, cifar10 #2 297 -> 258 / 255 / 616, cifar10 #0, nmt #1 and #2 unchanged (24, 5, 2).",
     ),
 ))
 
