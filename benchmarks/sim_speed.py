@@ -378,51 +378,53 @@ U = K.U
 
 
 @njit(**K.HOT)
-def one_pass(pred_ptr, pred_idx, succ_ptr, succ_idx, ebytes, comp, place, D, bw, lat, op_gap, bus_gap, end, arr, free,
-             bfree):
+def one_pass(succ_ptr, succ_idx, ebytes, comp, place, D, bw, lat, op_gap, bus_gap, ready, free, bfree):
     """Step time by list scheduling in the ops' index (topological) order: one pass, no event queue,
-    no memory. Each op starts when its inputs are in (a local parent's end, a remote parent's
-    arrival) and its device is free; its one transfer (the largest remote edge, over the slowest link
-    to a consumer's device, as in the ``placeto`` model) leaves when it ends and its bus is free.
-    Not the ``placeto`` model (a device runs its ops in index order, not in the order they became
-    runnable, and nothing is ordered by time): the least work a simulator of it does, every op and
-    every edge read once or twice, compiled as the kernel is."""
+    no memory. Each op starts when its inputs are in and its device is free; its one transfer (the
+    largest remote edge, over the slowest link to a consumer's device, as in the ``placeto`` model)
+    leaves when it ends and its bus is free; then it pushes its end (local consumers) or its
+    arrival (remote ones) into its consumers' ready times. Not the ``placeto`` model (a device runs
+    its ops in index order, not in the order they became runnable, and nothing is ordered by time):
+    the least work a simulator of it does, every op read once and every edge's consumer twice,
+    compiled as the kernel is. Pushing along the successor lists measured 20% faster than pulling
+    from the predecessors' ends (10k ops: 480 against 590-610 us, the same makespans)."""
     for d in range(D):
         free[d] = 0.0
         bfree[d] = 0.0
+    n = U(len(place))
+    for u in range(n):
+        ready[u] = 0.0
     mk = 0.0
-    for u in range(U(len(place))):
+    for u in range(n):
         di = place[u]
         d = U(di)
-        r = 0.0
-        for j in range(U(pred_ptr[u]), U(pred_ptr[u + U(1)])):
-            w = U(pred_idx[j])
-            v = end[w] if place[w] == di else arr[w]
-            r = v if v > r else r
+        r = ready[u]
         s = r if r > free[d] else free[d]
         c = comp[u * U(D) + d]
         e = s + c
-        end[u] = e
         free[d] = e + (op_gap if c > 0 else 0.0)
         mk = e if e > mk else mk
         mb = 0.0
         mask = 0
-        for j in range(U(succ_ptr[u]), U(succ_ptr[u + U(1)])):
+        lo, hi = U(succ_ptr[u]), U(succ_ptr[u + U(1)])
+        for j in range(lo, hi):
             x = place[U(succ_idx[j])]
             b = 0.0 if x == di else ebytes[j]
             mb = b if b > mb else mb
             mask |= np.int64(x != di) << x
-        dur = 0.0
+        a = e
         if mask != 0:
+            dur = 0.0
             for x in range(U(D)):  # branch-free: a select per device
                 v = lat[d * U(D) + x] + mb / bw[d * U(D) + x]
                 dur = v if (v > dur) & ((mask >> np.int64(x)) & 1 == 1) else dur
             a = (e if e > bfree[d] else bfree[d]) + dur
-            arr[u] = a
             bfree[d] = a + bus_gap
             mk = a if a > mk else mk
-        else:
-            arr[u] = e
+        for j in range(lo, hi):
+            cj = U(succ_idx[j])
+            v = e if place[cj] == di else a
+            ready[cj] = v if v > ready[cj] else ready[cj]
     return mk
 
 
@@ -436,18 +438,18 @@ def floor_rows(problems, args):
     for n, problem in problems.items():
         g = problem.graph
         i64 = lambda a: np.ascontiguousarray(a, dtype=np.int64)
-        pred_ptr, pred_idx, succ_ptr, succ_idx = i64(g.pred_ptr), i64(g.pred_idx), i64(g.succ_ptr), i64(g.succ_idx)
-        assert all((pred_idx[pred_ptr[i]:pred_ptr[i + 1]] < i).all() for i in range(0, n, max(1, n // 200)))
+        succ_ptr, succ_idx = i64(g.succ_ptr), i64(g.succ_idx)
+        assert all((succ_idx[succ_ptr[i]:succ_ptr[i + 1]] > i).all() for i in range(0, n, max(1, n // 200)))
         ebytes = np.ascontiguousarray(g.edge_bytes, dtype=np.float64)
         comp = np.ascontiguousarray(problem.compute_us, dtype=np.float64).ravel()
         bw, lat = (np.ascontiguousarray(a).ravel() for a in link_matrices(problem, prm))
         D = problem.n_devices
-        end, arr, free, bfree = np.zeros(n), np.zeros(n), np.zeros(D), np.zeros(D)
+        ready, free, bfree = np.zeros(n), np.zeros(D), np.zeros(D)
         ps = [q.astype(np.int64) for q in placements(problem, np.random.default_rng(0))["random"]]
         eng = Engine(problem, prm)
         op_gap, bus_gap = float(eng.CF[0]), float(eng.CF[1])
-        t_floor = median_time(lambda q: one_pass(pred_ptr, pred_idx, succ_ptr, succ_idx, ebytes, comp, q, D, bw, lat,
-                                                 op_gap, bus_gap, end, arr, free, bfree), args.repeat, 0.2, ps)
+        t_floor = median_time(lambda q: one_pass(succ_ptr, succ_idx, ebytes, comp, q, D, bw, lat, op_gap, bus_gap,
+                                                 ready, free, bfree), args.repeat, 0.2, ps)
         t_k = median_time(eng.objective, args.repeat, 0.2, ps)
         print(f"{'synthetic-' + str(n):<26} {n:>6} {len(succ_idx):>6} {t_floor * 1e6:>9.1f} {t_k * 1e6:>10.1f} "
               f"{t_k / t_floor:>13.2f}x", flush=True)
