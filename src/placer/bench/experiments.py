@@ -202,7 +202,7 @@ experiment(Experiment(
         "placements): RNN-based's #placements over the placements Placeto (transfer) sampled until its best-so-far "
         "first reached RNN-based's final step time. Placeto (scratch) gets there sooner still (at its seeded start on "
         "Inception-V3 and NASNet, after 29 placements on NMT): our RNN-based stops improving after 84-268 placements "
-        "near the single-GPU step time, so this column shows how fast the transferred policy improves from one GPU, "
+        "near the expert's step time, so this column shows how fast the transferred policy improves from one GPU, "
         "not that transfer beats the seeded search.",
         "Placeto (transfer) starts from a policy trained on Inception-V3 with the same budget as a scratch run "
         "(not counted in its #placements, as in the paper) and fine-tunes within the column's budget (its second "
