@@ -324,6 +324,7 @@ def test_reduction_with_fewer_placements_reads_each_curve_at_a_fifth_of_the_targ
     assert E.reduction_with_fewer("late", "scratch")({"scratch": target, "late": late}) is None
     assert E.reduction_with_fewer("tuned", "gone")(a) is None
 
+
 def test_experiment_specs_are_consistent():
     assert set(E.EXPERIMENTS) >= {"placeto-table1", "hp-table1", "post-table1", "mars", "classical",
                                   "generalization", "real-graphs"}

@@ -98,12 +98,12 @@ def _parse_methods(text: str | None, known: set[str]) -> set[str] | None:
     return {s for s in out if s}
 
 
-def _check_filters(name: str, methods: set[str] | None, rows: set[str] | None) -> None:
-    """--methods and --rows must each select something of the experiment: a typo runs nothing."""
+def _check_filters(name: str, known: set[str], methods: set[str] | None, rows: set[str] | None) -> None:
+    """--methods and --rows must each select something of the experiment (``known``: its
+    :func:`_method_names`): a typo runs nothing."""
     from placer.bench.experiments import EXPERIMENTS
 
     exp = EXPERIMENTS[name]
-    known = _method_names(name)
     for m in sorted(methods or ()):
         if m not in known:
             raise InputError("--methods", f"'{m}'", f"is not a method of {name}",
@@ -128,9 +128,9 @@ def _run(name: str, quick: bool, budget: str, jobs: int, seeds: str | None, meth
         raise InputError("--jobs", str(jobs), "must be at least 1", "e.g. --jobs 2")
     if backend not in ("process", "ray"):
         raise InputError("--backend", f"'{backend}'", "is not a backend", "use 'process' or 'ray'")
-    seed_list, method_set = _parse_seeds(seeds), _parse_methods(methods, _method_names(name))
-    row_set = _parse_list("--rows", rows)
-    _check_filters(name, method_set, row_set)
+    known = _method_names(name)
+    seed_list, method_set, row_set = _parse_seeds(seeds), _parse_methods(methods, known), _parse_list("--rows", rows)
+    _check_filters(name, known, method_set, row_set)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err_console, transient=True, disable=not err_console.is_terminal) as prog:
         task = prog.add_task(f"{name}: loading graphs", total=None)
