@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
+from placer.bench import columns as C
 from placer.bench import experiments as E
 from placer.bench import graphs as G
 from placer.bench.harness import run_experiment, runs_made_on
@@ -40,7 +41,7 @@ def tiny(tmp_path):
                  Method("future", "no-such-method"),
                  Method("random (transfer)", "random", params={"transfer_from": "x"})),
         budgets={"quick": Level(15, seeds=(0, 1)), "default": Level(25, seeds=(0, 1)), "paper": Level(50)},
-        derived=(E.Derived("random vs single", E.reduction_vs("single", "random")),),
+        derived=(E.Derived("random vs single", C.reduction_vs("single", "random")),),
         differences=("it is a test",),
     )
     return exp, tmp_path / "results", gpath
@@ -287,42 +288,9 @@ def test_helpers():
     assert decode_placement(encode_placement(np.zeros(0, dtype=np.int64), 2)).shape == (0,)
     assert stable_hash({"a": 1, "b": [1, 2]}) == stable_hash({"b": [1, 2], "a": 1})
     a = {"x": Agg(2.0, False, 5, 10, 1, 1), "y": Agg(1.0, False, 2, 10, 1, 1), "z": Agg(0.5, True, 1, 1, 1, 1)}
-    assert E.reduction_vs(("x", "z"), "y")(a) == pytest.approx(50.0)  # z is OOM: left out of the base
-    assert E.reduction_vs("x", "z")(a) is None
-    assert E.ratio_of_counts("x", "y")(a) == pytest.approx(2.5)
-
-
-def test_placements_to_reach_another_columns_result_read_off_each_runs_curve():
-    """The generalization table's fine-tuning columns: the first placement count at which each run's
-    best-so-far is no slower than the target column's mean step time, averaged over runs; "not
-    reached" when one run never got there; the saving divides the target's placements to its best."""
-    target = Agg(250.0, False, 600, 1000, 1, 1)
-    tuned = Agg(240.0, False, 80, 1000, 1, 2, curves=(((1, 300.0), (40, 250.0), (90, 240.0)),
-                                                      ((1, 280.0), (60, 249.0))))
-    a = {"scratch": target, "tuned": tuned}
-    assert E.to_reach("tuned", "scratch")(a) == pytest.approx(50.0)  # (40 + 60) / 2
-    assert E.saving_to_reach("tuned", "scratch")(a) == pytest.approx(12.0)  # 600 / 50
-    late = Agg(255.0, False, 1, 1000, 1, 1, curves=(((1, 255.0),),))
-    assert E.to_reach("late", "scratch")({"scratch": target, "late": late}) == "not reached"
-    assert E.saving_to_reach("late", "scratch")({"scratch": target, "late": late}) is None
-    assert E.to_reach("tuned", "gone")(a) is None  # no target column: nothing to reach
-
-
-def test_reduction_with_fewer_placements_reads_each_curve_at_a_fifth_of_the_targets_count():
-    """The graded fine-tuning column: each run's best-so-far after a fifth of the target's placements
-    to its best (here 600 / 5 = 120), averaged, against the target's step time; None when a run had
-    no placement by then or there is no target."""
-    target = Agg(250.0, False, 600, 1000, 1, 1)
-    tuned = Agg(240.0, False, 80, 1000, 1, 2, curves=(((1, 300.0), (40, 255.0), (121, 240.0)),
-                                                      ((1, 280.0), (120, 245.0))))
-    a = {"scratch": target, "tuned": tuned}
-    assert E.reduction_with_fewer("tuned", "scratch")(a) == pytest.approx(0.0)  # (255 + 245) / 2 = 250 at 120
-    assert E.reduction_with_fewer("tuned", "scratch", k=600)(a) == pytest.approx(-16.0)  # (300 + 280) / 2 at 1
-    fast = Agg(200.0, False, 1, 1000, 1, 1, curves=(((1, 200.0),),))
-    assert E.reduction_with_fewer("fast", "scratch")({"scratch": target, "fast": fast}) == pytest.approx(20.0)
-    late = Agg(240.0, False, 300, 1000, 1, 1, curves=(((300, 240.0),),))
-    assert E.reduction_with_fewer("late", "scratch")({"scratch": target, "late": late}) is None
-    assert E.reduction_with_fewer("tuned", "gone")(a) is None
+    assert C.reduction_vs(("x", "z"), "y")(a) == pytest.approx(50.0)  # z is OOM: left out of the base
+    assert C.reduction_vs("x", "z")(a) is None
+    assert C.ratio_of_counts("x", "y")(a) == pytest.approx(2.5)
 
 
 def test_experiment_specs_are_consistent():

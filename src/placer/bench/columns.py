@@ -1,0 +1,101 @@
+"""Derived columns of the experiments' tables: functions of one row's aggregated cells (label ->
+:class:`placer.bench.spec.Agg`) that give a reduction, a placement count or a ratio of counts, or None
+where a cell they read is missing, out of memory or has no curve."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from placer.bench.spec import Agg
+
+
+def _ms(a: Mapping[str, Agg], label: str) -> float | None:
+    x = a.get(label)
+    return None if x is None or x.step_ms is None or x.oom else x.step_ms
+
+
+def reduction_vs(base: str | tuple[str, ...], new: str):
+    """100 * (best of ``base`` - ``new``) / best of ``base``: positive when ``new`` is faster.
+    OOM or missing cells are left out of the base, as the papers do."""
+    bases = (base,) if isinstance(base, str) else base
+
+    def fn(a: Mapping[str, Agg]) -> float | None:
+        b = [v for v in (_ms(a, k) for k in bases) if v is not None]
+        n = _ms(a, new)
+        return None if not b or n is None else 100.0 * (min(b) - n) / min(b)
+
+    return fn
+
+
+def _count(label: str, field: str):
+    def fn(a: Mapping[str, Agg]) -> float | None:
+        x = a.get(label)
+        return None if x is None else getattr(x, field)
+
+    return fn
+
+
+def to_best(label: str):
+    """Placements the column sampled until its best was first reached (mean over seeds)."""
+    return _count(label, "placements_to_best")
+
+
+def used(label: str):
+    """Placements the column sampled in all (mean over seeds)."""
+    return _count(label, "placements")
+
+
+def to_reach(label: str, target: str):
+    """Placements the column sampled until its best-so-far first reached ``target``'s step time (mean
+    over its runs; "not reached" when some run never did within its budget)."""
+
+    def fn(a: Mapping[str, Agg]) -> float | str | None:
+        x, goal = a.get(label), _ms(a, target)
+        if x is None or goal is None or not x.curves or x.oom:
+            return None
+        firsts = [next((p for p, v in c if v <= goal * (1 + 1e-9)), None) for c in x.curves]
+        return "not reached" if None in firsts else sum(firsts) / len(firsts)
+
+    return fn
+
+
+def saving_to_reach(label: str, target: str):
+    """``target``'s placements until its best, over ``label``'s placements until it reached that
+    best (:func:`to_reach`): how many times fewer placements ``label`` needed."""
+    reach = to_reach(label, target)
+
+    def fn(a: Mapping[str, Agg]) -> float | None:
+        n, t = reach(a), a.get(target)
+        if not isinstance(n, float) or t is None or not t.placements_to_best:
+            return None
+        return t.placements_to_best / n
+
+    return fn
+
+
+def reduction_with_fewer(label: str, target: str, k: int = 5):
+    """:func:`reduction_vs` of ``label``'s best-so-far after 1/k of the placements ``target`` took to
+    its best (at least one), against ``target``'s result, mean over ``label``'s runs: positive when
+    ``label`` is already faster with k times fewer placements, 0 when it is there."""
+
+    def fn(a: Mapping[str, Agg]) -> float | None:
+        x, t, goal = a.get(label), a.get(target), _ms(a, target)
+        if x is None or t is None or goal is None or not x.curves or x.oom or not t.placements_to_best:
+            return None
+        cut = max(1.0, t.placements_to_best / k)
+        bests = [min((v for p, v in c if p <= cut), default=None) for c in x.curves]
+        if None in bests:
+            return None
+        return 100.0 * (goal - sum(bests) / len(bests)) / goal
+
+    return fn
+
+
+def ratio_of_counts(num: str, den: str):
+    def fn(a: Mapping[str, Agg]) -> float | None:
+        x, y = a.get(num), a.get(den)
+        if x is None or y is None or x.placements_to_best is None or not y.placements_to_best:
+            return None
+        return x.placements_to_best / y.placements_to_best
+
+    return fn

@@ -1,0 +1,41 @@
+"""The tables' derived columns (placer.bench.columns) on hand-made aggregated cells."""
+
+from __future__ import annotations
+
+import pytest
+
+from placer.bench import columns as C
+from placer.bench.spec import Agg
+
+
+def test_placements_to_reach_another_columns_result_read_off_each_runs_curve():
+    """The generalization table's fine-tuning columns: the first placement count at which each run's
+    best-so-far is no slower than the target column's mean step time, averaged over runs; "not
+    reached" when one run never got there; the saving divides the target's placements to its best."""
+    target = Agg(250.0, False, 600, 1000, 1, 1)
+    tuned = Agg(240.0, False, 80, 1000, 1, 2, curves=(((1, 300.0), (40, 250.0), (90, 240.0)),
+                                                      ((1, 280.0), (60, 249.0))))
+    a = {"scratch": target, "tuned": tuned}
+    assert C.to_reach("tuned", "scratch")(a) == pytest.approx(50.0)  # (40 + 60) / 2
+    assert C.saving_to_reach("tuned", "scratch")(a) == pytest.approx(12.0)  # 600 / 50
+    late = Agg(255.0, False, 1, 1000, 1, 1, curves=(((1, 255.0),),))
+    assert C.to_reach("late", "scratch")({"scratch": target, "late": late}) == "not reached"
+    assert C.saving_to_reach("late", "scratch")({"scratch": target, "late": late}) is None
+    assert C.to_reach("tuned", "gone")(a) is None  # no target column: nothing to reach
+
+
+def test_reduction_with_fewer_placements_reads_each_curve_at_a_fifth_of_the_targets_count():
+    """The graded fine-tuning column: each run's best-so-far after a fifth of the target's placements
+    to its best (here 600 / 5 = 120), averaged, against the target's step time; None when a run had
+    no placement by then or there is no target."""
+    target = Agg(250.0, False, 600, 1000, 1, 1)
+    tuned = Agg(240.0, False, 80, 1000, 1, 2, curves=(((1, 300.0), (40, 255.0), (121, 240.0)),
+                                                      ((1, 280.0), (120, 245.0))))
+    a = {"scratch": target, "tuned": tuned}
+    assert C.reduction_with_fewer("tuned", "scratch")(a) == pytest.approx(0.0)  # (255 + 245) / 2 = 250 at 120
+    assert C.reduction_with_fewer("tuned", "scratch", k=600)(a) == pytest.approx(-16.0)  # (300 + 280) / 2 at 1
+    fast = Agg(200.0, False, 1, 1000, 1, 1, curves=(((1, 200.0),),))
+    assert C.reduction_with_fewer("fast", "scratch")({"scratch": target, "fast": fast}) == pytest.approx(20.0)
+    late = Agg(240.0, False, 300, 1000, 1, 1, curves=(((300, 240.0),),))
+    assert C.reduction_with_fewer("late", "scratch")({"scratch": target, "late": late}) is None
+    assert C.reduction_with_fewer("tuned", "gone")(a) is None
