@@ -9,15 +9,17 @@ from placer.bench.spec import Agg
 
 
 def test_placements_to_reach_another_columns_result_read_off_each_runs_curve():
-    """The generalization table's fine-tuning columns: the first placement count at which each run's
-    best-so-far is no slower than the target column's mean step time, averaged over runs; "not
-    reached" when one run never got there; the saving divides the target's placements to its best."""
+    """The generalization table's fine-tuning columns: the first placement count at which the mean of
+    the runs' best-so-far curves is no slower than the target column's mean step time ("not reached"
+    when it never is); the saving divides the target's placements to its best by that count."""
     target = Agg(250.0, False, 600, 1000, 1, 1)
     tuned = Agg(240.0, False, 80, 1000, 1, 2, curves=(((1, 300.0), (40, 250.0), (90, 240.0)),
                                                       ((1, 280.0), (60, 249.0))))
     a = {"scratch": target, "tuned": tuned}
-    assert C.to_reach("tuned", "scratch")(a) == pytest.approx(50.0)  # (40 + 60) / 2
-    assert C.saving_to_reach("tuned", "scratch")(a) == pytest.approx(12.0)  # 600 / 50
+    # mean curve: 290 at 1, (250 + 280) / 2 at 40, (250 + 249) / 2 = 249.5 at 60
+    assert C.mean_curve(tuned.curves) == [(1, 290.0), (40, 265.0), (60, 249.5), (90, 244.5)]
+    assert C.to_reach("tuned", "scratch")(a) == pytest.approx(60.0)
+    assert C.saving_to_reach("tuned", "scratch")(a) == pytest.approx(10.0)  # 600 / 60
     late = Agg(255.0, False, 1, 1000, 1, 1, curves=(((1, 255.0),),))
     assert C.to_reach("late", "scratch")({"scratch": target, "late": late}) == "not reached"
     assert C.saving_to_reach("late", "scratch")({"scratch": target, "late": late}) is None
@@ -39,3 +41,15 @@ def test_reduction_with_fewer_placements_reads_each_curve_at_a_fifth_of_the_targ
     late = Agg(240.0, False, 300, 1000, 1, 1, curves=(((300, 240.0),),))
     assert C.reduction_with_fewer("late", "scratch")({"scratch": target, "late": late}) is None
     assert C.reduction_with_fewer("tuned", "gone")(a) is None
+
+
+def test_runs_that_end_where_the_targets_runs_do_reach_its_mean_result():
+    """The generalization table's nmt #2: fine-tuning ends on scratch's placement seed by seed (511.26
+    and 506.70 ms, mean 508.98). Its mean curve reaches that mean when both runs are there (30
+    placements), though the slower run alone never reaches the mean; a run with no placement yet at a
+    count leaves that count out of the mean curve."""
+    target = Agg(508.98, False, 20.0, 1000, 1, 2)
+    tuned = Agg(508.98, False, 20.0, 1000, 1, 2, curves=(((1, 600.0), (30, 511.26)), ((2, 600.0), (10, 506.70))))
+    assert C.mean_curve(tuned.curves) == [(2, 600.0), (10, 553.35), (30, 508.98)]
+    assert C.to_reach("tuned", "scratch")({"scratch": target, "tuned": tuned}) == pytest.approx(30.0)
+    assert C.saving_to_reach("tuned", "scratch")({"scratch": target, "tuned": tuned}) == pytest.approx(20 / 30)

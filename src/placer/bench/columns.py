@@ -45,16 +45,30 @@ def used(label: str):
     return _count(label, "placements")
 
 
+def mean_curve(curves: tuple) -> list[tuple[int, float]]:
+    """The mean over runs of their best-so-far curves, at every placement count where one of them
+    improved and each has sampled at least one placement: ((placements, mean best in ms), ...)."""
+    counts = sorted({p for c in curves for p, _ in c})
+    out = []
+    for n in counts:
+        at = [min((v for p, v in c if p <= n), default=None) for c in curves]
+        if None not in at:
+            out.append((n, sum(at) / len(at)))
+    return out
+
+
 def to_reach(label: str, target: str):
-    """Placements the column sampled until its best-so-far first reached ``target``'s step time (mean
-    over its runs; "not reached" when some run never did within its budget)."""
+    """Placements the column had sampled when its mean best-so-far over runs (:func:`mean_curve`)
+    first reached ``target``'s mean step time; "not reached" when it did not within the budget. The
+    runs of two columns are independent draws (a seed number pairs nothing), so the question is
+    asked of the expected curve: per run against the mean, a column whose runs end exactly where the
+    target's do would miss it on each run slower than that mean."""
 
     def fn(a: Mapping[str, Agg]) -> float | str | None:
         x, goal = a.get(label), _ms(a, target)
         if x is None or goal is None or not x.curves or x.oom:
             return None
-        firsts = [next((p for p, v in c if v <= goal * (1 + 1e-9)), None) for c in x.curves]
-        return "not reached" if None in firsts else sum(firsts) / len(firsts)
+        return next((float(p) for p, v in mean_curve(x.curves) if v <= goal * (1 + 1e-9)), "not reached")
 
     return fn
 
