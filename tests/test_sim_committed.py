@@ -60,7 +60,7 @@ def committed_runs():
 
 def test_every_committed_run_resimulates_to_its_recorded_bits():
     runs = committed_runs()
-    # classical, real-graphs (both budgets) and generalization: 1,541 with the shared graphs, 153 without
+    # classical, real-graphs (both budgets) and generalization: 1,644 with the shared graphs, 249 without
     assert len(runs) > (1400 if SHARED_GRAPHS.exists() else 100)
     by_problem = defaultdict(list)
     for exp, doc in runs:
