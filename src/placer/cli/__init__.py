@@ -343,14 +343,11 @@ def main(args: Optional[list[str]] = None) -> None:
     """The ``placer`` entry point: every failure ends as one stderr line and a status (see cli/guard.py).
     From the command line (``args`` None, stdout not captured), native libraries' stdout goes to
     stderr (see :func:`_native_stdout_to_stderr`)."""
-    from placer.cli.guard import EXIT_INTERRUPTED, leave_now, run_guarded
+    from placer.cli.guard import run_guarded
 
     if args is None and sys.stdout is sys.__stdout__:  # a process's own command line (not a test's capture)
         _native_stdout_to_stderr()
-    code = run_guarded(app, args, setup=_load_plugins)
-    if code == EXIT_INTERRUPTED and args is None:
-        leave_now(code)
-    sys.exit(code)
+    sys.exit(run_guarded(app, args, setup=_load_plugins, leave_on_interrupt=args is None))
 
 
 def _native_stdout_to_stderr() -> None:

@@ -128,10 +128,23 @@ def leave_now(code: int) -> None:
     os._exit(code)
 
 
-def run_guarded(app: Any, args: list[str] | None = None, setup: Callable[[], None] | None = None) -> int:
+def run_guarded(app: Any, args: list[str] | None = None, setup: Callable[[], None] | None = None,
+                leave_on_interrupt: bool = False) -> int:
     """Run ``setup`` (registering sub-commands) and then ``app`` on ``args`` (default: sys.argv[1:]);
-    return the exit status, having printed at most one error line."""
+    return the exit status, having printed at most one error line. With ``leave_on_interrupt`` (a
+    process's own command line) a Ctrl-C ends the process inside the handler that caught it, by
+    :func:`leave_now`: leaving the handler would release the traceback, and with it the frames of
+    whatever native call the interrupt cut short, whose objects may be half built. The guard once
+    left first and exited after, and a fresh-checkout CI run under load still ended an interrupted
+    ``placer optimize`` with SIGSEGV after the "interrupted" line."""
     guard = _SigintGuard()
+
+    def interrupted() -> int:
+        error_line(INTERRUPTED)
+        if leave_on_interrupt:
+            leave_now(EXIT_INTERRUPTED)
+        return EXIT_INTERRUPTED
+
     try:
         with guard:
             if setup is not None:
@@ -142,17 +155,15 @@ def run_guarded(app: Any, args: list[str] | None = None, setup: Callable[[], Non
         error_line(str(e))
         return EXIT_BAD_INPUT
     except (Interrupted, KeyboardInterrupt):
-        error_line(INTERRUPTED)
-        return EXIT_INTERRUPTED
+        return interrupted()
     except _EXIT as e:
         code = getattr(e, "exit_code", 0)
         if code == EXIT_INTERRUPTED:  # typer's own translation of a KeyboardInterrupt
-            error_line(INTERRUPTED)
+            return interrupted()
         return code
     except _ABORT:
         if guard.count:
-            error_line(INTERRUPTED)
-            return EXIT_INTERRUPTED
+            return interrupted()
         error_line("aborted")
         return 1
     except _USAGE as e:
@@ -174,6 +185,5 @@ def run_guarded(app: Any, args: list[str] | None = None, setup: Callable[[], Non
         return EXIT_BAD_INPUT
     except Exception:
         if guard.count:  # a library failing because the interrupt hit it mid-callback
-            error_line(INTERRUPTED)
-            return EXIT_INTERRUPTED
+            return interrupted()
         raise
