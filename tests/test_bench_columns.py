@@ -8,7 +8,7 @@ from placer.bench import columns as C
 from placer.bench.spec import Agg
 
 
-def test_placements_to_reach_another_columns_result_read_off_each_runs_curve():
+def test_placements_to_reach_another_columns_result_read_off_the_runs_mean_curve():
     """The generalization table's fine-tuning columns: the first placement count at which the mean of
     the runs' best-so-far curves is no slower than the target column's mean step time ("not reached"
     when it never is); the saving divides the target's placements to its best by that count."""

@@ -45,16 +45,18 @@ def used(label: str):
     return _count(label, "placements")
 
 
+def mean_at(curves: tuple, n: float) -> float | None:
+    """The mean over runs of their best-so-far after ``n`` placements; None when a run had none yet."""
+    at = [min((v for p, v in c if p <= n), default=None) for c in curves]
+    return None if None in at else sum(at) / len(at)
+
+
 def mean_curve(curves: tuple) -> list[tuple[int, float]]:
-    """The mean over runs of their best-so-far curves, at every placement count where one of them
-    improved and each has sampled at least one placement: ((placements, mean best in ms), ...)."""
-    counts = sorted({p for c in curves for p, _ in c})
-    out = []
-    for n in counts:
-        at = [min((v for p, v in c if p <= n), default=None) for c in curves]
-        if None not in at:
-            out.append((n, sum(at) / len(at)))
-    return out
+    """The mean over runs of their best-so-far curves (:func:`mean_at`), at every placement count
+    where one of them improved and each has sampled at least one placement: ((placements, mean best
+    in ms), ...)."""
+    at = ((n, mean_at(curves, n)) for n in sorted({p for c in curves for p, _ in c}))
+    return [(n, v) for n, v in at if v is not None]
 
 
 def to_reach(label: str, target: str):
@@ -89,18 +91,15 @@ def saving_to_reach(label: str, target: str):
 
 def reduction_with_fewer(label: str, target: str, k: int = 5):
     """:func:`reduction_vs` of ``label``'s best-so-far after 1/k of the placements ``target`` took to
-    its best (at least one), against ``target``'s result, mean over ``label``'s runs: positive when
+    its best (at least one), against ``target``'s result, mean over ``label``'s runs (:func:`mean_at`): positive when
     ``label`` is already faster with k times fewer placements, 0 when it is there."""
 
     def fn(a: Mapping[str, Agg]) -> float | None:
         x, t, goal = a.get(label), a.get(target), _ms(a, target)
         if x is None or t is None or goal is None or not x.curves or x.oom or not t.placements_to_best:
             return None
-        cut = max(1.0, t.placements_to_best / k)
-        bests = [min((v for p, v in c if p <= cut), default=None) for c in x.curves]
-        if None in bests:
-            return None
-        return 100.0 * (goal - sum(bests) / len(bests)) / goal
+        best = mean_at(x.curves, max(1.0, t.placements_to_best / k))
+        return None if best is None else 100.0 * (goal - best) / goal
 
     return fn
 
