@@ -153,6 +153,7 @@ CASES = [
     ("a folder as graph", lambda t: ["info", str(t)], "directory"),
     ("missing file", lambda t: ["info", str(t / "nope.json")], "neither a file"),
     ("unknown built-in", lambda t: ["info", "resnet9000"], "neither a file"),
+    ("built-in typo", lambda t: ["info", "nasnet-mobil"], "did you mean nasnet_mobile?"),
     ("duplicate op name with a newline", lambda t: ["info", put(t, "g.json", graph_json(
         [{"name": "x\ny", "compute_us": {"gpu": 1}}, {"name": "x\ny", "compute_us": {"gpu": 1}}], []))], "x\\ny"),
     ("op name with terminal escapes", lambda t: ["info", put(t, "g.json", graph_json(
@@ -175,6 +176,9 @@ CASES = [
     ("cluster without devices", lambda t: ["info", G, "--cluster", put(t, "c.json", json.dumps(_doc("cluster")))],
      "devices"),
     ("unknown preset", lambda t: ["info", G, "--cluster", "tpu-pod"], "preset"),
+    # a typo names what it most likely meant; a tie between presets suggests none
+    ("preset typo", lambda t: ["info", G, "--cluster", "K80-x2"], "did you mean k80x2?"),
+    ("preset typo between presets", lambda t: ["info", G, "--cluster", "k80x3"], "is not a known cluster preset or file; use"),
     # placements
     ("placement of the wrong kind", lambda t: ["simulate", G, "--placement", put(t, "p.json", graph_json())], "kind"),
     ("placement single:x", lambda t: ["simulate", G, "--placement", "single:x"], "single:<device index>"),
@@ -192,6 +196,8 @@ CASES = [
     ("compare --budget -5", lambda t: ["compare", G, "--budget", "-5"], "--budget"),
     ("compare --seed -1", lambda t: ["compare", G, "--seed", "-1"], "--seed"),
     ("compare unknown method", lambda t: ["compare", G, "--methods", "single-gpu,nope"], "not a known method"),
+    ("optimize method typo", lambda t: ["optimize", G, "--method", "local_search"], "did you mean local-search?"),
+    ("compare method typo", lambda t: ["compare", G, "--methods", "single-gpu,Heft"], "did you mean heft?"),
     # output paths
     ("--out empty", lambda t: ["optimize", G, "--out", ""], "empty path"),
     ("--out a folder", lambda t: ["optimize", G, "--out", str(t)], "is a folder"),

@@ -31,8 +31,24 @@ def resolve_graph(spec: str) -> OpGraph:
     if spec.startswith("hf:"):  # a Hugging Face model from its config (placer.frontends.hf)
         from placer.frontends.hf import hf_graph
         return hf_graph(spec)
+    near = closest(spec, BUILTIN)
     raise InputError(spec, "graph", "is neither a file nor a built-in graph",
-                     f"give a path, hf:NAME or one of {', '.join(BUILTIN)}")
+                     (f"did you mean {near}? " if near else "") + f"give a path, hf:NAME or one of {', '.join(BUILTIN)}")
+
+
+def closest(name: str, choices) -> str | None:
+    """The choice ``name`` most likely mistypes: the one equal to it but for case, '-' and '_', else
+    the one spelled most alike (difflib's ratio at least 0.75, no tie), else None."""
+    import difflib
+
+    key = {c.lower().replace("-", "").replace("_", ""): c for c in choices}
+    typed = name.lower().replace("-", "").replace("_", "")
+    if typed in key:
+        return key[typed]
+    score = {k: difflib.SequenceMatcher(None, typed, k).ratio() for k in key}
+    best = max(score.values(), default=0.0)
+    top = [k for k, v in score.items() if v == best]
+    return key[top[0]] if best >= 0.75 and len(top) == 1 else None  # a tie suggests nothing
 
 
 def resolve_cluster(spec: str, graph: OpGraph | None = None, graph_spec: str | None = None) -> Cluster:
@@ -48,4 +64,6 @@ def resolve_cluster(spec: str, graph: OpGraph | None = None, graph_spec: str | N
     if Path(spec).exists():
         from placer.frontends.native import load_cluster
         return load_cluster(spec)
-    return preset(spec)  # raises the "unknown preset" error
+    near = closest(spec, PRESETS)
+    raise InputError("--cluster", f"preset '{spec}'", "is not a known cluster preset or file",
+                     (f"did you mean {near}? " if near else "") + f"use one of {', '.join(PRESETS)} or a cluster JSON file")

@@ -35,7 +35,11 @@ def compare_methods(problem, names: Sequence[str] | None, budget: int | None, se
     names = list(names) if names is not None else [m for m in sorted(METHODS) if METHODS[m].available() is None]
     for n in names:
         if n not in METHODS:
-            raise InputError("--methods", f"method '{n}'", "is not a known method", "see `placer methods`")
+            from placer.resolve import closest
+
+            near = closest(n, METHODS)
+            raise InputError("--methods", f"method '{n}'", "is not a known method",
+                             (f"did you mean {near}? " if near else "") + "see `placer methods`")
     rows = []
     for k, name in enumerate(names, 1):
         if on_start:

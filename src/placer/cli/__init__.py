@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from placer.cli.options import at_least, grouping_spec, one_of, output_file, positive_finite
+from placer.cli.options import at_least, grouping_spec, method_name, one_of, output_file, positive_finite
 from placer.errors import InputError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -208,7 +208,8 @@ def simulate(graph: str = GraphArg, cluster: str = ClusterOpt,
 
 @app.command()
 def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
-             method: str = typer.Option("local-search", "--method", "-m", help="see `placer methods`"),
+             method: str = typer.Option("local-search", "--method", "-m", help="see `placer methods`",
+                                        callback=method_name),
              budget: Optional[int] = BudgetOpt,
              seconds: Optional[float] = typer.Option(None, help="wall-clock limit in seconds (above 0)",
                                                      callback=positive_finite(60)),
