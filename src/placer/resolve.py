@@ -36,6 +36,19 @@ def resolve_graph(spec: str) -> OpGraph:
                      (f"did you mean {near}? " if near else "") + f"give a path, hf:NAME or one of {', '.join(BUILTIN)}")
 
 
+def check_method(name: str, where: str = "--method") -> str:
+    """``name`` when it is a registered method; else the one-line error, naming the method it most
+    likely mistypes."""
+    from placer.methods import METHODS
+
+    if name not in METHODS:
+        near = closest(name, METHODS)
+        raise InputError(where, f"method '{name}'", "is not a known method",
+                         (f"did you mean {near}? " if near else "")
+                         + f"use one of {', '.join(sorted(METHODS))} (see `placer methods`)")
+    return name
+
+
 def closest(name: str, choices) -> str | None:
     """The choice ``name`` most likely mistypes: the one equal to it but for case, '-' and '_', else
     the one spelled most alike (difflib's ratio at least 0.75, no tie), else None."""

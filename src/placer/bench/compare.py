@@ -6,8 +6,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from placer.errors import InputError
 from placer.methods import METHODS, Budget, run_method
+from placer.resolve import check_method
 
 
 # Left out of the default line-up for their cost on the bundled model, not their quality; `--methods all`
@@ -34,12 +34,7 @@ def compare_methods(problem, names: Sequence[str] | None, budget: int | None, se
                     on_start: Callable[[str, int, int], None] | None = None, objective=None) -> dict:
     names = list(names) if names is not None else [m for m in sorted(METHODS) if METHODS[m].available() is None]
     for n in names:
-        if n not in METHODS:
-            from placer.resolve import closest
-
-            near = closest(n, METHODS)
-            raise InputError("--methods", f"method '{n}'", "is not a known method",
-                             (f"did you mean {near}? " if near else "") + "see `placer methods`")
+        check_method(n, "--methods")
     rows = []
     for k, name in enumerate(names, 1):
         if on_start:

@@ -112,8 +112,9 @@ experiment(Experiment(
         "placements): RNN-based's #placements over the placements Placeto (transfer) sampled until its best-so-far "
         "first reached RNN-based's final step time. Placeto (scratch) gets there sooner still (at its seeded start on "
         "Inception-V3 and NASNet, after 27-29 placements on NMT): our RNN-based stops improving after 238-625 "
-        "placements on average over seeds 0-2 (84-1,447 run by run), 0.4-7.5% below the expert's step time, so this column shows how fast the transferred policy improves from one GPU, "
-        "not that transfer beats the seeded search.",
+        "placements on average over seeds 0-2 (84-1,447 run by run), 0.4-7.5% below the expert's step time, so "
+        "this column shows how fast the transferred policy improves from one GPU, not that transfer beats the "
+        "seeded search.",
         "Placeto (transfer) starts from a policy trained on Inception-V3 with the same budget as a scratch run "
         "(not counted in its #placements, as in the paper) and fine-tunes within the column's budget (its second "
         "half on finer units too, as scratch); its "

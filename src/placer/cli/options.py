@@ -89,15 +89,9 @@ def method_name(ctx: typer.Context, param: typer.CallbackParam, value):
     """A registered method's name, refused before any work, with the name it most likely mistypes."""
     if value is None or ctx.resilient_parsing:
         return value
-    from placer.methods import METHODS
-    from placer.resolve import closest
+    from placer.resolve import check_method
 
-    if value not in METHODS:
-        near = closest(value, METHODS)
-        raise InputError(_name(param), f"method '{value}'", "is not a known method",
-                         (f"did you mean {near}? " if near else "")
-                         + f"use one of {', '.join(sorted(METHODS))} (see `placer methods`)")
-    return value
+    return check_method(value, _name(param))
 
 
 def one_of(*allowed: str) -> Callable:
