@@ -31,9 +31,8 @@ def resolve_graph(spec: str) -> OpGraph:
     if spec.startswith("hf:"):  # a Hugging Face model from its config (placer.frontends.hf)
         from placer.frontends.hf import hf_graph
         return hf_graph(spec)
-    near = closest(spec, BUILTIN)
     raise InputError(spec, "graph", "is neither a file nor a built-in graph",
-                     (f"did you mean {near}? " if near else "") + f"give a path, hf:NAME or one of {', '.join(BUILTIN)}")
+                     did_you_mean(spec, BUILTIN) + f"give a path, hf:NAME or one of {', '.join(BUILTIN)}")
 
 
 def check_method(name: str, where: str = "--method") -> str:
@@ -42,11 +41,17 @@ def check_method(name: str, where: str = "--method") -> str:
     from placer.methods import METHODS
 
     if name not in METHODS:
-        near = closest(name, METHODS)
         raise InputError(where, f"method '{name}'", "is not a known method",
-                         (f"did you mean {near}? " if near else "")
+                         did_you_mean(name, METHODS)
                          + f"use one of {', '.join(sorted(METHODS))} (see `placer methods`)")
     return name
+
+
+def did_you_mean(name: str, choices) -> str:
+    """The start of an error's advice: "did you mean X? " for the choice ``name`` most likely
+    mistypes (:func:`closest`), else nothing."""
+    near = closest(name, choices)
+    return f"did you mean {near}? " if near else ""
 
 
 def closest(name: str, choices) -> str | None:
@@ -77,6 +82,5 @@ def resolve_cluster(spec: str, graph: OpGraph | None = None, graph_spec: str | N
     if Path(spec).exists():
         from placer.frontends.native import load_cluster
         return load_cluster(spec)
-    near = closest(spec, PRESETS)
     raise InputError("--cluster", f"preset '{spec}'", "is not a known cluster preset or file",
-                     (f"did you mean {near}? " if near else "") + f"use one of {', '.join(PRESETS)} or a cluster JSON file")
+                     did_you_mean(spec, PRESETS) + f"use one of {', '.join(PRESETS)} or a cluster JSON file")
