@@ -75,30 +75,46 @@ def to_reach(label: str, target: str):
     return fn
 
 
-def saving_to_reach(label: str, target: str):
-    """``target``'s placements until its best, over ``label``'s placements until it reached that
-    best (:func:`to_reach`): how many times fewer placements ``label`` needed."""
-    reach = to_reach(label, target)
+def _own_reach(target: str):
+    """Placements ``target`` had sampled when its own mean best-so-far curve reached its mean step
+    time (:func:`to_reach` of the column against itself): the count a saving compares with, read the
+    same way as the other column's. Each run's own placements to its best would count fewer: a mean
+    curve reaches a mean only once its slower runs are there, so set against it any column would look
+    slower, one whose runs equal the target's included."""
+    reach = to_reach(target, target)
 
     def fn(a: Mapping[str, Agg]) -> float | None:
-        n, t = reach(a), a.get(target)
-        if not isinstance(n, float) or t is None or not t.placements_to_best:
-            return None
-        return t.placements_to_best / n
+        n = reach(a)
+        return n if isinstance(n, float) else None
+
+    return fn
+
+
+def saving_to_reach(label: str, target: str):
+    """``target``'s placements until its mean curve reached its result (:func:`_own_reach`), over
+    ``label``'s placements until its mean curve reached that result (:func:`to_reach`): how many
+    times fewer placements ``label`` needed; 1.0 for a column whose runs are the target's."""
+    reach, own = to_reach(label, target), _own_reach(target)
+
+    def fn(a: Mapping[str, Agg]) -> float | None:
+        n, t = reach(a), own(a)
+        return None if not isinstance(n, float) or t is None else t / n
 
     return fn
 
 
 def reduction_with_fewer(label: str, target: str, k: int = 5):
     """:func:`reduction_vs` of ``label``'s best-so-far after 1/k of the placements ``target`` took to
-    its best (at least one), against ``target``'s result, mean over ``label``'s runs (:func:`mean_at`): positive when
-    ``label`` is already faster with k times fewer placements, 0 when it is there."""
+    its result (:func:`_own_reach`, at least one), against that result, mean over ``label``'s runs
+    (:func:`mean_at`): positive when ``label`` is already faster with k times fewer placements, 0 when
+    it is there."""
+    own = _own_reach(target)
 
     def fn(a: Mapping[str, Agg]) -> float | None:
-        x, t, goal = a.get(label), a.get(target), _ms(a, target)
-        if x is None or t is None or goal is None or not x.curves or x.oom or not t.placements_to_best:
+        x, t, goal = a.get(label), own(a), _ms(a, target)
+        if x is None or t is None or goal is None or not x.curves or x.oom:
             return None
-        best = mean_at(x.curves, max(1.0, t.placements_to_best / k))
+        best = mean_at(x.curves, max(1.0, t / k))
         return None if best is None else 100.0 * (goal - best) / goal
 
     return fn
