@@ -201,18 +201,12 @@ def degenerate_problems() -> dict[str, Problem]:
             "zero-cost": Problem(free, preset("k80x2"))}
 
 
-# the Hierarchical Planner's default M = 256 groups cost a fixed 20-100 s per run here whatever the graph (its
-# Placer's warm start fits a 256-step seq2seq: 84 steps of 1.1 s on the two chains); its contract at the default
-# runs in test_contract above
-SMALLER = {"hierarchical": {"n_groups": 8}}
-
-
 @pytest.mark.parametrize("name", NAMES)
 def test_contract_on_degenerate_problems(name):
     _skip_unavailable(name)
     for case, pr in degenerate_problems().items():
         try:
-            r = run_method(name, pr, Budget(placements=BUDGET), 0, **SMALLER.get(name, {}))
+            r = run_method(name, pr, Budget(placements=BUDGET), 0)
         except base.NotApplicable:  # e.g. the expert's rules find no layers: refused in words, not a crash
             continue
         pr.validate_placement(r.placement.devices)

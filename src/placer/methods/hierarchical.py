@@ -34,7 +34,9 @@ a moving average of rewards. Section 3: Adam with a fixed learning rate of 0.1, 
 within a few steps at this project's budgets, see :mod:`placer.methods.colocrl`).
 
 Where we chose (the text we could read does not say): M = ``n_groups`` = 256 (the seed text calls M
-a hyperparameter), the Grouper's hidden size, the Placer's LSTM size (256), the moving-average
+a hyperparameter), cut to the number of colocation units on a graph with fewer (a Grouper cannot
+fill more groups than it has units; the Placer's warm start fits one decision per group, and with
+256 on a 4-op graph took 90 of its 115 s), the Grouper's hidden size, the Placer's LSTM size (256), the moving-average
 decay, the OOM penalty (100 s), the sizes of the embeddings, and placing on the GPUs only by default
 (``devices``). Modes, checkpoints, logs and the memory fallback after the first policy step
 (:mod:`placer.methods.memory_fallback`) as :mod:`placer.methods.colocrl`.
@@ -71,7 +73,7 @@ Not in the paper, two warm starts (supervised steps, no placement simulated):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -376,11 +378,16 @@ def hierarchical(problem, budget: Budget, seed: int, ev: Evaluator, cfg: Hierarc
         state = load_policy(cfg.policy)
         cfg = shape_from_checkpoint(cfg, state, SHAPE_FIELDS)
     piece = None
+    if state is None:
+        units = base_units(problem, cfg.devices, "hierarchical")
+        if units.n_units < cfg.n_groups:
+            notes.append(f"M = {units.n_units} groups, one per colocation unit (n_groups={cfg.n_groups} is more "
+                         "than the graph has units)")
+            cfg = replace(cfg, n_groups=units.n_units)
     if state is None and cfg.placer_start != "none":
         room = ev.remaining()
         search = cfg.split_search if room is None else min(cfg.split_search, room - 4)
         if search >= 0:
-            units = base_units(problem, cfg.devices, "hierarchical")
             piece = split_pieces(problem, units.unit_of, units.cand, ev, search)
             notes.append(f"layer split's cuts searched with {ev.placements} placements "
                          f"(best {ev.best_objective_us / 1e3:,.1f} ms)")
