@@ -142,3 +142,18 @@ def test_placer_warm_start_reaches_its_mass_and_best_start_is_simulated_once_eac
     assert reached >= 0.95 and steps >= 1
     after = np.mean([(tr.sample(4)[0] == 0).mean() for _ in range(3)])
     assert after > 0.9 > before
+
+
+def test_groups_are_cut_to_the_units_a_small_graph_has():
+    """M is at most the number of colocation units: a Grouper cannot fill more groups than it has
+    units, and the Placer decides once per group (with M = 256 a 4-op graph took 115 s, 90 of them
+    in the Placer's warm start). A graph with at least M units keeps M."""
+    P = contract_problem()
+    small = SMALL | {"n_groups": 64}
+    r = run_method("hierarchical", P, Budget(placements=8), seed=0, **small)
+    units = HierarchicalTrainer(P, HierarchicalConfig(**small), seed=0).units.n_units
+    assert units < 64
+    assert f"M = {units} groups, one per colocation unit (n_groups=64 is more than the graph has units)" in r.notes
+    assert f"{units} groups over {units} colocation units" in r.notes
+    r = run_method("hierarchical", P, Budget(placements=8), seed=0, **(SMALL | {"n_groups": 2}))
+    assert any(n.startswith("2 groups over") for n in r.notes) and not any(n.startswith("M = ") for n in r.notes)
