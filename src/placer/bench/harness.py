@@ -68,18 +68,41 @@ def run_experiment(exp: Experiment | str, level: str = "default", results_dir: s
                    on_row: Callable | None = None, on_done: Callable[[Cell, int, int], None] | None = None,
                    backend: str = "process", address: str | None = None) -> Outcome:
     """Plan (resolve graphs, check the cache), run what is missing, write every output."""
-    exp = get_experiment(exp) if isinstance(exp, str) else exp
-    try:
-        exp.level(level)
-    except KeyError:
-        raise InputError("--budget", f"'{level}'", f"is not a budget level of {exp.name}",
-                         f"use one of {', '.join(exp.budgets)}") from None
+    exp = _with_level(exp, level)
     plan = make_plan(exp, level, Path(results_dir), seeds, only_methods, only_rows, on_row=on_row)
     stats = run_plan(plan, jobs, on_done, backend=backend, address=address)
     out = Outcome(plan, stats, Path(results_dir) / exp.name)
     write_outputs(out, plots=plots)
     stats["pruned"] = len(prune(plan))
     return out
+
+
+def _with_level(exp: Experiment | str, level: str) -> Experiment:
+    """The experiment (by name or itself), refusing a budget level it does not have."""
+    exp = get_experiment(exp) if isinstance(exp, str) else exp
+    try:
+        exp.level(level)
+    except KeyError:
+        raise InputError("--budget", f"'{level}'", f"is not a budget level of {exp.name}",
+                         f"use one of {', '.join(exp.budgets)}") from None
+    return exp
+
+
+def estimate_experiment(exp: Experiment | str, level: str = "default", results_dir: str | Path = "results",
+                        jobs: int = 1, seeds: tuple[int, ...] | None = None, only_methods: set[str] | None = None,
+                        only_rows: set[str] | None = None, sources: list[Path] | None = None,
+                        on_row: Callable | None = None):
+    """What :func:`run_experiment` with these arguments would make and train, priced from earlier runs
+    (:mod:`placer.bench.estimate`; ``sources``: results folders to price from, by default ``results_dir``,
+    ``results`` and ``results/paper``); runs and writes nothing."""
+    from placer.bench.estimate import estimate
+
+    exp = _with_level(exp, level)
+    plan = make_plan(exp, level, Path(results_dir), seeds, only_methods, only_rows, on_row=on_row)
+    if sources is None:
+        root = repo_root()
+        sources = list(dict.fromkeys([Path(results_dir), root / "results", root / "results" / "paper"]))
+    return estimate(plan, sources, jobs)
 
 
 def write_outputs(out: Outcome, plots: bool = True) -> None:

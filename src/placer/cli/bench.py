@@ -116,10 +116,11 @@ def _check_filters(name: str, known: set[str], methods: set[str] | None, rows: s
 
 
 def _run(name: str, quick: bool, budget: str, jobs: int, seeds: str | None, methods: str | None, rows: str | None,
-         results: Path, plots: bool, backend: str = "process", address: str | None = None) -> None:
+         results: Path, plots: bool, backend: str = "process", address: str | None = None,
+         estimate: bool = False) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from placer.bench.harness import run_experiment
+    from placer.bench.harness import estimate_experiment, run_experiment
 
     level = "quick" if quick else budget
     if quick and budget not in ("default", "quick"):
@@ -137,6 +138,14 @@ def _run(name: str, quick: bool, budget: str, jobs: int, seeds: str | None, meth
 
         def on_row(row):
             prog.update(task, description=f"{name}: loading {row.label} / {row.cluster}")
+
+        if estimate:
+            from placer.bench.estimate import render
+
+            est = estimate_experiment(name, level, results, jobs, seed_list, method_set, row_set, on_row=on_row)
+            prog.stop()
+            console.print("\n".join(render(est)), markup=False, highlight=False)
+            return
 
         def on_done(cell, done, total):
             tag = "" if cell.status == "ok" else f" ({cell.status})"
@@ -168,8 +177,11 @@ def _command_for(name: str, title: str):
                 plots: bool = typer.Option(True, "--plots/--no-plots", help="draw the PNG plots"),
                 backend: str = typer.Option("process", "--backend", help="'process' (local worker processes) or 'ray' "
                                             "(Ray tasks: a local runtime of --jobs CPUs, or the cluster at --address)"),
-                address: Optional[str] = typer.Option(None, "--address", help="Ray cluster to join (HOST:PORT, or 'auto')")):
-        _run(name, quick, budget, jobs, seeds, methods, rows, results, plots, backend, address)
+                address: Optional[str] = typer.Option(None, "--address", help="Ray cluster to join (HOST:PORT, or 'auto')"),
+                estimate: bool = typer.Option(False, "--estimate", help="run nothing: print the runs and policies this "
+                                              "command would make and their CPU hours, priced from earlier runs of "
+                                              "the same cells (results/, results/paper/)")):
+        _run(name, quick, budget, jobs, seeds, methods, rows, results, plots, backend, address, estimate)
 
     command.__doc__ = f"{title}."
     return command
