@@ -124,3 +124,17 @@ def test_the_cli_estimates_and_writes_nothing(small, capsys, monkeypatch, tmp_pa
     code, _, err = run_cli(capsys, monkeypatch, "bench", "small", "--budget", "papr", "--estimate",
                            "--results", results)
     assert code == 2 and "is not a budget level" in err
+
+
+def test_a_policy_is_priced_from_its_record_at_another_level_per_candidate(tmp_path):
+    from placer.bench.estimate import policy_seconds
+
+    d = tmp_path / "exp" / "policies"
+    d.mkdir(parents=True)
+    # two candidates of 20,000 placements each, 180 s in all (as the generalization records keep them)
+    (d / "cifar10__0123456789abcdef.json").write_text(json.dumps(
+        {"policy": "cifar10", "placements": 40_000, "seconds": 180.0, "candidates": [{}, {}]}))
+    (d / "nmt__0123456789abcdef.json").write_text(json.dumps({"policy": "nmt", "placements": 2_000, "seconds": 14.0}))
+    assert policy_seconds("exp", [tmp_path], "cifar10", 200_000) == pytest.approx(1_800.0)
+    assert policy_seconds("exp", [tmp_path], "nmt", 100_000) == pytest.approx(700.0)
+    assert policy_seconds("exp", [tmp_path], "ptb", 100_000) is None

@@ -82,8 +82,9 @@ def scaled_seconds(doc: dict, placements: int | None, seconds_budget: float | No
     used = (doc.get("cost") or {}).get("placements")
     if not isinstance(budget, int) or not isinstance(used, int) or used < 1:
         return None
-    basis = budget if used >= budget else used
-    return float(took) * (placements / basis if used >= budget else min(1.0, placements / basis))
+    if used >= budget:  # searched to the end of its budget: in proportion
+        return float(took) * placements / budget
+    return float(took) * min(1.0, placements / used)  # stopped short: as long again, unless cut below that
 
 
 def _cell_key(name: str) -> str:
@@ -180,13 +181,14 @@ def render(est: Estimate) -> list[str]:
             hours = f"{m.seconds / h:,.2f}" + ("+" if m.priced + m.borrowed < m.to_run else "~" if m.borrowed else "")
             lines.append(f"{m.label[:44]:<44} {m.cached:>7} {m.to_run:>7} {m.placements:>12,} {hours:>10}")
     for name, s in est.policies:
-        lines.append(f"policy '{name}' to train{'':<25} {'':>7} {'':>7} {'':>12} "
-                     f"{(f'{s / h:,.2f}' if s is not None else 'unknown'):>10}")
-    def runs(n: int) -> str:
-        return f"{n} run{'s' * (n != 1)}"
-
-    more = (f"; ~ {runs(est.borrowed)} priced from the method's runs on other rows" if est.borrowed else "") + \
-        (f"; + {runs(est.unpriced)} with no earlier run of their method to price them" if est.unpriced else "")
+        label, hours = f"policy '{name}' (to train)", f"{s / h:,.2f}" if s is not None else "unknown"
+        lines.append(f"{label[:44]:<44} {'':>7} {'':>7} {'':>12} {hours:>10}")
+    more = (f"; ~ {_runs(est.borrowed)} priced from the method's runs on other rows" if est.borrowed else "") + \
+        (f"; + {_runs(est.unpriced)} with no earlier run of their method to price them" if est.unpriced else "")
     lines += ["", f"in all: {est.cpu_seconds / h:,.2f} CPU hours{more}; about {est.wall_seconds / h:,.2f} hours "
               f"at --jobs {est.jobs}"]
     return lines
+
+
+def _runs(n: int) -> str:
+    return f"{n} run{'s' * (n != 1)}"
