@@ -33,9 +33,13 @@ methods train), `--quick` at a CI-sized budget, `--budget paper` at the papers' 
 `--jobs N` runs independent runs in N processes; `--seeds 0,1,2` overrides the seeds. Runs are
 cached by a hash of everything that decides them (graph and cluster content, method, parameters,
 seed, budget, simulator settings, and the source of the method, the simulator and the cost model),
-so an interrupted experiment resumes and an unchanged one reruns nothing. The real graphs are read
-from `$PLACER_SHARED_GRAPHS` (default `../shared/graphs` beside the repository); without them
-those rows show as missing.
+so an interrupted experiment resumes and an unchanged one reruns nothing; `--estimate` runs nothing
+and prices what a command would make (CPU hours, and wall time at `--jobs N`) from earlier runs of
+the same cells. The real graphs are read from `$PLACER_SHARED_GRAPHS` (default `../shared/graphs`
+beside the repository); without them those rows show as missing. Placeto Table 1 and the
+generalization experiment have no table at the papers' budget: `placer bench placeto-table1 --budget
+paper --estimate --jobs 14` (and the same for `generalization`) prints why (README: Reproducing the
+papers).
 """
 
 
