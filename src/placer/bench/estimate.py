@@ -16,13 +16,14 @@ does)."""
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from placer.bench.runner import Plan, identity
 from placer.bench.spec import slug
+from placer.errors import InputError
+from placer.frontends.native import read_json
 
 
 @dataclass
@@ -109,8 +110,8 @@ def reference_runs(experiment: str, sources: list[Path], labels: set[str]) -> di
                 continue
             seen.add(p.name)
             try:
-                doc = json.loads(p.read_text())
-            except (OSError, ValueError):
+                doc = read_json(p)
+            except InputError:  # truncated or malformed: the run would be made again, so it prices nothing
                 continue
             if isinstance(doc, dict) and doc.get("status") == "ok":
                 found.setdefault(key, []).append(doc)
@@ -124,8 +125,8 @@ def policy_seconds(experiment: str, sources: list[Path], name: str, placements: 
     for src in sources:
         for p in sorted((Path(src) / experiment / "policies").glob(f"{slug(name)}__*.json")):
             try:
-                rec = json.loads(p.read_text())
-            except (OSError, ValueError):
+                rec = read_json(p)
+            except InputError:
                 continue
             per = rec.get("placements", 0) / max(1, len(rec.get("candidates") or [None]))
             if isinstance(rec.get("seconds"), (int, float)) and per > 0:
