@@ -1,7 +1,7 @@
 """The contract every placement method shares, and the evaluator that keeps its cost honest.
 
-A method is a function ``run(problem, budget, seed, ev, cfg) -> PlacementResult`` registered with
-:func:`register` together with its config class, a frozen :class:`MethodConfig` dataclass holding
+A method is a function ``run(problem, seed, ev, cfg) -> PlacementResult`` registered with
+:func:`register` together with its version and its config class, a frozen :class:`MethodConfig` dataclass holding
 the paper's defaults (one comment per field). :func:`run_method` is the one way in:
 
 * parameters are declared at the boundary: unknown names are refused and every value is type- and
@@ -399,6 +399,7 @@ class MethodInfo:
     config: type[MethodConfig] = NoConfig
     paper: str = ""
     available: Callable[[], str | None] = field(default=lambda: None)  # None, or why it cannot run here
+    version: int = 1  # bumped whenever the method's behaviour changes on purpose (the bench cache keys on it)
 
     def make_config(self, params: dict[str, Any] | MethodConfig | None = None) -> MethodConfig:
         if isinstance(params, MethodConfig):
@@ -413,11 +414,17 @@ METHODS: dict[str, MethodInfo] = {}
 
 
 def register(name: str, summary: str, family: str, config: type[MethodConfig] = NoConfig, paper: str = "",
-             available=None):
-    """Decorator: add a method ``run(problem, budget, seed, ev, cfg)`` to the registry under ``name``."""
+             available=None, *, version: int):
+    """Decorator: add a method ``run(problem, seed, ev, cfg)`` to the registry under ``name``.
+
+    ``version`` is the method's behaviour as a package versions its API: bump it in the commit that
+    changes on purpose what the method returns (its committed bench runs then count as stale and are
+    rerun); an edit not meant to change it is checked by the golden tests instead (tests/test_golden.py)."""
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ValueError(f"method {name}: version must be a whole number >= 1, got {version!r}")
 
     def deco(fn):
-        METHODS[name] = MethodInfo(name, fn, summary, family, config, paper, available or (lambda: None))
+        METHODS[name] = MethodInfo(name, fn, summary, family, config, paper, available or (lambda: None), version)
         return fn
 
     return deco
@@ -444,7 +451,7 @@ def run_method(name: str, problem, budget: Budget | None = None, seed: int = 0,
     limit = budget.placements if budget.placements is not None else getattr(cfg, "placements", None)
     ev = Evaluator(problem, sim_params, n_jobs=n_jobs, limit=limit, seconds=budget.seconds, objective=objective)
     try:
-        res = info.run(problem, budget, int(seed), ev, cfg)
+        res = info.run(problem, int(seed), ev, cfg)
     except BudgetSpent:
         res = ev.result(name, notes=["the placement budget ran out inside a step: the best placement evaluated "
                                      "is returned"])
@@ -454,6 +461,8 @@ def run_method(name: str, problem, budget: Budget | None = None, seed: int = 0,
     res.method = name
     res.seed = int(seed)
     res.params = {**cfg.to_dict(), **{k: v for k, v in res.params.items() if k not in cfg.to_dict()}}
+    if "placements" in res.params and limit is not None:  # the budget that ran, not the config's default
+        res.params["placements"] = int(limit)
     res.cost.placements, res.cost.sim_calls, res.cost.wall_s = ev.placements, ev.sim_calls, ev.clock()
     return res
 

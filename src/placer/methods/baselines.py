@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placer.methods.base import Budget, Evaluator, MethodConfig, NoConfig, NotApplicable, register
+from placer.methods.base import Evaluator, MethodConfig, NoConfig, NotApplicable, register
 
 
 def feasible_devices(problem) -> np.ndarray:
@@ -46,8 +46,8 @@ def with_fallback(problem, d: int) -> np.ndarray | None:
 
 
 @register("single-gpu", "every op on the best single GPU (ops it cannot run on the fastest device that can)",
-          "trivial")
-def single_gpu(problem, budget: Budget, seed: int, ev: Evaluator, cfg: NoConfig):
+          "trivial", version=1)
+def single_gpu(problem, seed: int, ev: Evaluator, cfg: NoConfig):
     gpus = problem.cluster.gpus() or list(range(problem.n_devices))
     best = None
     for d in gpus:
@@ -62,8 +62,8 @@ def single_gpu(problem, budget: Budget, seed: int, ev: Evaluator, cfg: NoConfig)
     return ev.result("single-gpu", best[0], notes=["OOM: the model does not fit one GPU"] if best[1].oom else [])
 
 
-@register("cpu-only", "every op on the CPU", "trivial")
-def cpu_only(problem, budget: Budget, seed: int, ev: Evaluator, cfg: NoConfig):
+@register("cpu-only", "every op on the CPU", "trivial", version=1)
+def cpu_only(problem, seed: int, ev: Evaluator, cfg: NoConfig):
     for d in problem.cluster.cpus():
         p = single_device_placement(problem, d)
         if p is not None:
@@ -82,8 +82,8 @@ class RandomConfig(MethodConfig):
         return [(self.placements >= 1, "placements", ">= 1")]
 
 
-@register("random", "best of k uniformly random placements (k = budget, default 100)", "trivial", RandomConfig)
-def random_placement(problem, budget: Budget, seed: int, ev: Evaluator, cfg: RandomConfig):
+@register("random", "best of k uniformly random placements (k = budget, default 100)", "trivial", RandomConfig, version=1)
+def random_placement(problem, seed: int, ev: Evaluator, cfg: RandomConfig):
     rng = np.random.default_rng(seed)
     ok = feasible_devices(problem)
     while not ev.out_of_budget():
@@ -99,8 +99,8 @@ class RoundRobinConfig(MethodConfig):
     gpus_only: bool = True  # deal to the GPUs only (ops no GPU can run go to a device that can)
 
 
-@register("round-robin", "ops dealt to devices in topological order", "trivial", RoundRobinConfig)
-def round_robin(problem, budget: Budget, seed: int, ev: Evaluator, cfg: RoundRobinConfig):
+@register("round-robin", "ops dealt to devices in topological order", "trivial", RoundRobinConfig, version=1)
+def round_robin(problem, seed: int, ev: Evaluator, cfg: RoundRobinConfig):
     devs = np.array(problem.cluster.gpus() if cfg.gpus_only and problem.cluster.gpus() else range(problem.n_devices))
     ok = feasible_devices(problem)
     p = np.empty(problem.n_ops, dtype=np.int64)

@@ -71,7 +71,7 @@ from pathlib import Path
 import numpy as np
 
 from placer.errors import InputError
-from placer.methods.base import Budget, Evaluator, MethodConfig, NotApplicable, register
+from placer.methods.base import Evaluator, MethodConfig, NotApplicable, register
 from placer.methods.memory_fallback import fit_in_memory
 
 PAPER = "Mirhoseini et al., Device Placement Optimization with Reinforcement Learning, ICML 2017"
@@ -502,8 +502,8 @@ class ColocRLTrainer(Seq2SeqRLTrainer):
 
 
 @register("colocrl", "ColocRL: seq2seq LSTM with attention over colocation groups, REINFORCE on -sqrt(step time)",
-          "learned", ColocRLConfig, paper=PAPER, available=torch_available)
-def colocrl(problem, budget: Budget, seed: int, ev: Evaluator, cfg: ColocRLConfig):
+          "learned", ColocRLConfig, paper=PAPER, available=torch_available, version=1)
+def colocrl(problem, seed: int, ev: Evaluator, cfg: ColocRLConfig):
     notes: list[str] = []
     state = None
     if cfg.policy:

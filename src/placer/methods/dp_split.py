@@ -28,9 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from placer.methods.base import Budget, Evaluator, MethodConfig, register
+from placer.methods.base import Evaluator, MethodConfig, register
 from placer.objectives.model import model_for
-from placer.objectives.units import blocks_for, decode, linear_order
+from placer.objectives.units import blocks_for, linear_order
 
 
 @njit(cache=True)
@@ -235,8 +235,8 @@ def dp_candidates(problem, objective, order) -> list[np.ndarray]:
 
 @register("dp-split", "dynamic programs over contiguous interval splits of the layer order (max-load and "
           "sequential-latency), best under the objective", "partitioning", DpSplitConfig,
-          paper="Tarnawski et al., NeurIPS 2020, section 4 and Appendix F; PipeDream (Narayanan et al., SOSP 2019), section 3.1")
-def dp_split(problem, budget: Budget, seed: int, ev: Evaluator, cfg: DpSplitConfig):
+          paper="Tarnawski et al., NeurIPS 2020, section 4 and Appendix F; PipeDream (Narayanan et al., SOSP 2019), section 3.1", version=1)
+def dp_split(problem, seed: int, ev: Evaluator, cfg: DpSplitConfig):
     from placer.methods.base import NotApplicable
 
     obj = ev.objective
@@ -271,8 +271,8 @@ class _ThroughputOrder:
 
 @register("published-greedy", "Tarnawski et al.'s latency greedy: blocks in depth-first topological order fill "
           "one accelerator after another up to its memory, the rest on a CPU (one placement)", "partitioning",
-          paper="Tarnawski et al., NeurIPS 2020, Appendix F (their latency-greedy baseline)")
-def published_greedy(problem, budget: Budget, seed: int, ev: Evaluator, cfg):
+          paper="Tarnawski et al., NeurIPS 2020, Appendix F (their latency-greedy baseline)", version=1)
+def published_greedy(problem, seed: int, ev: Evaluator, cfg):
     """Their greedy (:func:`placer.objectives.units.greedy_fill`) over the blocks of the objective's
     order graph (under the simulator: the forward graph, as dp-split), in the depth-first order of
     their stack; one placement, scored by the evaluator (the seed is not used)."""

@@ -44,7 +44,7 @@ from typing import Literal
 
 import numpy as np
 
-from placer.methods.base import Budget, Evaluator, MethodConfig, register
+from placer.methods.base import Evaluator, MethodConfig, register
 from placer.grouping import components
 from placer.methods.support import link_arrays, op_gap_us, relieve_oom
 
@@ -347,8 +347,8 @@ def _warm_starts(problem, ev: Evaluator, seed: int) -> list[np.ndarray]:
 
 @register("cp-sat", "CP-SAT optimum of placement + scheduling with communication and memory "
           "(<= max_groups tasks; larger graphs coarsened first)", "exact", CpSatConfig,
-          paper="OR-Tools CP-SAT (Perron and Didier); the joint model of Tarnawski et al. 2020", available=ortools_available)
-def cp_sat(problem, budget: Budget, seed: int, ev: Evaluator, cfg: CpSatConfig):
+          paper="OR-Tools CP-SAT (Perron and Didier); the joint model of Tarnawski et al. 2020", available=ortools_available, version=1)
+def cp_sat(problem, seed: int, ev: Evaluator, cfg: CpSatConfig):
     """Limits: with ``Budget.seconds`` every solve gets what is left of it (the first solve at most
     60 %, each memory-cut round half of what is then left), so the run ends within the asked
     seconds plus the simulation of the solutions found; without it every solve gets

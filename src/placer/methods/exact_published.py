@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placer.methods.base import Budget, Evaluator, MethodConfig, NotApplicable, register
+from placer.methods.base import Evaluator, MethodConfig, NotApplicable, register
 from placer.objectives.model import model_for
 
 
@@ -219,8 +219,8 @@ def build_and_solve(problem, objective, upper_us: float, max_nodes: int, seconds
 
 @register("exact-published", "the published latency / max-load integer programs (Tarnawski et al. 2020) "
           "solved with HiGHS, upper bound from interval search; optimality gap reported", "exact",
-          ExactPublishedConfig, paper="Tarnawski et al., NeurIPS 2020, section 5 (IP)")
-def exact_published(problem, budget: Budget, seed: int, ev: Evaluator, cfg: ExactPublishedConfig):
+          ExactPublishedConfig, paper="Tarnawski et al., NeurIPS 2020, section 5 (IP)", version=1)
+def exact_published(problem, seed: int, ev: Evaluator, cfg: ExactPublishedConfig):
     from placer.objectives.published import LatencyObjective, ThroughputObjective
     from placer.objectives.search import interval_search
 

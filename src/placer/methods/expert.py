@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from placer.graph import FORWARD
-from placer.methods.base import Budget, Evaluator, MethodConfig, NotApplicable, register
+from placer.methods.base import Evaluator, MethodConfig, NotApplicable, register
 from placer.methods.baselines import colocate
 from placer.methods.support import gpu_devices, relieve_oom
 
@@ -217,8 +217,8 @@ class ExpertConfig(MethodConfig):
 
 @register("expert", "the papers' human-expert placement (CNN on one GPU; one LSTM layer per GPU; published splits)",
           "expert", ExpertConfig,
-          paper="Post section 4; Hierarchical Planner section 3; Tarnawski et al. 2020 expert splits")
-def expert(problem, budget: Budget, seed: int, ev: Evaluator, cfg: ExpertConfig):
+          paper="Post section 4; Hierarchical Planner section 3; Tarnawski et al. 2020 expert splits", version=1)
+def expert(problem, seed: int, ev: Evaluator, cfg: ExpertConfig):
     """A published split is returned as published unless ``fit_memory`` is set."""
     p, how = expert_placement(problem)
     notes = [how]

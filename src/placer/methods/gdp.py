@@ -55,7 +55,7 @@ from pathlib import Path
 import numpy as np
 
 from placer.errors import InputError
-from placer.methods.base import Budget, Evaluator, MethodConfig, register
+from placer.methods.base import Evaluator, MethodConfig, register
 from placer.methods.memory_fallback import fit_in_memory
 from placer.sim import memory_first
 
@@ -458,8 +458,8 @@ ARCH_FIELDS["gdp"] = ("hidden", "gnn_layers", "attn_layers", "heads", "segment",
 
 @register("gdp", "GDP: GraphSAGE + segment-recurrent (Transformer-XL style) attention placer, PPO", "learned", GDPConfig,
           paper="Zhou et al., GDP: Generalized Device Placement for Dataflow Graphs, arXiv:1910.01578, 2019",
-          available=_available)
-def gdp(problem, budget: Budget, seed: int, ev: Evaluator, cfg: GDPConfig):
+          available=_available, version=1)
+def gdp(problem, seed: int, ev: Evaluator, cfg: GDPConfig):
     return run_learned("gdp", problem, seed, ev, cfg, make_gdp_net, GDP_FORMAT)
 
 

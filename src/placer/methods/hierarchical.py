@@ -77,7 +77,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from placer.methods.base import Budget, Evaluator, MethodConfig, register
+from placer.methods.base import Evaluator, MethodConfig, register
 from placer.methods.colocrl import (BaseUnits, OpTable, Seq2SeqRLTrainer, base_units, decision_mask, load_policy,
                                     one_thread, op_table, run_trainer, seq_checks, shape_from_checkpoint,
                                     torch_available)
@@ -370,8 +370,8 @@ def choose_start(tr: HierarchicalTrainer, ev: Evaluator, cfg: HierarchicalConfig
 
 
 @register("hierarchical", "Hierarchical Planner: feed-forward Grouper + seq2seq Placer trained jointly with REINFORCE",
-          "learned", HierarchicalConfig, paper=PAPER, available=torch_available)
-def hierarchical(problem, budget: Budget, seed: int, ev: Evaluator, cfg: HierarchicalConfig):
+          "learned", HierarchicalConfig, paper=PAPER, available=torch_available, version=1)
+def hierarchical(problem, seed: int, ev: Evaluator, cfg: HierarchicalConfig):
     notes: list[str] = []
     state = None
     if cfg.policy:

@@ -46,7 +46,7 @@ import numpy as np
 
 from placer.graph import FORWARD
 from placer.grouping.mirrors import mirror_units
-from placer.methods.base import Budget, Evaluator, MethodConfig, NotApplicable, register
+from placer.methods.base import Evaluator, MethodConfig, NotApplicable, register
 from placer.sim import memory_first
 
 PAPER = "Huang et al., GPipe, NeurIPS 2019, section 2.2 (layers cut into cells of equal compute)"
@@ -256,8 +256,8 @@ def fastest_device(problem) -> int | None:
 
 @register("layer-split", "the layer-wise split: forward units cut into k pieces (equal compute, then the cuts moved "
           "by a pattern search on step time), backward ops with their forward op, best over k = 1..#GPUs",
-          "partitioning", LayerSplitConfig, paper=PAPER)
-def layer_split_method(problem, budget: Budget, seed: int, ev: Evaluator, cfg: LayerSplitConfig):
+          "partitioning", LayerSplitConfig, paper=PAPER, version=1)
+def layer_split_method(problem, seed: int, ev: Evaluator, cfg: LayerSplitConfig):
     gpus = gpus_by_speed(problem)
     units = mirror_units(problem)
     tried = []

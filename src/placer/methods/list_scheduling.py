@@ -41,7 +41,7 @@ import numpy as np
 
 from placer.errors import InputError
 from placer.grouping import colocation_units
-from placer.methods.base import Budget, Evaluator, MethodConfig, register
+from placer.methods.base import Evaluator, MethodConfig, register
 from placer.methods.sct_lp import favourite_children
 from placer.methods.support import (bottom_level, gpu_devices, link_arrays, mean_comm_us,
                                     op_gap_us, op_memory_bytes, relieve_oom, usable_devices)
@@ -472,31 +472,31 @@ class TopoConfig(MethodConfig):
 
 
 @register("heft", "HEFT: upward-rank order, earliest-finish device with insertion (memory-aware)",
-          "list-scheduling", HeftConfig, paper=HEFT_PAPER)
-def heft(problem, budget: Budget, seed: int, ev: Evaluator, cfg: HeftConfig):
+          "list-scheduling", HeftConfig, paper=HEFT_PAPER, version=1)
+def heft(problem, seed: int, ev: Evaluator, cfg: HeftConfig):
     s = heft_schedule(problem, ev.sim_params, _device_list(problem, cfg.devices), cfg.memory, cfg.comm)
     return _finish("heft", problem, ev, s.placement, s.notes + [f"HEFT model makespan {s.makespan_us:.1f} us"],
                    s.makespan_us)
 
 
 @register("m-etf", "Baechi m-ETF: earliest-start (op, device) pair first, memory-constrained",
-          "list-scheduling", EtfConfig, paper=BAECHI)
-def m_etf(problem, budget: Budget, seed: int, ev: Evaluator, cfg: EtfConfig):
+          "list-scheduling", EtfConfig, paper=BAECHI, version=1)
+def m_etf(problem, seed: int, ev: Evaluator, cfg: EtfConfig):
     s = etf_schedule(problem, ev.sim_params, _device_list(problem, cfg.devices), cfg.memory, comm=cfg.comm)
     return _finish("m-etf", problem, ev, s.placement, s.notes + [f"ETF model makespan {s.makespan_us:.1f} us"],
                    s.makespan_us)
 
 
 @register("m-sct", "Baechi m-SCT: ETF keeping LP favourite children with their parents, memory-constrained",
-          "list-scheduling", SctConfig, paper=BAECHI)
-def m_sct(problem, budget: Budget, seed: int, ev: Evaluator, cfg: SctConfig):
+          "list-scheduling", SctConfig, paper=BAECHI, version=1)
+def m_sct(problem, seed: int, ev: Evaluator, cfg: SctConfig):
     s = sct_schedule(problem, ev.sim_params, _device_list(problem, cfg.devices), cfg.memory, cfg.comm)
     return _finish("m-sct", problem, ev, s.placement, s.notes + [f"SCT model makespan {s.makespan_us:.1f} us"],
                    s.makespan_us)
 
 
 @register("m-topo", "Baechi m-TOPO: topological order, fill each device to its compute share or memory",
-          "list-scheduling", TopoConfig, paper=BAECHI)
-def m_topo(problem, budget: Budget, seed: int, ev: Evaluator, cfg: TopoConfig):
+          "list-scheduling", TopoConfig, paper=BAECHI, version=1)
+def m_topo(problem, seed: int, ev: Evaluator, cfg: TopoConfig):
     p = topo_placement(problem, _device_list(problem, cfg.devices), cfg.memory)
     return _finish("m-topo", problem, ev, p, [])

@@ -42,7 +42,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from placer.methods.base import Budget, Evaluator, MethodConfig, NotApplicable, register
+from placer.methods.base import Evaluator, MethodConfig, NotApplicable, register
 from placer.grouping import colocation_units
 from placer.methods.support import gpu_devices, repair_memory
 
@@ -425,14 +425,14 @@ def search(problem, seed: int, ev: Evaluator, cfg, anneal: bool):
 
 @register("local-search", "iterated hill climbing over the simulator, one op or colocation group per move, "
           "seeded from the best classical heuristic", "search", LocalSearchConfig,
-          paper="local search over a simulator (Baechi section 6; Placeto's comparisons)")
-def local_search(problem, budget: Budget, seed: int, ev: Evaluator, cfg: LocalSearchConfig):
+          paper="local search over a simulator (Baechi section 6; Placeto's comparisons)", version=1)
+def local_search(problem, seed: int, ev: Evaluator, cfg: LocalSearchConfig):
     p, notes = search(problem, seed, ev, cfg, anneal=False)
     return ev.result("local-search", p, notes=notes)
 
 
 @register("anneal", "simulated annealing over the simulator, one op or colocation group per move", "search",
-          AnnealConfig, paper="Kirkpatrick, Gelatt, Vecchi 1983")
-def anneal(problem, budget: Budget, seed: int, ev: Evaluator, cfg: AnnealConfig):
+          AnnealConfig, paper="Kirkpatrick, Gelatt, Vecchi 1983", version=1)
+def anneal(problem, seed: int, ev: Evaluator, cfg: AnnealConfig):
     p, notes = search(problem, seed, ev, cfg, anneal=True)
     return ev.result("anneal", p, notes=notes)

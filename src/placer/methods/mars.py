@@ -58,7 +58,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from placer.methods.base import Budget, Evaluator, MethodConfig, register
+from placer.methods.base import Evaluator, MethodConfig, register
 from placer.methods.gdp import ARCH_FIELDS, run_learned, segments, start_checks, train_policy
 
 MARS_FORMAT = "placer-mars-1"
@@ -196,8 +196,8 @@ ARCH_FIELDS["mars"] = ("hidden", "gnn_layers", "seq_hidden", "segment")
 
 @register("mars", "Mars: DGI-pre-trained GCN encoder + segment-level seq2seq placer, PPO", "learned", MarsConfig,
           paper="Lan et al., Accelerated Device Placement Optimization with Contrastive Learning (Mars), ICPP 2021",
-          available=_available)
-def mars(problem, budget: Budget, seed: int, ev: Evaluator, cfg: MarsConfig):
+          available=_available, version=1)
+def mars(problem, seed: int, ev: Evaluator, cfg: MarsConfig):
     return run_learned("mars", problem, seed, ev, cfg, make_mars_net, MARS_FORMAT)
 
 

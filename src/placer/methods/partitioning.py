@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placer.methods.base import Budget, Evaluator, MethodConfig, register
+from placer.methods.base import Evaluator, MethodConfig, register
 from placer.grouping import Grouping, colocation_units
 from placer.methods.support import gpu_devices, link_arrays, relieve_oom
 
@@ -198,22 +198,22 @@ class MinCutConfig(MethodConfig):
 
 
 @register("metis", "METIS k-way partition (compute as vertex weights, bytes as edge weights), one part per GPU",
-          "partitioning", MetisConfig, paper="Karypis and Kumar 1998; Post baseline (Gao et al. 2018, section 4)")
-def metis(problem, budget: Budget, seed: int, ev: Evaluator, cfg: MetisConfig):
+          "partitioning", MetisConfig, paper="Karypis and Kumar 1998; Post baseline (Gao et al. 2018, section 4)", version=1)
+def metis(problem, seed: int, ev: Evaluator, cfg: MetisConfig):
     p = metis_placement(problem, gpu_devices(problem), seed, cfg.ufactor)
     return _finish("metis", problem, ev, p)
 
 
 @register("scotch", "Scotch static mapping onto every device (compute and link capacities)", "partitioning",
           ScotchConfig, paper="Pellegrini and Roman 1996; Hierarchical Planner baseline (Mirhoseini et al. 2018)",
-          available=scotch_available)
-def scotch(problem, budget: Budget, seed: int, ev: Evaluator, cfg: ScotchConfig):
+          available=scotch_available, version=1)
+def scotch(problem, seed: int, ev: Evaluator, cfg: ScotchConfig):
     p = scotch_placement(problem, list(range(problem.n_devices)), seed, ev.sim_params, cfg.balance)
     return _finish("scotch", problem, ev, p)
 
 
 @register("mincut", "Scotch static mapping onto the GPUs only", "partitioning", MinCutConfig,
-          paper="Hierarchical Planner baseline (Mirhoseini et al. 2018, section 3)", available=scotch_available)
-def mincut(problem, budget: Budget, seed: int, ev: Evaluator, cfg: MinCutConfig):
+          paper="Hierarchical Planner baseline (Mirhoseini et al. 2018, section 3)", available=scotch_available, version=1)
+def mincut(problem, seed: int, ev: Evaluator, cfg: MinCutConfig):
     p = scotch_placement(problem, gpu_devices(problem), seed, ev.sim_params, cfg.balance)
     return _finish("mincut", problem, ev, p)

@@ -229,7 +229,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from placer.methods.base import Budget, Evaluator, MethodConfig, register
+from placer.methods.base import Evaluator, MethodConfig, register
 from placer.methods.seeding import CHEAP_SEEDS, RELIEVED, SEEDS_HELP, Start, seed_names_ok, seeded_start
 
 PAPER = "Addanki et al., Placeto: Learning Generalizable Device Placement Algorithms, NeurIPS 2019"
@@ -366,10 +366,10 @@ class PlacetoConfig(MethodConfig):
 
 
 @register("placeto", "Placeto: graph-embedding policy, progressive placement MDP, REINFORCE (search mode on this graph)",
-          "learned", PlacetoConfig, paper=PAPER, available=_available)
-def placeto(problem, budget: Budget, seed: int, ev: Evaluator, cfg: PlacetoConfig):
+          "learned", PlacetoConfig, paper=PAPER, available=_available, version=1)
+def placeto(problem, seed: int, ev: Evaluator, cfg: PlacetoConfig):
     if cfg.policy is not None:
-        return _with_policy(cfg.task(problem, seed), budget, seed, ev, cfg)
+        return _with_policy(cfg.task(problem, seed), seed, ev, cfg)
     env, initial = cfg.env(), None
     got = seeded_start(problem, ev, cfg.seeds, cfg.split_search) if cfg.start == "seeds" else None
     devices = cfg.candidates(got is None or (got.fits and not got.relieved))  # relieved: it may use the host
@@ -380,7 +380,7 @@ def placeto(problem, budget: Budget, seed: int, ev: Evaluator, cfg: PlacetoConfi
         gp, initial = seeded_task(gp, got.placement, seed)
         env = replace(env, init="given")
     tr = _trainer(gp, env, initial, cfg, seed, ev, cfg.policy_config(gp.n_actions), cfg.episodes)
-    more = _search(tr, env, cfg, seed, ev, budget, cfg.episodes)
+    more = _search(tr, env, cfg, seed, ev, cfg.episodes)
     notes = [RELIEVED] if got is not None and got.relieved else []
     return ev.result("placeto", notes=notes + [f"{tr.episode} episodes, {gp.n_groups} units of {cfg.grouping}"] + more)
 
@@ -424,7 +424,7 @@ def _train(tr, cfg: PlacetoConfig, ev: Evaluator, placements, seconds) -> None:
     ev.charge(tr.sim_calls, tr.curve[0], tr.best_op_placement(0), tr.best[0]["objective_us"])
 
 
-def _search(tr, env, cfg: PlacetoConfig, seed: int, ev: Evaluator, budget: Budget, episodes) -> list[str]:
+def _search(tr, env, cfg: PlacetoConfig, seed: int, ev: Evaluator, episodes) -> list[str]:
     """Search on the trainer ``tr`` (from scratch, or a fine-tuning one) within the budget and at
     most ``episodes`` in all: with ``refine``, the first ``refine_at`` of the placements on its units,
     then the rest on the units of :func:`refined` cut along the best placement so far, every episode
@@ -432,11 +432,11 @@ def _search(tr, env, cfg: PlacetoConfig, seed: int, ev: Evaluator, budget: Budge
     the second phase (none when there is no budget, time, episode or best placement left for it)."""
     fine, room = refined(cfg), ev.remaining()
     if fine is None or room is None or room < 2:
-        _train(tr, cfg, ev, room, budget.seconds)
+        _train(tr, cfg, ev, room, ev.seconds)
         return []
     t0 = time.perf_counter()
-    _train(tr, cfg, ev, max(1, int(room * cfg.refine_at)), budget.seconds)
-    left = None if budget.seconds is None else budget.seconds - (time.perf_counter() - t0)
+    _train(tr, cfg, ev, max(1, int(room * cfg.refine_at)), ev.seconds)
+    left = None if ev.seconds is None else ev.seconds - (time.perf_counter() - t0)
     more = None if episodes is None else episodes - tr.episode
     if not ev.remaining() or tr.best[0]["placement"] is None or (left is not None and left <= 0) or (
             more is not None and more < 1):
@@ -489,7 +489,7 @@ def seeded_task(gp, start: np.ndarray, seed: int):
     return task, [work.argmax(axis=1).astype(np.int64)]
 
 
-def _with_policy(gp, budget: Budget, seed: int, ev: Evaluator, cfg: PlacetoConfig):
+def _with_policy(gp, seed: int, ev: Evaluator, cfg: PlacetoConfig):
     from placer.rl.checkpoint import load_checkpoint
     from placer.rl.policy import env_config, finetune, place
     from placer.rl.reinforce import ReinforceConfig, config_from_dict
@@ -503,7 +503,7 @@ def _with_policy(gp, budget: Budget, seed: int, ev: Evaluator, cfg: PlacetoConfi
                                 "stop_window": 0})
         tr = finetune(state, [gp], rl, env=env, sim_params=ev.sim_params, backend=cfg.backend,
                       processes=cfg.processes, log_path=cfg.log)
-        more = _search(tr, env, cfg, seed, ev, budget, cfg.finetune)
+        more = _search(tr, env, cfg, seed, ev, cfg.finetune)
         state = {**state, "model": tr.net.state_dict()}
         notes += [f"fine-tuned {tr.episode} episodes"] + more
     out = place(state, gp, env=env, greedy=cfg.greedy, episodes=cfg.place_episodes, seed=seed,

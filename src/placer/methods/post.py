@@ -220,7 +220,7 @@ import numpy as np
 from placer.errors import InputError
 from placer.grouping import Grouping, make_grouping
 from placer.grouping.parts import common_refinement, metis_parts
-from placer.methods.base import Budget, Evaluator, MethodConfig, register
+from placer.methods.base import Evaluator, MethodConfig, register
 from placer.methods.layer_split import fastest_device, split_start
 from placer.methods.seeding import CHEAP_SEEDS, RELIEVED, SEEDS_HELP, seed_names_ok, seeded_start
 from placer.sim import memory_first
@@ -407,7 +407,7 @@ def pg_update(u: np.ndarray, S: np.ndarray, lr: float) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- Algorithm 1
-def run_post(problem, budget: Budget, seed: int, ev: Evaluator, cfg: PostConfig, variant: str = "post",
+def run_post(problem, seed: int, ev: Evaluator, cfg: PostConfig, variant: str = "post",
              grouping: Grouping | None = None):
     """Algorithm 1 (``variant="post"``) or one of its ablations ``ce``, ``ppo``, ``pg``. The units
     are those of ``cfg.grouping``, or of ``grouping`` when given (a Grouping built by the caller)."""
@@ -498,8 +498,8 @@ def run_post(problem, budget: Budget, seed: int, ev: Evaluator, cfg: PostConfig,
 
 
 def _method(variant: str):
-    def run(problem, budget: Budget, seed: int, ev: Evaluator, cfg: PostConfig):
-        return run_post(problem, budget, seed, ev, cfg, variant=variant)
+    def run(problem, seed: int, ev: Evaluator, cfg: PostConfig):
+        return run_post(problem, seed, ev, cfg, variant=variant)
 
     run.__name__ = f"run_{variant}"
     run.__doc__ = f"Post's Algorithm 1 as variant '{variant}' (see :func:`run_post`)."
@@ -507,9 +507,9 @@ def _method(variant: str):
 
 
 register("post", "Post: cross-entropy updates (Eq. 10) joined with PPO (Eq. 11) over softmax placement "
-         "distributions", "learned", PostConfig, PAPER)(_method("post"))
-register("ce", "Post's ablation: cross-entropy minimisation (Eq. 10) + uniform mixing only", "learned", PostConfig, PAPER)(_method("ce"))
+         "distributions", "learned", PostConfig, PAPER, version=1)(_method("post"))
+register("ce", "Post's ablation: cross-entropy minimisation (Eq. 10) + uniform mixing only", "learned", PostConfig, PAPER, version=1)(_method("ce"))
 register("ppo", "Post's ablation: PPO (Eq. 11) over softmax placement distributions only", "learned", PostConfig,
-         PAPER)(_method("ppo"))
+         PAPER, version=1)(_method("ppo"))
 register("pg", "Post's ablation: REINFORCE policy gradient over softmax placement distributions", "learned",
-         PostConfig, PAPER)(_method("pg"))
+         PostConfig, PAPER, version=1)(_method("pg"))
