@@ -403,7 +403,7 @@ def test_written_files_follow_the_umask(tmp_path):
 
 
 def test_atomic_write_keeps_an_existing_files_mode(tmp_path):
-    from placer.frontends.native import write_text_atomic
+    from placer.io import write_text_atomic
 
     p = tmp_path / "x.json"
     p.write_text("{}")

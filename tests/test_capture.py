@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 
 from placer.errors import InputError  # noqa: E402
-from placer.frontends.native import graph_from_doc, graph_to_doc  # noqa: E402
+from placer.frontends.native import graph_from_doc, graph_to_doc
 from placer.frontends.torch import capture_forward, capture_training_step, trace_training_step  # noqa: E402
 from placer.graph import BACKWARD, FORWARD, UPDATE  # noqa: E402
 from placer.zoo.seq2seq import LSTMCell  # noqa: E402

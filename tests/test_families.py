@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from placer.frontends.native import graph_to_doc  # noqa: E402
+from placer.frontends.native import graph_to_doc
 from placer.graph import BACKWARD, FORWARD, UPDATE  # noqa: E402
 from placer.grouping import check_grouping, merge_and_colocate, metis_groups  # noqa: E402
 from placer.zoo.families import (CONV_OPS, FAMILY_IDS, PAPER, RNN_ACTIVATIONS, family, graph_spec,  # noqa: E402

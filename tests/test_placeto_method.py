@@ -12,7 +12,7 @@ pytest.importorskip("torch")
 
 from placer.cli import _load_plugins, main  # noqa: E402
 from placer.cluster import preset  # noqa: E402
-from placer.frontends.native import save_graph  # noqa: E402
+from placer.frontends.native import save_graph
 from placer.methods import Budget, get_method, run_method  # noqa: E402
 from placer.problem import Problem  # noqa: E402
 from placer.sim import SimParams, simulate  # noqa: E402

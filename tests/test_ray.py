@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 from placer.bench.harness import run_experiment  # noqa: E402
 from placer.bench.spec import Experiment, Level, Method, Row  # noqa: E402
 from placer.cluster import preset  # noqa: E402
-from placer.frontends.native import save_graph  # noqa: E402
+from placer.frontends.native import save_graph
 from placer.problem import Problem  # noqa: E402
 from placer.zoo.synthetic import layered_training_graph  # noqa: E402
 

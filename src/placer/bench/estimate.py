@@ -23,7 +23,7 @@ from pathlib import Path
 from placer.bench.runner import Plan, identity
 from placer.bench.spec import slug
 from placer.errors import InputError
-from placer.frontends.native import read_json
+from placer.io import read_json
 
 
 @dataclass

@@ -106,7 +106,7 @@ def estimate_experiment(exp: Experiment | str, level: str = "default", results_d
 
 
 def write_outputs(out: Outcome, plots: bool = True) -> None:
-    from placer.frontends.native import write_text_atomic
+    from placer.io import write_text_atomic
 
     plan, exp, d = out.plan, out.plan.experiment, out.out_dir
     d.mkdir(parents=True, exist_ok=True)
@@ -201,7 +201,7 @@ def render_markdown(plan: Plan, env: dict, table: str, footnotes: str, summary_m
 
 
 def policy_lines(plan: Plan) -> list[str]:
-    from placer.frontends.native import read_json
+    from placer.io import read_json
 
     out = []
     for name, ctx in sorted(plan.policies.items()):
@@ -243,7 +243,7 @@ def write_plots(plan: Plan, plot_dir: Path) -> dict[int, list[str]]:
     """A learning-curve PNG and a timeline PNG (best placement) per row with results. A plot whose
     inputs (run hashes) have not changed since it was drawn is kept as is, so a repeated experiment
     neither re-simulates nor redraws."""
-    from placer.frontends.native import read_json, write_text_atomic
+    from placer.io import read_json, write_text_atomic
     from placer.problem import Problem
     from placer.sim import simulate
     from placer.viz import plot_learning_curves, plot_timeline

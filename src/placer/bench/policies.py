@@ -121,7 +121,7 @@ def train(ctx: PolicyContext, sim_name: str) -> dict:
     import numpy as np
 
     from placer.bench.runner import sim_params
-    from placer.frontends.native import dumps, write_text_atomic
+    from placer.io import dumps, write_text_atomic
     from placer.rl.policy import place
     from placer.rl.reinforce import Trainer
 

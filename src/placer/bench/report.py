@@ -44,7 +44,7 @@ papers).
 
 
 def _load(results_dir: Path, name: str) -> dict | None:
-    from placer.frontends.native import read_json
+    from placer.io import read_json
 
     p = results_dir / name / "summary.json"
     if not p.exists():
@@ -268,7 +268,7 @@ def _anchor(title: str) -> str:
 
 
 def write_report(results_dir: str | Path = "results", out: str | Path = "REPRODUCTION.md") -> Path:
-    from placer.frontends.native import write_text_atomic
+    from placer.io import write_text_atomic
 
     write_text_atomic(out, build_report(results_dir))
     return Path(out)

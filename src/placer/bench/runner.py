@@ -294,7 +294,7 @@ def stale_run(candidates: list[Path], spec: Mapping[str, Any]):
     """(path, run document) of the newest earlier run among ``candidates`` (the run files of one cell)
     made with other code of its method and otherwise the same spec (the policies it starts from may
     differ: that code trained them): what the table showed before that code changed; or None."""
-    from placer.frontends.native import read_json
+    from placer.io import read_json
 
     want = _canonical(spec)
     found = []
@@ -314,7 +314,7 @@ def make_plan(exp: Experiment, level: str, results_dir: Path, seeds: tuple[int, 
               only_methods: set[str] | None = None, only_rows: set[str] | None = None,
               on_row: Callable[[Row], None] | None = None) -> Plan:
     """Resolve every row's graph and cluster, and decide for every cell: cached, to run, or why not."""
-    from placer.frontends.native import read_json
+    from placer.io import read_json
 
     lv = exp.level(level)
     seeds = tuple(seeds) if seeds else lv.seeds
@@ -508,7 +508,7 @@ def execute(task: dict) -> dict:
 
 
 def _write(path: str, doc: dict) -> None:
-    from placer.frontends.native import write_text_atomic
+    from placer.io import write_text_atomic
 
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, json.dumps(doc, separators=(",", ":")) + "\n")  # compact: many are committed

@@ -56,7 +56,7 @@ def _global_options(
             None, "--max-input-size", metavar="SIZE", envvar="PLACER_MAX_INPUT_BYTES", show_envvar=True,
             help="refuse input files (or what a .gz decompresses to) larger than this, e.g. 2GiB; default 256MiB")):
     """Find fast device placements for neural-network training graphs."""
-    from placer.frontends.native import parse_size, set_max_input_bytes
+    from placer.io import parse_size, set_max_input_bytes
 
     set_max_input_bytes(parse_size(max_input_size, "--max-input-size") if max_input_size else None)
 
@@ -181,7 +181,7 @@ def simulate(graph: str = GraphArg, cluster: str = ClusterOpt,
                                                  callback=output_file),
              sim: str = SimOpt, as_json: bool = JsonOpt):
     """Simulate one training step of a placement: makespan, utilisation, peak memory."""
-    from placer.frontends.native import write_text_atomic
+    from placer.io import write_text_atomic
     from placer.sim import simulate as run_sim
 
     P = load_problem(graph, cluster)

@@ -108,7 +108,7 @@ def one_of(*allowed: str) -> Callable:
 
 
 def _check_out(name: str, value: str | os.PathLike) -> Path:
-    from placer.frontends.native import check_output_path
+    from placer.io import check_output_path
 
     return check_output_path(value, name)
 
@@ -136,7 +136,7 @@ def output_folder(ctx: typer.Context, param: typer.CallbackParam, value):
         anc = anc.parent
     if not anc.is_dir():
         raise InputError(name, text, f"is under {anc}, which is a file, not a folder", "choose another path")
-    from placer.frontends.native import probe_writable
+    from placer.io import probe_writable
 
     probe_writable(anc, name, text)
     return p

@@ -29,7 +29,7 @@ import numpy as np
 
 from placer.cluster import Cluster, Device, make_cluster
 from placer.errors import InputError
-from placer.frontends.native import read_json
+from placer.io import read_json
 from placer.graph import BACKWARD, FORWARD, OpGraph
 
 CPU_MEMORY_BYTES = float(2**40)  # the inputs give no CPU limit: 1 TiB, effectively unbounded

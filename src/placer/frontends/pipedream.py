@@ -41,7 +41,7 @@ def is_pipedream_line(line: str) -> bool:
 
 
 def is_pipedream(path) -> bool:
-    from placer.frontends.native import read_input_bytes
+    from placer.io import read_input_bytes
 
     try:
         head = read_input_bytes(path)[:4096].split(b"\n", 1)[0].decode("utf-8", "replace")
@@ -52,7 +52,7 @@ def is_pipedream(path) -> bool:
 
 def load_pipedream(path, name: str | None = None) -> OpGraph:
     path = str(path)
-    from placer.frontends.native import read_input_bytes
+    from placer.io import read_input_bytes
 
     try:
         lines = read_input_bytes(path).decode("utf-8").splitlines()

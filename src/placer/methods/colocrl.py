@@ -332,20 +332,12 @@ class Seq2SeqRLTrainer:
 
 
 def load_policy(path: str | Path) -> dict:
-    """Read a checkpoint of this module with ``torch.load(weights_only=True)``; InputError when bad."""
-    import os
-
-    import torch
+    """Read a checkpoint of this module (:func:`placer.io.read_checkpoint`); InputError when bad."""
+    from placer.io import read_checkpoint
 
     path = str(path)
-    if not os.path.exists(path):
-        raise InputError(path, "policy", "does not exist", "give a file written with save=<path>")
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:
-        raise InputError(path, "policy", f"is not a loadable checkpoint ({type(e).__name__}: {e})",
-                         "give a file written with save=<path>") from None
-    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+    state = read_checkpoint(path, "policy", "give a file written with save=<path>")
+    if state.get("format") != CHECKPOINT_FORMAT:
         raise InputError(path, "policy", "is not a seq2seq policy checkpoint", "give a file written with save=<path>")
     return state
 

@@ -125,19 +125,12 @@ def policy_state(kind: str, cfg: MethodConfig, n_actions: int, trainer) -> dict:
 
 
 def load_policy(path: str, fmt: str, method: str) -> dict:
-    """A policy checkpoint (``torch.load(weights_only=True)``); bad files raise InputError."""
-    import os
-
-    import torch
+    """A policy checkpoint (:func:`placer.io.read_checkpoint`); bad files raise InputError."""
+    from placer.io import read_checkpoint
 
     fix = f"give a file that `{method}` wrote with save=PATH (or its train_policy)"
-    if not os.path.exists(str(path)):
-        raise InputError(str(path), f"{method} policy", "does not exist", fix)
-    try:
-        state = torch.load(str(path), map_location="cpu", weights_only=True)
-    except Exception as e:
-        raise InputError(str(path), f"{method} policy", f"is not a loadable checkpoint ({type(e).__name__})", fix) from None
-    if not isinstance(state, dict) or state.get("format") != fmt:
+    state = read_checkpoint(path, f"{method} policy", fix)
+    if state.get("format") != fmt:
         raise InputError(str(path), f"{method} policy", f"is not a {method} checkpoint", fix)
     return state
 

@@ -26,7 +26,6 @@ The checkpoint is a plain state dict (``format: placer-encoder-1``) that loads w
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -157,16 +156,13 @@ def save_encoder(res: PretrainResult, path: str | Path, extra: dict | None = Non
 
 
 def load_encoder_state(path: str | Path) -> dict:
-    """Read an encoder checkpoint (``torch.load(weights_only=True)``); bad files raise InputError."""
+    """Read an encoder checkpoint (:func:`placer.io.read_checkpoint`); bad files raise InputError."""
+    from placer.io import read_checkpoint
+
     path = str(path)
     fix = "give the file `placer pretrain --out` wrote"
-    if not os.path.exists(path):
-        raise InputError(path, "pre-trained encoder", "does not exist", fix)
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:
-        raise InputError(path, "pre-trained encoder", f"is not a loadable checkpoint ({type(e).__name__})", fix) from None
-    if not isinstance(state, dict) or state.get("format") != ENCODER_FORMAT:
+    state = read_checkpoint(path, "pre-trained encoder", fix)
+    if state.get("format") != ENCODER_FORMAT:
         raise InputError(path, "pre-trained encoder", "is not a placer encoder checkpoint", fix)
     return state
 

@@ -1,13 +1,9 @@
 """Safe checkpoints: plain state dicts written atomically, read back with
-``torch.load(weights_only=True)`` (no pickled code runs on load)."""
+:func:`placer.io.read_checkpoint` (weights only: no pickled code runs on load)."""
 
 from __future__ import annotations
 
-import io
-import os
 from pathlib import Path
-
-import torch
 
 from placer.errors import InputError, first_sentence
 
@@ -16,31 +12,19 @@ REQUIRED = {"policy_config": dict, "env_config": dict, "rl_config": dict, "model
 
 
 def save_checkpoint(state: dict, path: str | Path) -> None:
-    """Write ``state`` to ``path`` atomically (a temporary file in the same folder, then rename; the
-    file gets the user's umask)."""
-    from placer.frontends.native import atomic_writer
+    """Write ``state`` to ``path`` atomically (:func:`placer.io.write_checkpoint`)."""
+    from placer.io import write_checkpoint
 
-    with atomic_writer(path) as f:
-        torch.save(state, f)
+    write_checkpoint(state, path)
 
 
 def load_checkpoint(path: str | Path) -> dict:
-    """Read a checkpoint with ``weights_only=True``; bad files raise InputError."""
+    """Read a Placeto checkpoint (:func:`placer.io.read_checkpoint`, ``weights_only=True``); bad files raise InputError."""
+    from placer.io import read_checkpoint
     from placer.rl.reinforce import CHECKPOINT_FORMAT
 
-    from placer.frontends.native import read_input_bytes
-
     path = str(path)
-    if not os.path.exists(path):
-        raise InputError(path, "policy", "does not exist", "give the file `placer train --out` wrote")
-    raw = read_input_bytes(path)  # a regular file within the input limit (a FIFO would block torch.load)
-    try:
-        state = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
-    except Exception as e:  # torch's message runs over many lines, with colour codes: keep its gist
-        why = ("it holds pickled objects, which weights_only loading refuses" if type(e).__name__ == "UnpicklingError"
-               else f"{type(e).__name__}: {first_sentence(e)}")
-        raise InputError(path, "policy", f"is not a loadable checkpoint ({why})",
-                         "give the file `placer train --out` wrote") from None
+    state = read_checkpoint(path, "policy", "give the file `placer train --out` wrote")
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
         raise InputError(path, "policy", "is not a Placeto checkpoint", "give the file `placer train --out` wrote")
     for key, kind in REQUIRED.items():
