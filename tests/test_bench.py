@@ -132,7 +132,7 @@ def test_budget_change_reruns_and_prunes_stale_runs(tiny):
 
 
 def test_a_filtered_run_keeps_left_out_cells_of_older_code_marked_stale(tiny, monkeypatch):
-    """After a method's code changes, a command restricted to other methods shows that method's
+    """After a method's version is bumped, a command restricted to other methods shows that method's
     cells as they were (marked stale, counted by the report) instead of holes; a full command redoes
     them, and a run that replaces an older one of its cell removes the older file."""
     import placer.bench.runner as R
@@ -147,8 +147,12 @@ def test_a_filtered_run_keeps_left_out_cells_of_older_code_marked_stale(tiny, mo
     run_experiment(exp, "quick", results, plots=False)
     before = table()
     files = {p.name for p in (d / "runs").glob("*.json")}
-    real = R.code_fingerprint
-    monkeypatch.setattr(R, "code_fingerprint", lambda m: "changed" if m in ("random", "expert") else real(m))
+    import dataclasses
+
+    from placer.methods import base
+
+    for m in ("random", "expert"):  # both bumped on purpose
+        monkeypatch.setitem(base.METHODS, m, dataclasses.replace(base.METHODS[m], version=base.METHODS[m].version + 1))
     assert stale_runs(results, "tiny")[:2] == (3, 4)  # single, expert (does not apply) and random x 2
 
     out = run_experiment(exp, "quick", results, only_methods={"single"}, plots=False)
@@ -190,28 +194,30 @@ def test_a_cell_with_fewer_seeds_than_asked_says_how_many_ran(tiny):
 
 
 def test_a_stale_run_is_one_of_older_code_and_otherwise_the_same_spec(tmp_path):
-    """Only a run that differs in the method's code (and the policies that code trained) stands in for a
-    left-out cell; a run of another budget, or of the same code with another policy, does not."""
+    """Only a run that differs in the versions it was made at (and the policies those versions trained)
+    stands in for a left-out cell; a run of another budget, or of the same versions with another policy,
+    does not."""
     import placer.bench.runner as R
 
-    spec = {"method": "placeto", "seed": 0, "placements": 100, "code": "new", "policies": {"p": "h2"}}
+    new, old = {"method": 2, "sim": 1, "cost": 1}, {"method": 1, "sim": 1, "cost": 1}
+    spec = {"method": "placeto", "seed": 0, "placements": 100, "versions": new, "policies": {"p": "h2"}}
     name = "row__k80x2__placeto-transfer__s0__" + stable_hash(spec) + ".json"
 
     def write(h, **change):
         doc = {"status": "ok", "hash": h, "spec": {**spec, **change}}
         (tmp_path / f"row__k80x2__placeto-transfer__s0__{h}.json").write_text(json.dumps(doc))
 
-    write("a" * 16, placements=50, code="old")  # another budget
-    write("b" * 16, policies={"p": "h1"})  # same code, another policy: the experiment changed
-    write("c" * 16, code="old", policies={"p": "h1"})  # older code, which trained another policy
+    write("a" * 16, placements=50, versions=old)  # another budget
+    write("b" * 16, policies={"p": "h1"})  # same versions, another policy: the experiment changed
+    write("c" * 16, versions=old, policies={"p": "h1"})  # an older version, which trained another policy
     (tmp_path / "row__k80x2__placeto__s0__dddddddddddddddd.json").write_text(
-        json.dumps({"status": "ok", "spec": {**spec, "code": "old"}}))  # another cell
+        json.dumps({"status": "ok", "spec": {**spec, "versions": old}}))  # another cell
     def cell_files():  # as make_plan groups the run files by cell
         return [p for p in tmp_path.glob("*.json") if R.identity(p.name) == R.identity(name)]
 
     assert len(cell_files()) == 3
     path, doc = R.stale_run(cell_files(), spec)
-    assert path.name.endswith("c" * 16 + ".json") and doc["spec"]["code"] == "old"
+    assert path.name.endswith("c" * 16 + ".json") and doc["spec"]["versions"] == old
     path.unlink()
     assert R.stale_run(cell_files(), spec) is None
 
@@ -238,10 +244,10 @@ def test_report_summarises_committed_results(tiny, monkeypatch):
     assert "| yes |" in text and "**Stale:**" not in text  # every run made with today's code
     run = sorted((results / "tiny" / "runs").glob("*.json"))[0]
     doc = json.loads(run.read_text())
-    doc["spec"]["code"] = "0" * 16  # as if the method's code had changed since the run
+    doc["spec"]["versions"]["method"] = 0  # as if the method's version had been bumped since the run
     run.write_text(json.dumps(doc))
     text = build_report(results)
-    assert f"**Stale:** 1 of {len(list(run.parent.glob('*.json')))} runs were made with code" in text
+    assert f"**Stale:** 1 of {len(list(run.parent.glob('*.json')))} runs were made at an older version" in text
     assert f"{doc['spec']['method']})" in text
 
 
@@ -405,7 +411,8 @@ def test_a_policys_trainer_overrides_key_only_that_policy_and_reach_its_training
                                       "clusters": [G.cluster_fingerprint(p.cluster) for p in plain.problems],
                                       "placements": 16, "seed": 0, "sim": sim,
                                       "trainer": {k: v for k, v in {**PlacetoConfig().to_dict(), "devices": "gpus"}.items()
-                                                  if k not in pol.SEARCH_ONLY}})  # devices as training resolves "auto"
+                                                  if k not in pol.SEARCH_ONLY},
+                                      "versions": pol.policy_versions()})  # devices as training resolves "auto"
     assert low.hash != plain.hash
     with pytest.raises(InputError, match="keep_bais"):
         pol.prepare(exp, "typo", "quick", tmp_path, sim)
@@ -531,60 +538,44 @@ def test_only_not_applicable_is_cached_and_errors_are_not(tmp_path, monkeypatch)
         assert len(runs) == (1 if status == "does not apply" else 0)
 
 
-def test_code_fingerprint_covers_every_module_a_method_imports():
-    from placer.bench.runner import _import_closure
+def test_a_run_records_its_versions_and_the_commit_it_was_made_at(tiny):
+    """The cache keys on declared versions, not on source: every run's spec holds the versions of its
+    method, the simulator and the cost model, today's; its file names the commit that made it."""
+    from placer import cost, sim
+    from placer.methods import METHODS
 
-    ls = {p.split("placer/")[-1] for p in _import_closure("placer.methods.local_search")}
-    assert {"methods/local_search.py", "methods/support.py", "methods/base.py", "problem.py", "sim/kernel.py"} <= ls
-    pl = {p.split("placer/")[-1] for p in _import_closure("placer.methods.placeto")}
-    assert any(p.startswith("rl/") for p in pl) and any(p.startswith("nn/") for p in pl)
-    assert "methods/local_search.py" in pl  # through methods/seeding.py (its seeding heuristics)
-    assert not {"methods/mars.py", "methods/exact.py", "methods/colocrl.py"} & pl  # only what it imports, not the whole registry
-
-
-def test_code_fingerprint_does_not_depend_on_where_the_checkout_lies(tmp_path):
-    """A clone in another folder must find the committed runs: the same sources, the same hashes."""
-    import os
-    import shutil
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    import placer
-    from placer.bench.runner import code_fingerprint, objective_fingerprint
-
-    src = Path(placer.__file__).parent
-    shutil.copytree(src, tmp_path / "elsewhere" / "placer", ignore=shutil.ignore_patterns("__pycache__"))
-    code = ("from placer.bench.runner import code_fingerprint, objective_fingerprint; import placer; "
-            "print(placer.__file__); print(code_fingerprint('local-search')); print(objective_fingerprint())")
-    env = {**os.environ, "PYTHONPATH": str(tmp_path / "elsewhere")}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.split()
-    assert out[0].startswith(str(tmp_path))  # really the copy
-    assert out[1:] == [code_fingerprint("local-search"), objective_fingerprint()]
+    exp, results, _ = tiny
+    run_experiment(exp, "quick", results, plots=False)
+    docs = [json.loads(p.read_text()) for p in (results / "tiny" / "runs").glob("*.json")]
+    assert docs
+    for doc in docs:
+        assert doc["spec"]["versions"] == {"method": METHODS[doc["method"]].version, "sim": sim.VERSION,
+                                           "cost": cost.VERSION}
+        assert "code" not in doc["spec"]
+        src = doc.get("source")
+        assert src is None or (len(src["commit"]) == 40 and isinstance(src["dirty"], bool))
 
 
-def test_code_tokens_keep_an_f_string_whole_under_every_python():
-    """Python 3.12 splits f-strings into several tokens (PEP 701); the fingerprint must not follow, or a
-    checkout on 3.12 finds every committed run stale (the paper-budget runs made on a 3.12 machine did)."""
-    from placer.bench.runner import code_tokens
+def test_a_version_bump_stales_only_that_methods_runs(tiny, monkeypatch):
+    """Bumping one method's version makes its runs stale and no other's; a bump of the simulator's
+    makes every run stale."""
+    import dataclasses
 
-    src = 'x = f"a{b!r:>{w}}c" + f\'\'\'two\n{f"{y}"} lines\'\'\'\n'
-    assert code_tokens(src) == '0:x = f"a{b!r:>{w}}c" + f\'\'\'two\n{f"{y}"} lines\'\'\' \n'
-    assert code_tokens(src) != code_tokens(src.replace("{w}", "{v}"))
+    from placer import sim
+    from placer.bench.runner import make_plan
+    from placer.methods import base
 
+    exp, results, _ = tiny
+    run_experiment(exp, "quick", results, plots=False)
 
-def test_code_tokens_ignore_docstrings_and_comments_but_not_code():
-    from placer.bench.runner import code_tokens
+    def to_run():
+        return sorted({c.method.method for c in make_plan(exp, "quick", results).pending()})
 
-    a = 'def f(x):\n    """Doc."""\n    y = x + 1  # one\n    return y\n'
-    same = ('"""A module docstring,\nover two lines."""\n\n\ndef f(x):\n    """Another doc,\n    longer."""\n'
-            '    # a comment\n    y = x + 1\n\n    return y  # the answer\n')
-    assert code_tokens(a) == code_tokens(same)
-    for changed in ('def f(x):\n    """Doc."""\n    y = x + 2\n    return y\n',  # a constant
-                    'def f(x):\n    "Doc."\n    y = "Doc."\n    return y\n',  # a string that is not a docstring
-                    'def f(x):\n    """Doc."""\n    y = x + 1\nreturn_ = 1\n',  # indentation moves a statement
-                    'def f(x):\n    """Doc."""\n    y = x + 1\n    return y\n    return y\n'):
-        assert code_tokens(a) != code_tokens(changed), changed
+    assert to_run() == []
+    monkeypatch.setitem(base.METHODS, "random", dataclasses.replace(base.METHODS["random"], version=99))
+    assert to_run() == ["random"]
+    monkeypatch.setattr(sim, "VERSION", sim.VERSION + 1)
+    assert set(to_run()) >= {"random", "single-gpu"}
 
 
 def test_methods_option_keeps_a_label_that_holds_commas_whole():

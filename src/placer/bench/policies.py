@@ -27,6 +27,7 @@ PREFIX = "@policy:"
 class PolicyContext:
     name: str
     spec: PolicySpec
+    key: dict | None = None  # what its hash covers (see prepare)
     missing: str | None = None
     problems: list | None = None
     hash: str | None = None
@@ -77,9 +78,19 @@ def prepare(exp: Experiment, name: str, level: str, results_dir: Path, sim: dict
     A = _n_candidates(ctx.problems[0], spec.trainer)
     if A != 2:  # the network's keep bias grows with ln(A - 1) (PlacetoConfig.policy_config); on 2 as it was
         key["candidates"] = A
+    key["versions"] = policy_versions()
+    ctx.key = key
     ctx.hash = stable_hash(key)
     ctx.path = Path(results_dir) / exp.name / "policies" / f"{slug(name)}__{ctx.hash}.pt"
     return ctx
+
+
+def policy_versions() -> dict[str, int]:
+    """The versions a trained policy depends on: the placeto method's (its trainer and network), the
+    simulator's and the cost model's (:func:`placer.bench.versions.versions`)."""
+    from placer.bench.versions import versions
+
+    return versions("placeto")
 
 
 SELECTION = {"episodes": 8, "greedy": False, "score": "geometric mean over the training graphs"}
@@ -120,13 +131,14 @@ def train(ctx: PolicyContext, sim_name: str) -> dict:
     its cost record (every candidate's training and scoring counted)."""
     import numpy as np
 
-    from placer.bench.runner import sim_params
+    from placer.bench.versions import source_commit
+    from placer.sim import SimParams
     from placer.io import dumps, write_text_atomic
     from placer.rl.policy import place
     from placer.rl.reinforce import Trainer
 
     t0 = time.perf_counter()
-    prm = sim_params(sim_name)
+    prm = SimParams.preset(sim_name)
     runs = []
     for overrides in _candidates(ctx.spec):
         cfg = _placeto_config(overrides)  # the method's settings, with the policy's trainer overrides
@@ -148,6 +160,7 @@ def train(ctx: PolicyContext, sim_name: str) -> dict:
     best = min(runs, key=lambda r: r.get("score_us", 0.0))
     best["trainer_obj"].save(ctx.path)
     record = {"policy": ctx.name, "hash": ctx.hash, "spec": dataclasses.asdict(ctx.spec),
+              "versions": ctx.key["versions"], "source": source_commit(),
               "graphs": [P.graph.name for P in ctx.problems], "episodes": sum(r["episodes"] for r in runs),
               "placements": sum(r["placements"] for r in runs), "sim_calls": sum(r["sim_calls"] for r in runs),
               "seconds": time.perf_counter() - t0,

@@ -135,15 +135,15 @@ def findings(s: dict) -> list[str]:
 
 
 def stale_runs(results_dir: Path, name: str) -> tuple[int, int, list[str]]:
-    """(runs made with code that has changed since, runs, the methods concerned) among the runs the
-    experiment's ``results.csv`` shows (every run file when there is none): a run's code
-    fingerprint (``spec["code"]``) against today's :func:`placer.bench.runner.code_fingerprint` of
-    its method. Such a run's cell in the committed table is what the older code gave;
+    """(runs made at versions that have changed since, runs, the methods concerned) among the runs the
+    experiment's ``results.csv`` shows (every run file when there is none): a run's versions
+    (``spec["versions"]``) against today's :func:`placer.bench.versions.versions` of its method and
+    objective. Such a run's cell in the committed table is what the older version gave;
     ``placer bench <experiment>`` would redo it."""
-    from placer.bench.runner import code_fingerprint
+    from placer.bench.versions import versions
     from placer.methods import METHODS
 
-    now: dict[str, str | None] = {}
+    now: dict[tuple, dict | None] = {}
     stale, total, methods = 0, 0, set()
     files = sorted((results_dir / name / "runs").glob("*.json"))
     table = results_dir / name / "results.csv"
@@ -156,13 +156,14 @@ def stale_runs(results_dir: Path, name: str) -> tuple[int, int, list[str]]:
             spec = json.loads(f.read_text())["spec"]
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        m, code = spec.get("method"), spec.get("code")
-        if not isinstance(m, str) or code is None:
+        m, made = spec.get("method"), spec.get("versions")
+        if not isinstance(m, str) or made is None:
             continue
-        if m not in now:
-            now[m] = code_fingerprint(m) if m in METHODS else None
+        key = (m, spec.get("objective"))
+        if key not in now:
+            now[key] = versions(m, spec.get("objective")) if m in METHODS else None
         total += 1
-        if code != now[m]:
+        if made != now[key]:
             stale += 1
             methods.add(m)
     return stale, total, sorted(methods)
@@ -199,8 +200,8 @@ def experiment_section(name: str, s: dict | None, stale: tuple[int, int, list[st
         + (f" Made on: {s['runs_made_on']}." if s.get("runs_made_on") else ""), "",
     ]
     if stale[0]:
-        lines += [f"**Stale:** {stale[0]} of {stale[1]} runs were made with code of their method that has changed "
-                  f"since ({', '.join(stale[2])}); their cells are what that code gave. `{s['command']}` redoes "
+        lines += [f"**Stale:** {stale[0]} of {stale[1]} runs were made at an older version of their method, "
+                  f"the simulator or the cost model ({', '.join(stale[2])}); their cells are what that version gave. `{s['command']}` redoes "
                   "them.", ""]
     lines += [s["table"], ""]
     if s.get("footnotes"):

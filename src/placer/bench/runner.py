@@ -1,8 +1,11 @@
 """Plan and run an experiment: one run per (row, method, seed), cached by a hash of its spec.
 
 A run's hash covers everything that decides its result: the graph's and cluster's content
-fingerprints, the method and its parameters, the seed, the budget, the simulator settings and the
-source of every placer module the method's module imports (transitively). A
+fingerprints, the method and its parameters, the seed, the budget, the simulator settings, the
+policies it starts from, and the versions it depends on (:func:`versions`: the method's, the
+simulator's, the cost model's and the objective's), not the source code: an edit that is not meant
+to change a result leaves the cache current (the golden tests hold it to that), one that is bumps a
+version. Each run file also records the commit it was made at (:func:`source_commit`). A
 finished run is written at once as ``results/<exp>/runs/<row>__<method>__s<seed>__<hash>.json``, so
 an interrupted experiment resumes where it stopped and a repeated one simulates nothing. Independent
 runs go to ``--jobs N`` worker processes (``concurrent.futures.ProcessPoolExecutor``, spawned so a
@@ -24,13 +27,14 @@ import numpy as np
 
 from placer.bench import graphs as G
 from placer.bench import policies as pol
+from placer.bench.versions import source_commit, versions
 from placer.bench.spec import HARNESS_VERSION, Experiment, Method, Row, slug, stable_hash, with_registered
 
 # cell status values
 OK, NOT_IMPLEMENTED, UNAVAILABLE, MISSING, ERROR, NOT_RUN, NOT_APPLICABLE, DOES_NOT_APPLY = (
     "ok", "not implemented", "unavailable", "missing", "error", "not run", "n/a", "does not apply")
-STALE_REASON = ("made with older code of its method, kept from an earlier run: the command that wrote this table "
-                "left it out (--methods / --rows)")
+STALE_REASON = ("made at an older version of its method (or of the simulator, cost model or objective), kept from "
+                "an earlier run: the command that wrote this table left it out (--methods / --rows)")
 
 
 @dataclass
@@ -57,7 +61,7 @@ class Cell:
     path: Path | None = None
     doc: dict | None = None  # the run JSON when status is ok
     cached: bool = False
-    stale: bool = False  # a left-out cell showing a run made with older code of its method (see make_plan)
+    stale: bool = False  # a left-out cell showing a run made at older versions (see make_plan)
     task: dict | None = field(default=None, repr=False)
     policies: list = field(default_factory=list, repr=False)  # PolicyContexts the run starts from
 
@@ -103,156 +107,6 @@ def _method_check(m: Method) -> tuple[str, str] | None:
     return None
 
 
-# The simulator's compiled event loop is fingerprinted by its specification, not by its source: the
-# pure-Python oracle ``placer.sim.reference`` (in every closure through ``placer.sim``), which the
-# kernel must equal bit for bit (tests/test_sim_properties.py: makespans, start and end times, peaks,
-# both comm models, random op names; tests/test_sim_committed.py: committed runs re-simulated). A
-# faster kernel that computes the same bits leaves the committed runs current; one that computes
-# other bits fails those tests until the oracle says the same, and that edit makes every run stale.
-SPECIFIED_BY_ORACLE = ("sim/kernel.py", "sim/state.py")
-
-
-def code_fingerprint(method: str) -> str:
-    """A hash of every source file the result of ``method`` can depend on: the closure of placer
-    modules its module imports (module-level and function-local imports, found with ``ast``), with
-    the contract (methods.base), the simulator and the Problem always in, so a cached run is redone
-    when any code under it changes (a helper in ``methods/support.py``, ``rl/``, ``nn/``, ``grouping/``).
-    The compiled kernel counts through its oracle (:data:`SPECIFIED_BY_ORACLE`)."""
-    import hashlib
-
-    from placer.methods import METHODS
-
-    h = hashlib.sha256()
-    for f in _fingerprinted(_import_closure(METHODS[method].run.__module__)):
-        _hash_source(h, f)
-    return h.hexdigest()[:16]
-
-
-def _fingerprinted(files: list[str]) -> list[str]:
-    """``files`` without the implementations that an oracle specifies (:data:`SPECIFIED_BY_ORACLE`)."""
-    return [f for f in files if not Path(f).as_posix().endswith(tuple("placer/" + s for s in SPECIFIED_BY_ORACLE))]
-
-
-def _hash_source(h, path: str) -> None:
-    """Add one source file to a fingerprint: its path inside the package (not where the checkout
-    lies, so a clone elsewhere finds the committed runs) and its code, as :func:`code_tokens`: an
-    edit to a docstring, a comment or the layout does not make the committed runs stale."""
-    import placer
-
-    h.update(Path(path).relative_to(Path(placer.__file__).parent).as_posix().encode())
-    h.update(code_tokens(Path(path).read_text()).encode())
-
-
-def code_tokens(source: str) -> str:
-    """The tokens of ``source`` that can change what it computes, one per line: every token but
-    comments, line breaks, indentation changes (their effect is kept as the indentation depth on
-    each logical line) and docstrings (the string statement that opens a module, class or
-    function; found with ``ast``, whose line numbers do not change between Python versions, while
-    ``ast.dump``'s format does)."""
-    import ast
-    import io
-    import tokenize
-
-    doc_lines: set[int] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
-            first = node.body[0]
-            if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
-                    and isinstance(first.value.value, str)):
-                doc_lines.update(range(first.lineno, first.end_lineno + 1))
-    out, depth = [], 0
-    skip = (tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER)
-    for tok in _whole_strings(source, tokenize.generate_tokens(io.StringIO(source).readline)):
-        if tok.type == tokenize.INDENT:
-            depth += 1
-        elif tok.type == tokenize.DEDENT:
-            depth -= 1
-        elif tok.type == tokenize.NEWLINE:
-            if out and out[-1] != "\n":  # (a docstring's line leaves nothing to end)
-                out.append("\n")
-        elif tok.type not in skip and not (tok.type == tokenize.STRING and tok.start[0] in doc_lines):
-            out.append(f"{depth}:{tok.string}" if not out or out[-1] == "\n" else tok.string)
-    return " ".join(out)
-
-
-def _whole_strings(source: str, tokens):
-    """``tokens`` with each f-string (t-string) as one STRING token of its source text, as Python before 3.12
-    gives it: from 3.12 the tokenizer splits them into start, middle, expression and end tokens (PEP 701),
-    and a fingerprint must not depend on the Python version the checkout runs under."""
-    import tokenize
-
-    starts = tuple(getattr(tokenize, n) for n in ("FSTRING_START", "TSTRING_START") if hasattr(tokenize, n))
-    ends = tuple(getattr(tokenize, n) for n in ("FSTRING_END", "TSTRING_END") if hasattr(tokenize, n))
-    if not starts:
-        yield from tokens
-        return
-    offsets = [0]
-    for line in source.splitlines(keepends=True):
-        offsets.append(offsets[-1] + len(line))
-    depth, first = 0, None
-    for tok in tokens:
-        if tok.type in starts:
-            depth += 1
-            first = first or tok
-        elif depth and tok.type in ends:
-            depth -= 1
-            if not depth:
-                a = offsets[first.start[0] - 1] + first.start[1]
-                b = offsets[tok.end[0] - 1] + tok.end[1]
-                yield tokenize.TokenInfo(tokenize.STRING, source[a:b], first.start, tok.end, first.line)
-                first = None
-        elif not depth:
-            yield tok
-
-
-def objective_fingerprint() -> str:
-    """A hash of the published objectives' source (``placer.objectives`` and what it imports), for
-    runs under an objective other than the simulator: a method's own import closure need not reach
-    the model that scores it (the Evaluator imports it lazily)."""
-    import hashlib
-
-    h = hashlib.sha256()
-    for mod in ("placer.objectives", "placer.objectives.published", "placer.objectives.pipeline",
-                "placer.objectives.search"):
-        for f in _fingerprinted(_import_closure(mod)):
-            _hash_source(h, f)
-    return h.hexdigest()[:16]
-
-
-def _import_closure(module: str) -> list[str]:
-    """Source files of ``module`` and every ``placer`` module it imports, transitively. The two
-    aggregating package inits (``placer`` and the method registry ``placer.methods``) are not
-    followed: importing them only fills the registry."""
-    import ast
-    import importlib.util
-
-    todo = [module, "placer.methods.base", "placer.problem", "placer.sim"]
-    seen: dict[str, str] = {}
-    while todo:
-        name = todo.pop()
-        if name in seen or not name.startswith("placer.") or name == "placer.methods":
-            continue
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, AttributeError, ValueError):  # a name imported from a module, not a module
-            continue
-        if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
-            continue
-        seen[name] = spec.origin
-        pkg = name if spec.submodule_search_locations else name.rpartition(".")[0]
-        for node in ast.walk(ast.parse(Path(spec.origin).read_text())):
-            if isinstance(node, ast.Import):
-                todo += [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    parts = pkg.split(".")
-                    base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
-                todo.append(base)
-                todo += [f"{base}.{a.name}" for a in node.names]  # submodules imported by name
-    return sorted(seen.values())
-
-
 def load_row(row: Row) -> RowContext:
     from placer.problem import Problem
 
@@ -279,9 +133,9 @@ def _index_runs(runs_dir: Path) -> dict[str, Path]:
 
 
 def _canonical(spec: Mapping[str, Any]) -> str:
-    """The spec without what older code of the method changes: its fingerprint and the hashes of the
-    policies it starts from (trained by that code)."""
-    return json.dumps({k: v for k, v in spec.items() if k not in ("code", "policies")}, sort_keys=True,
+    """The spec without what another version of the method changes: the versions it depended on and
+    the hashes of the policies it starts from (trained at those versions)."""
+    return json.dumps({k: v for k, v in spec.items() if k not in ("versions", "policies")}, sort_keys=True,
                       separators=(",", ":"), default=str)
 
 
@@ -292,8 +146,8 @@ def identity(name: str) -> str:
 
 def stale_run(candidates: list[Path], spec: Mapping[str, Any]):
     """(path, run document) of the newest earlier run among ``candidates`` (the run files of one cell)
-    made with other code of its method and otherwise the same spec (the policies it starts from may
-    differ: that code trained them): what the table showed before that code changed; or None."""
+    made at other versions and otherwise the same spec (the policies it starts from may differ: those
+    versions trained them): what the table showed before the versions changed; or None."""
     from placer.io import read_json
 
     want = _canonical(spec)
@@ -304,7 +158,7 @@ def stale_run(candidates: list[Path], spec: Mapping[str, Any]):
         except Exception:
             continue
         old = doc.get("spec") if isinstance(doc, dict) else None
-        if isinstance(old, dict) and doc.get("status") in (OK, DOES_NOT_APPLY) and old.get("code") != spec.get("code") \
+        if isinstance(old, dict) and doc.get("status") in (OK, DOES_NOT_APPLY) and old.get("versions") != spec.get("versions") \
                 and _canonical(old) == want:
             found.append((p.stat().st_mtime, p.name, p, doc))
     return max(found, key=lambda x: x[:2])[2:] if found else None
@@ -325,8 +179,8 @@ def make_plan(exp: Experiment, level: str, results_dir: Path, seeds: tuple[int, 
     for p in index.values():
         by_cell.setdefault(identity(p.name), []).append(p)
     sim_doc = dataclasses.asdict(sim_params(exp.sim))
+    source = source_commit()
     policies: dict[str, pol.PolicyContext] = {}
-    code: dict[str, str] = {}
     rows, cells = [], []
     for row in exp.rows:
         if level not in row.levels:
@@ -366,12 +220,11 @@ def make_plan(exp: Experiment, level: str, results_dir: Path, seeds: tuple[int, 
                     "method": m.method, "params": params, "seed": seed,
                     "placements": m.budget_for(level, lv), "seconds": m.seconds_for(level, lv), "sim": sim_doc,
                     "policies": {p.name: p.hash for p in pols},
-                    "code": code.get(m.method) or code.setdefault(m.method, code_fingerprint(m.method)),
                 }
                 objective = exp.objective_for(row, m)
                 if objective != "sim":  # only then: the hashes of simulator runs stay as committed
                     spec["objective"] = objective
-                    spec["objective_code"] = objective_fingerprint()
+                spec["versions"] = versions(m.method, objective)
                 cell.hash = stable_hash(spec)
                 name = f"{slug(row.label)}__{slug(ctx.cluster.name)}__{slug(m.label)}__s{seed}__{cell.hash}.json"
                 cell.path = runs_dir / name
@@ -402,7 +255,7 @@ def make_plan(exp: Experiment, level: str, results_dir: Path, seeds: tuple[int, 
                     "seed": seed, "placements": m.budget_for(level, lv), "seconds": m.seconds_for(level, lv),
                     "sim": exp.sim, "objective": objective,
                     "spec": spec, "hash": cell.hash, "out": str(cell.path), "experiment": exp.name,
-                    "row": row.label, "graph_spec": ctx.spec_used,
+                    "row": row.label, "graph_spec": ctx.spec_used, "source": source,
                 }
     return Plan(exp, level, seeds, methods, rows, cells, runs_dir, filtered=bool(only_methods or only_rows),
                 policies=policies)
@@ -477,7 +330,7 @@ def execute(task: dict) -> dict:
             "graph": {"name": P.graph.name, "spec": task["graph_spec"], "ops": P.n_ops, "edges": P.graph.n_edges,
                       "fingerprint": task["spec"]["graph_fp"]},
             "cluster": {"name": P.cluster.name, "devices": list(P.cluster.device_names)},
-            "lower_bound_us": float(P.lower_bound_us), "host": run_host()}
+            "lower_bound_us": float(P.lower_bound_us), "host": run_host(), "source": task.get("source")}
     try:
         res = run_method(task["method"], P, Budget(task["placements"], task["seconds"]), task["seed"], sp,
                          objective=task.get("objective", "sim"), **task["params"])

@@ -35,6 +35,7 @@ class Objective:
     :meth:`evaluate_batch`, :meth:`check`, :meth:`repair`."""
 
     name = "objective"
+    version = 1  # bumped when what the objective computes changes on purpose (the bench cache keys on it)
     is_simulator = False
     contiguous = False  # methods must keep contiguity (see placer.objectives.units)
     cpu_contiguous = False  # ... on CPU devices too
