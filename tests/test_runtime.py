@@ -40,7 +40,7 @@ def build():
 def captured(tmp_path_factory):
     d = tmp_path_factory.mktemp("rt")
     (d / "net.py").write_text(MODEL)
-    from placer.frontends.recipe import capture_recipe
+    from placer.recipes import capture_recipe
 
     recipe = {"kind": "factory", "target": f"{d / 'net.py'}:build", "kwargs": {},
               "inputs": [{"shape": [4, 3, 6, 6], "dtype": "float32"}], "loss": "cross-entropy",
@@ -62,7 +62,7 @@ def _split(g, n_dev=2):
 
 
 def test_placed_step_equals_unplaced_model(captured):
-    from placer.frontends.recipe import build, recipe_of
+    from placer.recipes import build, recipe_of
     from placer.runtime.executor import PlacedStep
     from placer.runtime.measure import initial_state, rebuild
 

@@ -1,11 +1,11 @@
 """Run an experiment's cells on a Ray cluster (``placer bench ... --backend ray [--address HOST:PORT]``).
 
-Each cell is one Ray task (one CPU) calling :func:`placer.bench.runner.execute` on whichever
-machine Ray picks; the task writes its run file into a scratch folder there, and the driver writes
-the returned document to ``results/`` itself, so the results land on the machine that asked for
-them whichever node computed them. A cell's result depends only on its task (graph, cluster,
-method, seed, budget), so the serial, process and Ray backends give the same documents (wall-clock
-fields aside).
+Each cell is one Ray task (one CPU) calling the runner's ``execute`` (:func:`placer.bench.runner.execute`)
+on whichever machine Ray picks; the task writes its run file into a scratch folder there and returns
+the document with the file's bytes, which the driver writes to ``results/`` as they are, so the
+results land on the machine that asked for them whichever node computed them. A cell's result
+depends only on its task (graph, cluster, method, seed, budget), so the serial, process and Ray
+backends give the same documents (wall-clock fields aside).
 
 Without ``--address`` (and no ``RAY_ADDRESS`` in the environment) a local Ray runtime with
 ``jobs`` CPUs is started for the run and stopped after it; with one, the driver joins that cluster
@@ -15,18 +15,22 @@ Without ``--address`` (and no ``RAY_ADDRESS`` in the environment) a local Ray ru
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Callable
 
 from placer.errors import InputError
+from placer.io import write_bytes_atomic
 
 
-def _execute_remote(task: dict) -> dict:
+def _execute_remote(execute: Callable[[dict], dict], task: dict) -> tuple[dict, bytes | None]:
+    """``execute(task)`` with the run file in the node's scratch folder: the document and the run
+    file's bytes (None where the run wrote none, an error)."""
     import tempfile
 
-    from placer.bench.runner import execute
-
-    scratch = os.path.join(tempfile.gettempdir(), "placer-ray-runs", os.path.basename(task["out"]))
-    return execute({**task, "out": scratch})
+    scratch = Path(tempfile.gettempdir()) / "placer-ray-runs" / os.path.basename(task["out"])
+    scratch.unlink(missing_ok=True)  # a file left by an earlier run must not pass for this one's
+    doc = execute({**task, "out": str(scratch)})
+    return doc, (scratch.read_bytes() if scratch.exists() else None)
 
 
 def ray_init(jobs: int, address: str | None = None):
@@ -50,23 +54,27 @@ def ray_init(jobs: int, address: str | None = None):
     return ray, True
 
 
-def run_cells_ray(cells: list, jobs: int, address: str | None, finish: Callable[[object, dict], None]) -> None:
-    """Execute ``cells`` (each with a ``task``) as Ray tasks; call ``finish(cell, doc)`` as each
-    completes (in completion order), after writing its run file where the driver wants it."""
-    from placer.bench.runner import DOES_NOT_APPLY, OK, _write
+def run_cells_ray(cells: list, jobs: int, address: str | None, finish: Callable[[object, dict], None],
+                  execute: Callable[[dict], dict] | None = None) -> None:
+    """Execute ``cells`` (each with a ``task``) as Ray tasks running ``execute`` (the runner's); call
+    ``finish(cell, doc)`` as each completes (in completion order), after writing its run file, when
+    the run wrote one, where the driver wants it."""
+    if execute is None:  # TODO(lead): run_plan passes its execute; then this import (a cycle) goes
+        from placer.bench.runner import execute
 
     ray, started = ray_init(jobs, address)
     try:
         remote = ray.remote(num_cpus=1)(_execute_remote)
-        pending = {remote.remote(c.task): c for c in cells}
+        pending = {remote.remote(execute, c.task): c for c in cells}
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
                 cell = pending.pop(ref)
-                out = cell.task["out"]
-                doc = ray.get(ref)
-                if doc["status"] in (OK, DOES_NOT_APPLY):
-                    _write(out, doc)
+                doc, data = ray.get(ref)
+                if data is not None:
+                    out = Path(cell.task["out"])
+                    out.parent.mkdir(parents=True, exist_ok=True)
+                    write_bytes_atomic(out, data)
                 finish(cell, doc)
     finally:
         if started:

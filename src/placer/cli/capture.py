@@ -44,8 +44,9 @@ def capture(source: str = typer.Argument(..., help="FILE.py:FACTORY, MODULE:FACT
     import sys
 
     from placer.frontends.native import save_graph
-    from placer.frontends.recipe import capture_recipe, parse_input_spec, parse_sets
+    from placer.frontends.recipe import parse_input_spec, parse_sets
     from placer.frontends.torch import OPTIMIZERS
+    from placer.recipes import capture_recipe
 
     if optimizer not in OPTIMIZERS:
         raise InputError("--optimizer", f"'{optimizer}'", "is not supported", f"use one of {', '.join(OPTIMIZERS)}")

@@ -18,6 +18,7 @@ import logging
 from dataclasses import dataclass
 
 from placer.errors import InputError
+from placer.frontends.recipe import cache_root, capture_with, parse_sets
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,6 @@ def _transformers():
 
 def parse_hf_spec(spec: str) -> dict:
     """``hf:gpt2`` or ``hf:gpt2:n_layer=2,batch=4`` -> a recipe (see :mod:`placer.frontends.recipe`)."""
-    from placer.frontends.recipe import parse_sets
-
     body = spec[3:] if spec.startswith("hf:") else spec
     name, _, sets = body.partition(":")
     return hf_recipe(name, parse_sets([s for s in sets.split(",") if s]) if sets else {})
@@ -183,9 +182,7 @@ def hf_graph(spec: str, cache: bool = True):
     import json
 
     from placer.frontends.native import load_graph, save_graph
-    from placer.frontends.recipe import capture_recipe
     from placer.frontends.torch import CAPTURE_VERSION
-    from placer.zoo.models import cache_dir
 
     recipe = parse_hf_spec(spec)
     tf = _transformers()
@@ -197,13 +194,13 @@ def hf_graph(spec: str, cache: bool = True):
     key = hashlib.sha256(json.dumps([recipe, tf.__version__, torch.__version__, CAPTURE_VERSION,
                                      repr(sorted(DEVICE_SPECS.items())), CALIBRATION],
                                     sort_keys=True, default=str).encode()).hexdigest()[:16]
-    path = cache_dir().parent / "hf" / f"{recipe['name']}-{key}.json.gz"
+    path = cache_root() / "hf" / f"{recipe['name']}-{key}.json.gz"
     if cache and path.exists():
         try:
             return load_graph(path)
         except InputError:
             path.unlink(missing_ok=True)
-    g = capture_recipe(recipe, name=f"hf-{recipe['name']}").graph
+    g = capture_with(recipe, build_hf, name=f"hf-{recipe['name']}").graph
     if cache:
         path.parent.mkdir(parents=True, exist_ok=True)
         save_graph(g, path)

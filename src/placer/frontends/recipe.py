@@ -13,12 +13,16 @@ names must come out the same) and executed op by op. A recipe is a small JSON di
 plus, for every kind, ``inputs`` (``[{"shape": [...], "dtype": "float32", "high": N}]``, batch
 dimension included), ``loss`` (``auto``, ``mean``, ``sum``, ``cross-entropy`` or
 ``file.py:function``), ``optimizer`` and ``seed`` (weights and inputs are drawn from it).
+
+This module holds what every kind shares (parsing, factories, inputs, losses, tracing a built
+model, the capture cache's folder); :mod:`placer.recipes` builds any kind (it sits above the zoo).
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -202,47 +206,17 @@ def build_factory(recipe: dict, device: str = "cpu"):
     return made, inputs
 
 
-def build(recipe: dict, device: str = "cpu"):
-    """``(module, inputs, loss_fn)`` of any recipe, on ``device`` (``meta`` for capture only)."""
-    import torch
-
-    kind = recipe.get("kind")
-    if kind == "factory":
-        m, xs = build_factory(recipe, device)
-        return m, xs, loss_function(recipe.get("loss", "auto"))
-    if kind == "hf":
-        from placer.frontends.hf import build_hf
-
-        return build_hf(recipe, device)
-    if kind == "zoo":
-        from placer.zoo.models import build_model
-
-        torch.manual_seed(int(recipe.get("seed", 0)))
-        m, xs = build_model(recipe["name"], device=device, **recipe.get("overrides", {}))
-        return m, list(xs), loss_function(recipe.get("loss", "auto"))
-    raise InputError("recipe", f"kind {kind!r}", "is not a known recipe", "capture the model with `placer capture`")
+def cache_root() -> Path:
+    """Where captured graphs are cached (``$PLACER_CACHE_DIR``, else ``~/.cache/placer``): the zoo's
+    under ``zoo/``, Hugging Face models' under ``hf/``, the generated families' under ``families/``."""
+    return Path(os.environ.get("PLACER_CACHE_DIR") or Path.home() / ".cache" / "placer")
 
 
-def recipe_of(graph) -> dict | None:
-    """The recipe stored with a graph (zoo graphs carry theirs in ``meta['zoo']``), else None."""
-    meta = graph.meta or {}
-    if isinstance(meta.get("recipe"), dict):
-        return meta["recipe"]
-    zoo = meta.get("zoo")
-    if isinstance(zoo, dict) and meta.get("source") == "torch":
-        from placer.zoo.models import ZOO
-
-        base = ZOO[zoo["model"]].config if zoo.get("model") in ZOO else {}
-        over = {k: v for k, v in (zoo.get("config") or {}).items() if base.get(k, object()) != v}
-        return {"kind": "zoo", "name": zoo["model"], "overrides": over, "optimizer": meta.get("optimizer") or "sgd-momentum",
-                "loss": "auto", "seed": 0}
-    return None
-
-
-def capture_recipe(recipe: dict, name: str | None = None, device: str | None = None):
-    """Build the recipe's model and trace its training step; the returned
-    :class:`~placer.frontends.torch.Capture`'s graph carries the recipe. Hugging Face and zoo
-    models are built on ``meta`` (shapes only, no memory); user factories on the CPU."""
+def capture_with(recipe: dict, build, name: str | None = None, device: str | None = None):
+    """Build the recipe's model with ``build(recipe, device) -> (module, inputs, loss_fn)`` and trace
+    its training step; the returned :class:`~placer.frontends.torch.Capture`'s graph carries the
+    recipe. Hugging Face and zoo models are built on ``meta`` (shapes only, no memory); user
+    factories on the CPU."""
     from placer.frontends.torch import trace_training_step
 
     device = device or ("cpu" if recipe.get("kind") == "factory" else "meta")

@@ -21,8 +21,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from placer.zoo.families import CONV_OPS, RNN_ACTIVATIONS  # noqa: F401  (the search spaces)
-
 
 class ReLUConvBN(nn.Module):
     def __init__(self, cin: int, cout: int, k: int = 1, stride: int = 1):

@@ -141,9 +141,9 @@ class GraphSpec:
         return g
 
     def cache_path(self) -> Path:
-        from placer.zoo.models import cache_dir
+        from placer.frontends.recipe import cache_root
 
-        return cache_dir().parent / "families" / f"{self.name}-{cache_key(self)}.json.gz"
+        return cache_root() / "families" / f"{self.name}-{cache_key(self)}.json.gz"
 
 
 def cache_key(spec: GraphSpec) -> str:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -176,7 +175,9 @@ def _graph_name(name: str, overrides: dict) -> str:
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("PLACER_CACHE_DIR") or Path.home() / ".cache" / "placer") / "zoo"
+    from placer.frontends.recipe import cache_root
+
+    return cache_root() / "zoo"
 
 
 def cache_key(name: str, optimizer: str, overrides: dict) -> str:
