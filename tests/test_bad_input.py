@@ -230,6 +230,33 @@ CASES = [
     ("bench report missing folder", lambda t: ["bench", "report", "--results", str(t / "missing-folder"),
                                                "--out", str(t / "R.md")], "does not exist"),
     ("bench report --out a folder", lambda t: ["bench", "report", "--out", str(t)], "is a folder"),
+    ("bench report on a results.csv that is not UTF-8", lambda t: [
+        "bench", "report", "--results", put(t, "res/classical/results.csv", b"run_file\n\xff\xfe\n").rsplit("/", 2)[0],
+        "--out", str(t / "R.md")], "is not UTF-8 text"),
+    # issue 52: every count or size has a bound, checked before any work, named in the message
+    ("optimize --budget 2**70", lambda t: ["optimize", G, "--budget", str(2**70)], "the most placer allows"),
+    ("random --budget 10**12", lambda t: ["optimize", G, "-m", "random", "--budget", str(10**12)], "10,000,000"),
+    ("compare --budget 10**12", lambda t: ["compare", G, "--budget", str(10**12)], "10,000,000"),
+    ("optimize --seconds 1e9", lambda t: ["optimize", G, "--seconds", "1e9"], "86,400"),
+    ("optimize --seed 2**40", lambda t: ["optimize", G, "--seed", str(2**40)], "4,294,967,295"),
+    ("bench --jobs 1000000", lambda t: ["bench", "classical", "--quick", "--jobs", "1000000"], "the most"),
+    ("bench --seeds 2**40", lambda t: ["bench", "classical", "--quick", "--seeds", str(2**40)], "4,294,967,295"),
+    ("--max-input-size beyond memory", lambda t: ["--max-input-size", "1000TiB", "info", G], "machine's memory"),
+    ("cluster of 5,000 devices", lambda t: ["info", G, "--cluster", put(t, "c.json", json.dumps(_doc(
+        "cluster", devices=[{"name": f"d{i}", "kind": "cpu", "memory_bytes": 1e9} for i in range(5000)])))], "4,096"),
+    # issue 52: wrong exit status, tracebacks, bad input accepted
+    ("compare --objective bogus", lambda t: ["compare", G, "--methods", "single-gpu", "--objective", "bogus"],
+     "not a known objective"),
+    ("--objective latency:pieces=10**30", lambda t: ["optimize", G, "-m", "random", "--budget", "3", "--objective",
+                                                    f"latency:pieces={10**30}"], "pieces=any"),
+    ("cluster device FLOPs NaN", lambda t: ["info", G, "--cluster", put(t, "c.json", json.dumps(_doc(
+        "cluster", devices=[{"name": "g", "kind": "gpu", "memory_bytes": 1e9, "peak_flops_per_us": float("nan")}])))],
+     "peak_flops_per_us"),
+    ("cluster device FLOPs negative", lambda t: ["info", G, "--cluster", put(t, "c.json", json.dumps(_doc(
+        "cluster", devices=[{"name": "g", "kind": "gpu", "memory_bytes": 1e9, "peak_flops_per_us": -5}])))],
+     "peak_flops_per_us"),
+    ("cluster device launch negative", lambda t: ["info", G, "--cluster", put(t, "c.json", json.dumps(_doc(
+        "cluster", devices=[{"name": "g", "kind": "gpu", "memory_bytes": 1e9, "launch_us": -3}])))], "launch_us"),
 ]
 
 TORCH_CASES = [
@@ -368,7 +395,7 @@ def _cpu_seconds(pid: int) -> float:
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 def test_ctrl_c_during_optimize_exits_130_and_says_so(tmp_path):
     out_file = tmp_path / "p.json"
-    p = _placer("optimize", "synthetic", "--method", "random", "--budget", "1000000000", "--out", out_file, cwd=tmp_path)
+    p = _placer("optimize", "synthetic", "--method", "random", "--budget", "10000000", "--out", out_file, cwd=tmp_path)
     try:
         # interrupt once the command is busy placing (by CPU time used, not wall time: a loaded machine
         # only makes this wait longer); any moment after start-up gives the same answer

@@ -82,6 +82,9 @@ class Cluster:
         return f"Cluster({self.name!r}, devices={list(self.device_names)})"
 
 
+MAX_DEVICES = 4096  # devices in one cluster: its (D x D) link matrices stay under 300 MB
+
+
 def make_cluster(name: str, devices: list[Device], default_bw: float, default_lat: float,
                  pairs: dict[tuple[int, int], tuple[float, float]] | None = None,
                  meta: Mapping[str, Any] | None = None, source: str = "<cluster>") -> Cluster:
@@ -91,10 +94,18 @@ def make_cluster(name: str, devices: list[Device], default_bw: float, default_la
     if len(set(names)) != D:
         dup = next(n for n in names if names.count(n) > 1)
         raise InputError(source, f"device '{dup}'", "duplicate device name", "make device names unique")
+    if D > MAX_DEVICES:
+        raise InputError(source, "devices", f"are {D:,}, more than {MAX_DEVICES:,}, the most placer allows "
+                         "(its link matrices hold every pair of devices)", "model a smaller cluster")
     for d in devices:
         if not (np.isfinite(d.memory_bytes) and d.memory_bytes > 0):
             raise InputError(source, f"device '{d.name}' memory_bytes", f"invalid value {d.memory_bytes!r}",
                              "use a positive number of bytes")
+        for key in ("peak_flops_per_us", "mem_bw_bytes_per_us", "launch_us"):
+            v = getattr(d, key)
+            if not (np.isfinite(v) and v >= 0):
+                raise InputError(source, f"device '{d.name}' {key}", f"invalid value {v!r}",
+                                 "use a finite number of 0 or more")
     bw = np.full((D, D), float(default_bw))
     lat = np.full((D, D), float(default_lat))
     for (a, b), (w, l) in (pairs or {}).items():

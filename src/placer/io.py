@@ -54,8 +54,19 @@ def max_input_bytes() -> int:
     return parse_size(env, f"${MAX_INPUT_ENV}") if env else DEFAULT_MAX_INPUT_BYTES
 
 
+def human_size(n: float) -> str:
+    """Bytes as people read them: '512 bytes', '3.5 KiB', '256 MiB', '2 GiB' (never '0 MiB')."""
+    if n < 1024:
+        return f"{n:,.0f} byte{'' if n == 1 else 's'}"
+    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        n /= 1024
+        if n < 1024 or unit == "PiB":
+            return f"{n:,.1f} {unit}".replace(".0 ", " ")
+    return f"{n:,.1f} PiB"  # pragma: no cover
+
+
 def _too_big(path: str, what: str, limit: int) -> InputError:
-    return InputError(path, "file", f"{what} more than the input limit of {limit / 2**20:,.0f} MiB",
+    return InputError(path, "file", f"{what} more than the input limit of {human_size(limit)}",
                       f"raise the limit with `placer --max-input-size 2GiB ...` or ${MAX_INPUT_ENV} if the file is genuine")
 
 
@@ -85,7 +96,7 @@ def read_input_bytes(path: str | os.PathLike) -> bytes:
             raise InputError(path, "file", "is not a regular file (a pipe, device or socket)",
                              "save the input to a file and give its path")
         if st.st_size > limit:
-            raise _too_big(path, f"is {st.st_size / 2**20:,.0f} MiB,", limit)
+            raise _too_big(path, f"is {human_size(st.st_size)},", limit)
         with os.fdopen(os.dup(fd), "rb") as f:
             raw = f.read(limit + 1)
     except OSError as e:

@@ -16,7 +16,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from placer.cli.options import at_least, grouping_spec, method_name, one_of, output_file, positive_finite
+from placer.cli.options import (MAX_SECONDS, budget_option, grouping_spec, method_name, objective_spec, one_of,
+                                output_file, positive_finite, seed_option)
 from placer.errors import InputError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -32,12 +33,12 @@ GroupingOpt = typer.Option(GROUPING_DEFAULT, "--grouping", callback=grouping_spe
                            help="op groups: ops, colocate, merge:N, metis:K or contiguous:N")
 SimOpt = typer.Option("default", "--sim", help="'default' (cluster links, no gaps) or 'placeto' (reference constants)",
                       callback=one_of("default", "placeto"))
-SeedOpt = typer.Option(0, help="random seed, 0 or more (same seed, same placement)", callback=at_least(0))
-BudgetOpt = typer.Option(None, help="placements the method may sample (1 or more)", callback=at_least(1, 1000))
+SeedOpt = typer.Option(0, help="random seed, 0 to 2**32-1 (same seed, same placement)", callback=seed_option)
+BudgetOpt = typer.Option(None, help="placements the method may sample (1 to 10,000,000)", callback=budget_option)
 OutOpt = typer.Option(None, "--out", "-o", help="write the placement JSON here", callback=output_file)
 ObjectiveOpt = typer.Option("sim", "--objective", help="what to minimise: 'sim' (the event simulator), 'latency' or "
                             "'throughput' (Tarnawski et al. 2020's models; latency:pieces=N|any, "
-                            "throughput:contiguous=false), 'pipeline' (PipeDream 1F1B)")
+                            "throughput:contiguous=false), 'pipeline' (PipeDream 1F1B)", callback=objective_spec)
 
 
 def _version(value: bool) -> None:
@@ -50,6 +51,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _global_options(
+        ctx: typer.Context,
         version: bool = typer.Option(False, "--version", help="print the version and exit", callback=_version,
                                      is_eager=True),
         max_input_size: Optional[str] = typer.Option(
@@ -58,7 +60,26 @@ def _global_options(
     """Find fast device placements for neural-network training graphs."""
     from placer.io import parse_size, set_max_input_bytes
 
-    set_max_input_bytes(parse_size(max_input_size, "--max-input-size") if max_input_size else None)
+    source = ctx.get_parameter_source("max_input_size")
+    where = "$PLACER_MAX_INPUT_BYTES" if getattr(source, "name", "") == "ENVIRONMENT" else "--max-input-size"
+    limit = parse_size(max_input_size, where) if max_input_size else None
+    ram = _physical_memory()
+    if limit is not None and ram and limit > ram:
+        from placer.io import human_size
+
+        raise InputError(where, repr(max_input_size), f"is more than this machine's memory ({human_size(ram)}), "
+                         "the most placer allows (an input is held in memory whole)", "e.g. --max-input-size 2GiB")
+    set_max_input_bytes(limit)
+
+
+def _physical_memory() -> int | None:
+    """Bytes of RAM here, or None when the system does not say."""
+    import os
+
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def _emit(data: dict, as_json: bool, render) -> None:
@@ -74,6 +95,17 @@ def _jsonable(x):
     if isinstance(x, np.ndarray):
         return x.tolist()
     raise TypeError(type(x).__name__)
+
+
+def safe(text: object, limit: int = 300) -> str:
+    """A name from a file or the command line, ready for a rich table or line: control characters
+    (ESC of a terminal sequence, newlines, bidi overrides) written as escapes by
+    :func:`placer.errors.printable`, as the error lines do, and rich markup ("[bold]") escaped."""
+    from rich.markup import escape
+
+    from placer.errors import printable
+
+    return escape(printable(text, limit=limit))
 
 
 def _us(x: float) -> str:
@@ -136,10 +168,10 @@ def info(graph: str = GraphArg, cluster: str = ClusterOpt, as_json: bool = JsonO
 
     def render(d):
         gs, ps = d["graph"], d["problem"]
-        t = Table(title=f"{gs['name']} on {ps['cluster']}", show_header=False)
+        t = Table(title=f"{safe(gs['name'])} on {safe(ps['cluster'])}", show_header=False)
         t.add_row("ops / edges", f"{gs['ops']:,} / {gs['edges']:,}")
         t.add_row("forward / backward / update", f"{gs['forward']:,} / {gs['backward']:,} / {gs['update']:,}")
-        t.add_row("cost keys (per device)", ", ".join(f"{n}={s}" for n, s in zip(ps["devices"], ps["cost_sources"])))
+        t.add_row("cost keys (per device)", ", ".join(f"{safe(n)}={safe(s)}" for n, s in zip(ps["devices"], ps["cost_sources"])))
         t.add_row("total work (fastest device)", _us(ps["total_work_us"]))
         t.add_row("critical path (fastest, no comm)", _us(ps["critical_path_us"]))
         t.add_row("load bound (work / devices)", _us(ps["load_bound_us"]))
@@ -171,7 +203,7 @@ def convert(src: str = typer.Argument(..., help="graph in any supported format")
     save_graph(g, out)
     if c is not None:
         save_cluster(c, cluster_out)
-    err_console.print(f"wrote {out} ({g.n_ops:,} ops, {g.n_edges:,} edges)")
+    err_console.print(f"wrote {safe(out)} ({g.n_ops:,} ops, {g.n_edges:,} edges)")
 
 
 @app.command()
@@ -197,11 +229,11 @@ def simulate(graph: str = GraphArg, cluster: str = ClusterOpt,
                       f"objective {_us(d['objective'])}{', OOM' if d['oom'] else ''}, {d['transfers']:,} transfers)")
         t = Table("device", "busy", "utilisation", "peak memory", "capacity", "OOM")
         for dv in d["devices"]:
-            t.add_row(dv["name"], _us(dv["busy_us"]), f"{dv['utilisation']:.1%}", _gib(dv["peak_memory_bytes"]),
+            t.add_row(safe(dv["name"]), _us(dv["busy_us"]), f"{dv['utilisation']:.1%}", _gib(dv["peak_memory_bytes"]),
                       _gib(dv["memory_bytes"]), "OOM" if dv["oom"] else "")
         console.print(t)
         if trace is not None:
-            err_console.print(f"wrote trace {trace}")
+            err_console.print(f"wrote trace {safe(trace)}")
 
     _emit(data, as_json, render)
 
@@ -211,8 +243,8 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
              method: str = typer.Option("local-search", "--method", "-m", help="see `placer methods`",
                                         callback=method_name),
              budget: Optional[int] = BudgetOpt,
-             seconds: Optional[float] = typer.Option(None, help="wall-clock limit in seconds (above 0)",
-                                                     callback=positive_finite(60)),
+             seconds: Optional[float] = typer.Option(None, help="wall-clock limit in seconds (above 0, at most a day)",
+                                                     callback=positive_finite(60, MAX_SECONDS, "a day")),
              seed: int = SeedOpt,
              out: Optional[str] = OutOpt,
              sim: str = SimOpt, as_json: bool = JsonOpt,
@@ -230,7 +262,7 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
     if grouping is not None:
         kw["grouping"] = grouping
     P = load_problem(graph, cluster)
-    with console.status(f"{method} on {P.graph.name} / {P.cluster.name} ...", spinner="dots"):
+    with console.status(f"{method} on {safe(P.graph.name)} / {safe(P.cluster.name)} ...", spinner="dots"):
         res = run_method(method, P, Budget(budget, seconds), seed, sim_params(sim), objective=objective, **kw)
     data = res.summary()
     data["lower_bound_us"] = P.lower_bound_us
@@ -243,9 +275,9 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
                       f"{d['sim_calls']:,} simulator calls, {d['wall_s']:.2f} s")
         if d["objective_name"] != "sim":
             console.print(f"{d['objective_name']}: {_us(d['objective'])} (the objective it minimised)")
-        console.print("ops per device: " + ", ".join(f"{k}={v}" for k, v in d["device_counts"].items()))
+        console.print("ops per device: " + ", ".join(f"{safe(k)}={v}" for k, v in d["device_counts"].items()))
         if out is not None:
-            err_console.print(f"wrote {out}")
+            err_console.print(f"wrote {safe(out)}")
 
     _emit(data, as_json, render)
 
@@ -272,8 +304,8 @@ def methods(as_json: bool = JsonOpt):
 def compare(graph: str = typer.Argument("default", help="graph file or built-in name ('default': inception_v3 with the torch extra, else synthetic)"),
             cluster: str = ClusterOpt,
             methods: str = typer.Option("default", help="comma-separated method names, or 'default' / 'all'"),
-            budget: Optional[int] = typer.Option(None, help="placements per search method (1 or more)",
-                                                 callback=at_least(1, 1000)),
+            budget: Optional[int] = typer.Option(None, help="placements per search method (1 to 10,000,000)",
+                                                 callback=budget_option),
             seed: int = SeedOpt, sim: str = SimOpt, as_json: bool = JsonOpt, objective: str = ObjectiveOpt):
     """The main job: place a graph with the best available methods and print it beside the baselines."""
     from rich.progress import Progress
@@ -293,7 +325,7 @@ def compare(graph: str = typer.Argument("default", help="graph file or built-in 
 
     def render(d):
         t = Table("method", "step time", "vs single GPU", "vs lower bound", "OOM", "placements", "sim calls", "seconds",
-                  title=f"{d['graph']} ({d['ops']:,} ops) on {d['cluster']}; lower bound {_us(d['lower_bound_us'])}")
+                  title=f"{safe(d['graph'])} ({d['ops']:,} ops) on {safe(d['cluster'])}; lower bound {_us(d['lower_bound_us'])}")
         for r in d["rows"]:
             if "error" in r:
                 t.add_row(r["method"], "n/a", "", "", "", "", "", "", end_section=False)
@@ -307,7 +339,7 @@ def compare(graph: str = typer.Argument("default", help="graph file or built-in 
         console.print(t)
         for r in d["rows"]:
             if "error" in r:
-                console.print(f"[dim]{r['method']}: {r['error']}[/dim]")
+                console.print(f"[dim]{r['method']}: {safe(r['error'], 2000)}[/dim]")
         console.print(f"best: {d['best']} (* above); 'vs' columns are ratios of step times (x); seconds exclude "
                       f"{d['warmup_s']:.1f} s compiling the simulator first")
 

@@ -7,13 +7,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from placer.cli import app, console, err_console
-from placer.cli.options import at_least, existing_folder, output_file, output_folder
+from placer.cli.options import MAX_SEED, at_least, existing_folder, output_file, output_folder
 from placer.errors import InputError
 
 bench_app = typer.Typer(no_args_is_help=True, help="Reproduce the papers' tables (results/<experiment>/, REPRODUCTION.md).")
@@ -46,8 +47,30 @@ def report(results: str = typer.Option("results", "--results", help="results fol
     """Regenerate REPRODUCTION.md from the committed results (runs nothing)."""
     from placer.bench.report import write_report
 
-    write_report(results, out)
+    _check_tables_are_text(Path(results))
+    try:
+        write_report(results, out)
+    except UnicodeDecodeError as e:  # a file the check above does not know of
+        raise InputError(str(results), "a results file", f"is not UTF-8 text ({e.reason} at byte {e.start})",
+                         "restore the results folder (git checkout results) or run the experiments again") from None
     err_console.print(f"wrote {out}")
+
+
+def _check_tables_are_text(results: Path) -> None:
+    """Every ``results.csv`` the report reads must be UTF-8 text: one line naming the file, not a traceback."""
+    from placer.io import read_input_bytes
+
+    for table in sorted([*results.glob("*/results.csv"), *results.glob("paper/*/results.csv")]):
+        raw = read_input_bytes(table)
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InputError(str(table), "file", f"is not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start})",
+                             "restore it (git checkout) or run the experiment again to rewrite it") from None
+
+
+MAX_SEEDS = 100  # seeds per experiment: the papers report 1 to 10
+MAX_JOBS = 4096  # parallel runs at most (a Ray cluster); local processes: at most 4 per CPU core
 
 
 def _parse_seeds(text: str | None) -> tuple[int, ...] | None:
@@ -61,6 +84,12 @@ def _parse_seeds(text: str | None) -> tuple[int, ...] | None:
         raise InputError("--seeds", f"'{text}'", "names no seed", "e.g. --seeds 0,1,2")
     if any(s < 0 for s in seeds):
         raise InputError("--seeds", f"'{text}'", "has a negative seed", "use seeds of 0 or more")
+    if any(s > MAX_SEED for s in seeds):
+        raise InputError("--seeds", f"'{text[:60]}'", f"has a seed above {MAX_SEED:,}, the most placer allows "
+                         "(numpy and torch take seeds below 2**32)", "e.g. --seeds 0,1,2")
+    if len(seeds) > MAX_SEEDS:
+        raise InputError("--seeds", f"'{text[:60]}'", f"names {len(seeds):,} seeds, more than {MAX_SEEDS}, the most "
+                         "placer allows (each seed repeats every run of the experiment)", "e.g. --seeds 0,1,2")
     return seeds
 
 
@@ -129,6 +158,10 @@ def _run(name: str, quick: bool, budget: str, jobs: int, seeds: str | None, meth
         raise InputError("--jobs", str(jobs), "must be at least 1", "e.g. --jobs 2")
     if backend not in ("process", "ray"):
         raise InputError("--backend", f"'{backend}'", "is not a backend", "use 'process' or 'ray'")
+    local_max = 4 * (os.cpu_count() or 1)
+    if (backend == "process" or address is None) and jobs > local_max:
+        raise InputError("--jobs", str(jobs), f"is more than {local_max}, the most this machine runs at once "
+                         f"(4 per CPU core, {os.cpu_count() or 1} cores)", f"e.g. --jobs {os.cpu_count() or 1}")
     known = _method_names(name)
     seed_list, method_set, row_set = _parse_seeds(seeds), _parse_methods(methods, known), _parse_list("--rows", rows)
     _check_filters(name, known, method_set, row_set)
@@ -152,6 +185,10 @@ def _run(name: str, quick: bool, budget: str, jobs: int, seeds: str | None, meth
             prog.update(task, total=total, completed=done,
                         description=f"{name}: {cell.row.row.label} / {cell.method.label} s{cell.seed}{tag}")
 
+        from placer.cli.guard import keep_on_interrupt
+
+        keep_on_interrupt(f"every finished run is kept in {results / name / 'runs'} (run the same command again "
+                          "to resume from them)")
         out = run_experiment(name, level, results, jobs, seed_list, method_set, row_set,
                              plots, on_row=on_row, on_done=on_done, backend=backend, address=address)
     s = out.stats
@@ -168,7 +205,9 @@ def _command_for(name: str, title: str):
     def command(quick: bool = typer.Option(False, "--quick", help="CI-sized budget (seconds to minutes)"),
                 budget: str = typer.Option("default", "--budget", help="'default' (minutes here) or 'paper' "
                                            "(the papers' sample counts)"),
-                jobs: int = typer.Option(1, "--jobs", "-j", help="runs in parallel processes", callback=at_least(1, 2)),
+                jobs: int = typer.Option(1, "--jobs", "-j", help="runs in parallel processes (at most 4 per CPU core "
+                                         "here; 4096 on a Ray cluster)",
+                                         callback=at_least(1, 2, MAX_JOBS, "a Ray cluster's worth; 4 per core here")),
                 seeds: Optional[str] = typer.Option(None, help="comma-separated seeds (default: the budget's)"),
                 methods: Optional[str] = typer.Option(None, help="only run these method labels or names"),
                 rows: Optional[str] = typer.Option(None, help="only run rows whose 'label / cluster' contains one "

@@ -31,6 +31,22 @@ from placer.errors import InputError, printable
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 INTERRUPTED = "interrupted (Ctrl-C); stopped before finishing, no partial output file left"
+_kept: list[str] = []  # what the running command keeps on purpose when interrupted (keep_on_interrupt)
+
+
+def keep_on_interrupt(note: str) -> None:
+    """Declare what the running command leaves behind on purpose if Ctrl-C stops it (a resumable
+    cache of finished runs, a log written line by line): the "interrupted" line then says so
+    instead of claiming that no file is left."""
+    if note not in _kept:
+        _kept.append(note)
+
+
+def interrupted_message() -> str:
+    """The one line printed on Ctrl-C: :data:`INTERRUPTED`, or what the command keeps."""
+    if not _kept:
+        return INTERRUPTED
+    return "interrupted (Ctrl-C); stopped before finishing, no partial output file left; kept: " + "; ".join(_kept)
 
 
 class Interrupted(BaseException):
@@ -138,9 +154,10 @@ def run_guarded(app: Any, args: list[str] | None = None, setup: Callable[[], Non
     left first and exited after, and a fresh-checkout CI run under load still ended an interrupted
     ``placer optimize`` with SIGSEGV after the "interrupted" line."""
     guard = _SigintGuard()
+    _kept.clear()
 
     def interrupted() -> int:
-        error_line(INTERRUPTED)
+        error_line(interrupted_message())
         if leave_on_interrupt:
             leave_now(EXIT_INTERRUPTED)
         return EXIT_INTERRUPTED

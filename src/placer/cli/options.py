@@ -27,8 +27,18 @@ def _example(name: str, value: Any) -> str:
     return f"e.g. {name} {value}" if name.startswith("-") else f"e.g. {value}"
 
 
-def at_least(lo: int, example: int | None = None) -> Callable:
-    """An integer option that must be >= ``lo`` (None passes: the option was not given)."""
+INT64_MAX = 2**63 - 1  # the compiled kernels, numpy and torch take 64-bit integers: no option may exceed it
+MAX_SEED = 2**32 - 1  # numpy's legacy RandomState and torch's generators both take any seed below 2**32
+MAX_PLACEMENTS = 10_000_000  # 50x the papers' largest budget (200,000); hours of simulation on the largest graphs
+MAX_SECONDS = 86_400.0  # a day: a longer wall-clock limit is better run as a `placer bench` experiment that resumes
+
+
+def at_least(lo: int, example: int | None = None, most: int | None = None, why: str = "") -> Callable:
+    """An integer option that must be >= ``lo`` and <= ``most`` (None passes: the option was not
+    given). ``why`` says where the upper bound comes from; every integer option is at most
+    :data:`INT64_MAX` even without ``most``."""
+    hi = INT64_MAX if most is None else most
+    reason = why or ("integers are 64-bit" if most is None else "")
 
     def check(ctx: typer.Context, param: typer.CallbackParam, value):
         if value is None or ctx.resilient_parsing:
@@ -38,13 +48,34 @@ def at_least(lo: int, example: int | None = None) -> Callable:
                 name = _name(param)
                 what = "is negative" if v < 0 and lo == 0 else f"must be at least {lo}"
                 raise InputError(name, str(v), what, _example(name, example if example is not None else lo))
+            if v > hi:
+                name = _name(param)
+                raise InputError(name, _short_int(v), f"is more than {hi:,}, the most placer allows"
+                                 + (f" ({reason})" if reason else ""), _example(name, example if example is not None else lo))
         return value
 
     return check
 
 
-def positive_finite(example: float) -> Callable:
-    """A float option that must be finite and > 0 (seconds, learning rates)."""
+def _short_int(v: int) -> str:
+    """A huge integer as its first digits and length (a 10,000-digit flag must not flood the error line)."""
+    s = str(v)
+    return s if len(s) <= 24 else f"{s[:12]}... ({len(s):,} digits)"
+
+
+def seed_option(ctx: typer.Context, param: typer.CallbackParam, value):
+    """A random seed: 0 to 2**32 - 1."""
+    return at_least(0, 0, MAX_SEED, "numpy and torch take seeds below 2**32")(ctx, param, value)
+
+
+def budget_option(ctx: typer.Context, param: typer.CallbackParam, value):
+    """Placements a method may sample: 1 to :data:`MAX_PLACEMENTS`."""
+    return at_least(1, 1000, MAX_PLACEMENTS, "50x the papers' largest budget; hours of simulation on large graphs"
+                    )(ctx, param, value)
+
+
+def positive_finite(example: float, most: float | None = None, why: str = "") -> Callable:
+    """A float option that must be finite and > 0 (seconds, learning rates), and <= ``most`` when given."""
 
     def check(ctx: typer.Context, param: typer.CallbackParam, value):
         if value is None or ctx.resilient_parsing:
@@ -52,6 +83,10 @@ def positive_finite(example: float) -> Callable:
         if not math.isfinite(value) or value <= 0:
             name = _name(param)
             raise InputError(name, str(value), "must be a finite number above 0", _example(name, example))
+        if most is not None and value > most:
+            name = _name(param)
+            raise InputError(name, str(value), f"is more than {most:,g}, the most placer allows"
+                             + (f" ({why})" if why else ""), _example(name, example))
         return value
 
     return check
@@ -152,3 +187,21 @@ def existing_folder(ctx: typer.Context, param: typer.CallbackParam, value):
     if not p.is_dir():
         raise InputError(name, str(p), "is not a folder", "give the folder `placer bench` wrote (default: results)")
     return p
+
+
+MAX_PIECES = 2**31 - 1  # more pieces than any graph has ops (a piece holds one op or more); 'any' is the no-limit setting
+
+
+def objective_spec(ctx: typer.Context, param: typer.CallbackParam, value):
+    """``--objective``: parsed by :func:`placer.objectives.make_objective` now, so an unknown objective
+    or option is refused before any work (``compare`` used to run every method and print n/a)."""
+    if value is None or ctx.resilient_parsing or value == "sim":
+        return value
+    from placer.objectives import make_objective
+
+    obj = make_objective(value)
+    pieces = getattr(obj, "pieces", None)
+    if isinstance(pieces, int) and pieces > MAX_PIECES:
+        raise InputError(_name(param), repr(value)[:60], f"pieces is more than {MAX_PIECES:,}, the most placer allows "
+                         "(more pieces than any graph has ops)", "use latency:pieces=any for no limit")
+    return value

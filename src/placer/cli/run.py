@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from placer.cli import (ClusterOpt, GraphArg, JsonOpt, SimOpt, _emit, _gib, _us, app, console, load_problem,
-                        placement_arg, sim_params)
+                        placement_arg, safe, sim_params)
 from placer.cli.options import at_least
 from placer.errors import InputError
 
@@ -37,7 +37,7 @@ def run(graph: str = GraphArg, cluster: str = ClusterOpt,
     if steps < 1 or warmup < 1:
         raise InputError("--steps/--warmup", f"{steps}/{warmup}", "must be at least 1", "e.g. --steps 10 --warmup 2")
     real = device_map(P.cluster, parse_map(map_, P.cluster))
-    with console.status(f"running {P.graph.name} on {', '.join(sorted(set(real)))} ...", spinner="dots"):
+    with console.status(f"running {safe(P.graph.name)} on {', '.join(sorted(set(real)))} ...", spinner="dots"):
         rep = run_placement(P.graph, P.cluster, p, real, steps=steps, warmup=warmup, threads=threads,
                             sim_params=sim_params(sim))
     data = rep.summary()
@@ -45,14 +45,14 @@ def run(graph: str = GraphArg, cluster: str = ClusterOpt,
     def render(d):
         from rich.table import Table
 
-        console.print(f"{d['graph']} on {d['cluster']}: measured {_us(d['measured_median_us'])} per step "
+        console.print(f"{safe(d['graph'])} on {safe(d['cluster'])}: measured {_us(d['measured_median_us'])} per step "
                       f"(median of {d['steps']}, min {_us(d['measured_min_us'])}, max {_us(d['measured_max_us'])}, "
                       f"{d['clock']}); simulator {_us(d['predicted_us'])} "
                       f"(predicted / measured {d['predicted_over_measured']}); loss {d['loss']:.5g}; "
                       f"{d['transfers']} transfers")
         t = Table("device", "runs on", "ops", "peak memory (counted)", "predicted peak", "cuda max allocated")
         for dv in d["devices"]:
-            t.add_row(dv["name"], dv["real"], f"{dv['ops']:,}", _gib(dv["peak_bytes"]), _gib(dv["predicted_peak_bytes"]),
+            t.add_row(safe(dv["name"]), dv["real"], f"{dv['ops']:,}", _gib(dv["peak_bytes"]), _gib(dv["predicted_peak_bytes"]),
                       _gib(dv["cuda_peak_bytes"]) if "cuda_peak_bytes" in dv else "")
         console.print(t)
 

@@ -41,7 +41,11 @@ import numpy as np
 from numba import njit
 from numba.core.cpu import CPUTargetOptions
 
-from placer.sim.state import (  # noqa: F401  (re-exported: placer.sim.fast and .restore use them)
+from placer.sim.numba_cache import ensure_writable_cache
+
+ensure_writable_cache()  # before the first cache=True function below (and in placer.sim.state)
+
+from placer.sim.state import (  # noqa: E402, F401  (re-exported: placer.sim.fast and .restore use them)
     PLACETO, P2P, KIND_SHIFT, A_SHIFT, A_MASK, NS, NSF, S_HSIZE, S_SEQ, S_NRUN, S_NXE, S_NXS, S_NLOG, S_NDIRTY, S_BAD, F_TCUR,
     F_TMAX, F_OBJ, F_OVER, OK, BAD_PLACEMENT, NOT_ALL_RAN, heap_cap, ws_sizes, views, push, pop, key, gviews,
     check_placement, I_MISSING, I_USE, I_FIFO, I_ENQSEQ, I_DISP, I_DISPPREV, I_COPYREP, I_COPYCNT, I_XQNEXT, I_XFSEQ,
