@@ -143,7 +143,7 @@ def test_run_split_over_two_devices_reports_both(captured, capsys, monkeypatch):
     d, g = captured
     save_placement(d / "p.json", g, preset("k80x2"), _split(g))
     code, so, se = run_cli(capsys, monkeypatch, "run", d / "g.json", "--cluster", "k80x2", "--placement", d / "p.json",
-                           "--steps", "2", "--warmup", "1", "--map", "gpu:0=cpu", "--json")
+                           "--steps", "2", "--warmup", "1", "--map", "gpu:0=cpu", "--json", "--allow-code", d)
     assert code == 0, se
     r = json.loads(so)
     dev = {x["name"]: x for x in r["devices"]}
@@ -179,3 +179,71 @@ def test_device_map_rule():
     real = device_map(c, parse_map("cpu:0=cpu", c))
     n = torch.cuda.device_count() if torch.cuda.is_available() else 0
     assert real[:2] == [f"cuda:{k}" if k < n else "cpu" for k in range(2)] and real[2] == "cpu"
+
+
+# ---------------------------------------------------------------------- issue 52: trust and bad recipes
+def _with_recipe(d, tmp, **changes):
+    """The captured graph file with its recipe changed."""
+    doc = json.loads((d / "g.json").read_text())
+    doc["meta"]["recipe"] = {**doc["meta"]["recipe"], **changes}
+    out = tmp / "changed.json"
+    out.write_text(json.dumps(doc))
+    return out
+
+
+def _refused(code, so, se, needle):
+    assert code == 2 and len(se.strip().splitlines()) == 1 and se.startswith("error: "), se
+    assert "Traceback" not in se and needle in se, se
+
+
+def test_run_refuses_recipe_code_outside_allowed_folders(captured, capsys, monkeypatch, tmp_path):
+    """A graph file's recipe names Python code: `placer run` imports nothing unless the user allows its folder."""
+    d, _ = captured
+    evil = tmp_path / "elsewhere"
+    evil.mkdir()
+    marker = tmp_path / "imported"
+    (evil / "evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\ndef build():\n    raise SystemExit(0)\n")
+    g = _with_recipe(d, tmp_path, target=f"{evil / 'evil.py'}:build")
+    base = ["run", g, "--cluster", "k80x2", "--placement", "single:0", "--steps", "1", "--warmup", "1"]
+    for extra in ([], ["--allow-code", d]):
+        code, so, se = run_cli(capsys, monkeypatch, *base, *extra)
+        _refused(code, so, se, f"--allow-code {evil}")
+        assert "would import and run" in se and not marker.exists()
+    # a module target is code too (os:system with kwargs would run a shell command)
+    g = _with_recipe(d, tmp_path, target="os:system", kwargs={"command": f"touch {marker}"})
+    code, so, se = run_cli(capsys, monkeypatch, *base, "--allow-code", d)
+    _refused(code, so, se, "--allow-any-code")
+    assert not marker.exists()
+    # a factory that exits, trusted explicitly: one line, status 2
+    g = _with_recipe(d, tmp_path, target=f"{evil / 'evil.py'}:build")
+    code, so, se = run_cli(capsys, monkeypatch, *base, "--allow-any-code")
+    _refused(code, so, se, "called sys.exit(0)")
+
+
+@pytest.mark.parametrize("changes, needle", [
+    ({"inputs": [{"shape": [4, 3, 6, 6], "dtype": "complex7"}]}, "is not a supported dtype"),
+    ({"inputs": [{"shape": [4, -3], "dtype": "float32"}]}, "positive integers"),
+    ({"inputs": [{"shape": [99999999999, 99999999999], "dtype": "float32"}]}, "the most placer allows"),
+    ({"inputs": [{"shape": [8], "dtype": "int64", "high": -5}]}, "high"),
+    ({"kind": "pickle"}, "not a known recipe kind"),
+    ({"optimizer": "lion"}, "is not supported"),
+    ({"seed": -1}, "recipe seed"),
+])
+def test_run_refuses_a_malformed_recipe_before_building(captured, capsys, monkeypatch, tmp_path, changes, needle):
+    d, _ = captured
+    g = _with_recipe(d, tmp_path, **changes)
+    code, so, se = run_cli(capsys, monkeypatch, "run", g, "--cluster", "k80x2", "--placement", "single:0",
+                           "--allow-code", d)
+    _refused(code, so, se, needle)
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--threads", "1000000"], "per CPU core"),
+    (["--steps", str(10**9)], "10,000"),
+    (["--warmup", str(10**9)], "1,000"),
+    (["--allow-code", "/nonexistent-folder"], "is not a folder"),
+])
+def test_run_bounds_are_checked_before_any_work(captured, capsys, monkeypatch, extra, needle):
+    d, _ = captured
+    code, so, se = run_cli(capsys, monkeypatch, "run", d / "g.json", "--cluster", "k80x2", "--placement", "single:0", *extra)
+    _refused(code, so, se, needle)

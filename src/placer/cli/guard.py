@@ -204,3 +204,29 @@ def run_guarded(app: Any, args: list[str] | None = None, setup: Callable[[], Non
         if guard.count:  # a library failing because the interrupt hit it mid-callback
             return interrupted()
         raise
+
+
+class user_code:
+    """``with user_code(where, what):`` around code the user gave (a model factory, a loss): its
+    ``sys.exit()``, ``exit()`` or a ``KeyboardInterrupt`` it raises itself ends the command as bad
+    input (one line, status 2) instead of as a silent success, another status or a fake Ctrl-C. A
+    real Ctrl-C is :class:`Interrupted` under :func:`run_guarded` and passes through."""
+
+    def __init__(self, where: str, what: str = "factory"):
+        self.where, self.what = where, what
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, typ, e, tb):
+        if typ is None:
+            return False
+        if issubclass(typ, SystemExit):
+            code = e.code
+            raise InputError(self.where, self.what, f"called sys.exit({'' if code is None else repr(code)[:40]}) "
+                             "instead of returning", "return a model from the factory; do not exit") from None
+        if issubclass(typ, KeyboardInterrupt):  # under our guard Ctrl-C raises Interrupted: this one is the code's own
+            if isinstance(getattr(signal.getsignal(signal.SIGINT), "__self__", None), _SigintGuard):
+                raise InputError(self.where, self.what, "raised KeyboardInterrupt itself (no Ctrl-C was pressed)",
+                                 "fix the code so that it returns") from None
+        return False

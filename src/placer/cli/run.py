@@ -2,10 +2,16 @@
 
     placer run g.json --cluster k80x2 --placement p.json --steps 10
     placer run g.json --cluster k80x2 --placement single:0 --map gpu:0=cuda:0,gpu:1=cuda:0,cpu:0=cpu
+    placer run g.json --placement p.json --allow-code ./models      # the recipe imports ./models/net.py
+
+A graph captured from a Python file is rebuilt by importing that file: running a graph file runs the
+code its recipe names. That code must lie under a folder given with ``--allow-code`` (or
+``--allow-any-code``), checked by :mod:`placer.runtime.trust` before anything is imported.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -16,28 +22,63 @@ from placer.cli.options import at_least
 from placer.errors import InputError
 
 
-@app.command()
+MAX_STEPS = 10_000  # timed steps: a median needs tens; 10,000 steps of a large model run for hours
+MAX_WARMUP = 1_000
+MAX_THREADS_PER_CORE = 4  # torch threads beyond this only slow it down; a million exhausted the machine's thread limit
+
+
+def _threads(ctx: typer.Context, param: typer.CallbackParam, value):
+    import os
+
+    cores = os.cpu_count() or 1
+    return at_least(1, cores, MAX_THREADS_PER_CORE * cores,
+                    f"{MAX_THREADS_PER_CORE} per CPU core, {cores} cores here")(ctx, param, value)
+
+
+@app.command(epilog="Trust: a graph captured from your own Python file (`placer capture my_model.py:build`) is "
+             "rebuilt by importing that file and calling its factory, so running a graph file runs the code its "
+             "recipe names. `placer run` refuses unless that code lies under a folder you allow with --allow-code "
+             "DIR (or you pass --allow-any-code for a graph file you trust). Zoo and hf: graphs name no code.")
 def run(graph: str = GraphArg, cluster: str = ClusterOpt,
         placement: str = typer.Option(..., "--placement", "-p", help="placement JSON, or 'single:<device index>'"),
         map_: Optional[str] = typer.Option(None, "--map", help="cluster device -> real device, e.g. gpu:0=cuda:0,cpu:0=cpu "
                                            "(default: i-th cluster GPU -> cuda:i if present, everything else -> cpu)"),
-        steps: int = typer.Option(10, help="timed steps", callback=at_least(1, 10)),
-        warmup: int = typer.Option(2, help="untimed steps first (the first also counts memory)", callback=at_least(0)),
-        threads: Optional[int] = typer.Option(None, help="torch CPU threads (default: torch's)", callback=at_least(1, 4)),
+        steps: int = typer.Option(10, help=f"timed steps (1 to {MAX_STEPS:,})",
+                                  callback=at_least(1, 10, MAX_STEPS, "a median needs tens")),
+        warmup: int = typer.Option(2, help=f"untimed steps first, the first also counts memory (1 to {MAX_WARMUP:,})",
+                                   callback=at_least(1, 2, MAX_WARMUP, "a few steps warm caches and allocators")),
+        threads: Optional[int] = typer.Option(None, help="torch CPU threads (default: torch's; at most 4 per CPU core)",
+                                              callback=_threads),
+        allow_code: list[str] = typer.Option([], "--allow-code", metavar="DIR",
+                                             help="a folder whose Python files the graph's recipe may import and run "
+                                                  "(repeatable; see Trust below)"),
+        allow_any_code: bool = typer.Option(False, "--allow-any-code",
+                                            help="import and run whatever code the graph's recipe names: only for "
+                                                 "graph files you trust"),
         sim: str = SimOpt, as_json: bool = JsonOpt):
     """Run a placement of a captured model for real: measured step time and peak memory per device,
-    beside the simulator's prediction."""
+    beside the simulator's prediction. Rebuilding the model runs the Python code its recipe names:
+    see Trust below."""
+    from placer.cli.guard import user_code
+    from placer.recipes import recipe_of
     from placer.runtime import device_map, parse_map, run_placement
+    from placer.runtime.trust import check_code, check_recipe
 
+    for d in allow_code:
+        if not Path(d).is_dir():
+            raise InputError("--allow-code", d, "is not a folder", "give a folder holding the model's Python file")
     P = load_problem(graph, cluster)
     if P.graph.meta.get("source") != "torch":
         raise InputError(graph, f"graph '{P.graph.name}' (source {P.graph.meta.get('source', 'unknown')})",
                          "has no executable program to run", "run graphs captured from PyTorch (`placer capture`, the zoo, hf:NAME)")
     p = placement_arg(P, placement)
-    if steps < 1 or warmup < 1:
-        raise InputError("--steps/--warmup", f"{steps}/{warmup}", "must be at least 1", "e.g. --steps 10 --warmup 2")
     real = device_map(P.cluster, parse_map(map_, P.cluster))
-    with console.status(f"running {safe(P.graph.name)} on {', '.join(sorted(set(real)))} ...", spinner="dots"):
+    recipe = recipe_of(P.graph)
+    if recipe is not None:  # checked before anything is imported or built
+        check_recipe(recipe, graph)
+        check_code(recipe, graph, allow_code, allow_any_code)
+    with console.status(f"running {safe(P.graph.name)} on {', '.join(sorted(set(real)))} ...", spinner="dots"), \
+            user_code(graph, "recipe factory"):
         rep = run_placement(P.graph, P.cluster, p, real, steps=steps, warmup=warmup, threads=threads,
                             sim_params=sim_params(sim))
     data = rep.summary()
