@@ -1,9 +1,8 @@
-"""ColocRL (placer.methods.colocrl): groups and features, rewards, valid placements, the obvious
-best placement found, determinism, checkpoint resume equality, fine-tuning from a saved policy."""
+"""ColocRL (placer.methods.colocrl, placer.methods.seq2seq_reinforce): groups and features, rewards,
+valid placements, the obvious best placement found, determinism, progress lines, checkpoint resume
+equality, fine-tuning from a policy state."""
 
 from __future__ import annotations
-
-import json
 
 import numpy as np
 import pytest
@@ -11,9 +10,11 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from placer.cluster import Device, make_cluster  # noqa: E402
+from placer.io import read_checkpoint, write_checkpoint  # noqa: E402
 from placer.methods import Budget, run_method  # noqa: E402
 from placer.methods.base import Evaluator  # noqa: E402
-from placer.methods.colocrl import ColocRLConfig, ColocRLTrainer, group_features, op_table, reward  # noqa: E402
+from placer.methods.colocrl import ColocRLConfig, ColocRLTrainer, group_features, search_colocrl  # noqa: E402
+from placer.methods.seq2seq_reinforce import op_table, reward  # noqa: E402
 from placer.problem import Problem  # noqa: E402
 from placer.sim import simulate  # noqa: E402
 from placer.zoo.synthetic import layered_training_graph  # noqa: E402
@@ -70,14 +71,14 @@ def test_finds_the_obvious_best_placement():
     assert r.sim.objective_us == pytest.approx(best_objective(P), rel=1e-9)
 
 
-def test_same_seed_same_placement_and_log_lines(tmp_path):
+def test_same_seed_same_placement_and_progress_lines():
     P = obvious_problem()
-    log = tmp_path / "log.jsonl"
-    a = run_method("colocrl", P, Budget(placements=16), seed=4, log=str(log), **SMALL)
+    lines = []
+    a, _ = search_colocrl(P, 4, Evaluator(P, limit=16), ColocRLConfig(**SMALL), progress=lines.append)
     b = run_method("colocrl", P, Budget(placements=16), seed=4, **SMALL)
     assert np.array_equal(a.placement.devices, b.placement.devices)
-    lines = [json.loads(x) for x in log.read_text().splitlines()]
     assert [x["step"] for x in lines] == [1, 2, 3, 4] and lines[-1]["placements"] == 16
+    assert all(x["method"] == "colocrl" for x in lines)
     c = run_method("colocrl", P, Budget(placements=7), seed=4, **SMALL)  # a budget that is not a multiple of k
     assert c.cost.placements == 7
 
@@ -97,8 +98,8 @@ def test_checkpoint_resume_equals_an_uninterrupted_run(tmp_path):
     ev2 = Evaluator(P)
     for _ in range(2):
         first.step(ev2)
-    first.save(tmp_path / "ck.pt")
-    state = torch.load(tmp_path / "ck.pt", weights_only=True)  # plain tensors and numbers only
+    write_checkpoint(first.state_dict(), tmp_path / "ck.pt")
+    state = read_checkpoint(tmp_path / "ck.pt")  # plain tensors and numbers only (weights_only loading)
     resumed = ColocRLTrainer(P, cfg, seed=99)  # another seed: everything must come from the checkpoint
     resumed.load_state_dict(state)
     for _ in range(2):
@@ -110,16 +111,18 @@ def test_checkpoint_resume_equals_an_uninterrupted_run(tmp_path):
     assert np.array_equal(straight.sample(3)[0], resumed.sample(3)[0])
 
 
-def test_finetune_from_a_saved_policy(tmp_path):
+def test_finetune_from_a_policy_state():
+    from placer.errors import InputError
+    from placer.methods.hierarchical import HierarchicalConfig, search_hierarchical
+
     P = obvious_problem()
-    path = tmp_path / "colocrl.pt"
-    run_method("colocrl", P, Budget(placements=40), seed=0, save=str(path), **SMALL)
-    r = run_method("colocrl", P, Budget(placements=40), seed=1, policy=str(path), finetune=2)
+    _, state = search_colocrl(P, 0, Evaluator(P, limit=40), ColocRLConfig(**SMALL))
+    # the network's shape comes from the policy state, not the config
+    r, _ = search_colocrl(P, 1, Evaluator(P, limit=40), ColocRLConfig(finetune=2), policy=state)
     assert r.cost.placements == 2 * 4 + 1  # two policy steps, then the greedy placement
     assert any("greedy" in n for n in r.notes)
     other = obvious_problem(24)  # another graph: weights only
-    r = run_method("colocrl", other, Budget(placements=10), seed=0, policy=str(path))
+    r, _ = search_colocrl(other, 0, Evaluator(other, limit=10), ColocRLConfig(), policy=state)
     assert r.cost.placements == 1
-    from placer.errors import InputError
     with pytest.raises(InputError, match="policy"):
-        run_method("hierarchical", P, Budget(placements=4), seed=0, policy=str(path))
+        search_hierarchical(P, 0, Evaluator(P, limit=4), HierarchicalConfig(), policy=state)

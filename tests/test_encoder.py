@@ -16,8 +16,9 @@ from placer.errors import InputError  # noqa: E402
 from placer.graph import BACKWARD  # noqa: E402
 from placer.nn.encoder import (N_FEATURES, EncoderConfig, GraphEncoder, canonical_type, graph_data,  # noqa: E402
                                node_of_ops, placement_nodes)
-from placer.nn.pretrain import (Corruption, PretrainConfig, discrimination, dgi_model, load_encoder,  # noqa: E402
-                                load_encoder_state, pretrain, readout, save_encoder)
+from placer.io import read_checkpoint, write_checkpoint  # noqa: E402
+from placer.nn.pretrain import (Corruption, PretrainConfig, check_encoder_state, discrimination, dgi_model,  # noqa: E402
+                                encoder_from_state, encoder_state, pretrain, readout)
 from placer.problem import Problem  # noqa: E402
 from placer.zoo.synthetic import layered_training_graph  # noqa: E402
 
@@ -157,27 +158,27 @@ def test_a_given_encoder_keeps_its_weights_when_pre_training_starts():
 def test_encoder_checkpoint_round_trip(trained, tmp_path):
     res, _, _ = trained
     path = tmp_path / "enc.pt"
-    save_encoder(res, path)
-    state = torch.load(path, weights_only=True)  # plain containers only
+    write_checkpoint(encoder_state(res), path)
+    state = read_checkpoint(path)  # plain containers only (weights_only loading)
     assert state["format"] == "placer-encoder-1"
-    enc = load_encoder(path, EncoderConfig(hidden=32, layers=2))
+    enc = encoder_from_state(state, EncoderConfig(hidden=32, layers=2))
     for k, v in res.encoder.state_dict().items():
         assert torch.equal(enc.state_dict()[k], v)
     with pytest.raises(InputError, match="needs"):
-        load_encoder(path, EncoderConfig(hidden=64, layers=2))
+        encoder_from_state(state, EncoderConfig(hidden=64, layers=2))
 
 
 def test_bad_encoder_files_are_refused(tmp_path):
     with pytest.raises(InputError, match="does not exist"):
-        load_encoder_state(tmp_path / "missing.pt")
+        read_checkpoint(tmp_path / "missing.pt")
     junk = tmp_path / "junk.pt"
     junk.write_bytes(b"not a checkpoint")
     with pytest.raises(InputError, match="not a loadable"):
-        load_encoder_state(junk)
+        read_checkpoint(junk)
     other = tmp_path / "other.pt"
     torch.save({"format": "something-else"}, other)
     with pytest.raises(InputError, match="not a placer encoder"):
-        load_encoder_state(other)
+        check_encoder_state(read_checkpoint(other))
 
 
 # ---------------------------------------------------------------------- the command
@@ -199,6 +200,6 @@ def test_placer_pretrain_command(capsys, monkeypatch, tmp_path):
     assert code == 0, err
     d = json.loads(stdout)
     assert d["epochs"] == 4 and len(d["losses"]) == 4 and d["held_out_after"]["accuracy"] >= 0
-    assert load_encoder(out, EncoderConfig(hidden=16, layers=2)) is not None
+    assert encoder_from_state(read_checkpoint(out), EncoderConfig(hidden=16, layers=2)) is not None
     code, _, err = run_cli(capsys, monkeypatch, "pretrain", "--out", tmp_path / "x.pt")
     assert code == 2 and "none were given" in err

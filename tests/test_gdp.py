@@ -1,6 +1,7 @@
-"""GDP (placer.methods.gdp): segments, the Transformer-XL style memory, the method contract clauses
-that matter for a learned placer (budget, same seed same placement), batch training across graphs
-reused on an unseen graph, save / fine-tune, and checkpoint resume equality."""
+"""GDP (placer.methods.gdp, placer.methods.graph_ppo): segments, the Transformer-XL style memory, the
+method contract clauses that matter for a learned placer (budget, same seed same placement), batch
+training across graphs reused on an unseen graph, policy states (written and read as checkpoint
+files), fine-tuning, resume equality, progress lines."""
 
 from __future__ import annotations
 
@@ -12,8 +13,12 @@ pytest.importorskip("torch_geometric")
 
 from placer.cluster import preset  # noqa: E402
 from placer.errors import InputError  # noqa: E402
+from placer.io import read_checkpoint, write_checkpoint  # noqa: E402
 from placer.methods import Budget, get_method, run_method  # noqa: E402
-from placer.methods.gdp import GDPConfig, graph_ctx, load_policy, make_gdp_net, segments, train_gdp  # noqa: E402
+from placer.methods.base import Evaluator  # noqa: E402
+from placer.methods.gdp import GDP, GDPConfig, make_gdp_net, search_gdp, train_gdp  # noqa: E402
+from placer.methods.graph_ppo import check_policy, graph_ctx, policy_state, segments  # noqa: E402
+from placer.methods.mars import MARS  # noqa: E402
 from placer.problem import Problem  # noqa: E402
 from placer.zoo.synthetic import layered_training_graph  # noqa: E402
 
@@ -22,6 +27,15 @@ SMALL = dict(hidden=16, gnn_layers=1, attn_layers=1, heads=2, segment=8, batch=4
 
 def problem(n=60, seed=0, cluster="k80x2"):
     return Problem(layered_training_graph(n, seed=seed), preset(cluster))
+
+
+def run_gdp(P, placements, seed=0, policy=None, progress=None, **kw):
+    """(result, policy state) of GDP on ``P`` within ``placements``, from ``policy`` when given."""
+    return search_gdp(P, seed, Evaluator(P, limit=placements), GDPConfig(**kw), policy=policy, progress=progress)
+
+
+def trained_state(tr, cfg):
+    return policy_state(GDP, cfg, tr.graphs[0].gp.n_actions, tr)
 
 
 @pytest.mark.parametrize("n,size", [(1, 1), (7, 3), (9, 3), (128, 128), (129, 128), (300, 7)])
@@ -87,27 +101,33 @@ def test_same_seed_same_placement_and_another_seed_differs():
 def test_batch_training_across_graphs_and_reuse_on_an_unseen_graph(tmp_path):
     train = [problem(50, s) for s in range(2)]
     out = tmp_path / "gdp.pt"
-    tr = train_gdp(train, GDPConfig(**SMALL), placements=8, out=out, seed=0)
+    tr = train_gdp(train, GDPConfig(**SMALL), placements=8, seed=0)
     assert tr.used == [8, 8] and all(np.isfinite(b["objective_us"]) for b in tr.best)
-    state = torch.load(out, weights_only=True)
+    write_checkpoint(trained_state(tr, GDPConfig(**SMALL)), out)
+    state = check_policy(GDP, read_checkpoint(out))  # a plain state dict: weights_only loading reads it
     assert state["format"] == "placer-gdp-1"
     unseen = problem(70, 9)
-    r = run_method("gdp", unseen, Budget(placements=1), seed=0, policy=str(out), **SMALL)  # zero-shot, greedy
+    r, _ = run_gdp(unseen, 1, policy=state, **SMALL)  # zero-shot, greedy
     assert r.cost.placements == 1 and any("greedy" in n for n in r.notes)
     unseen.validate_placement(r.placement.devices)
-    r2 = run_method("gdp", unseen, Budget(placements=9), seed=0, policy=str(out), finetune=2, **SMALL)
+    r2, _ = run_gdp(unseen, 9, policy=state, finetune=2, **SMALL)
     assert r2.cost.placements == 9 and any("fine-tuned 2" in n for n in r2.notes)
 
 
 def test_a_policy_of_another_shape_or_format_is_refused(tmp_path):
-    out = tmp_path / "gdp.pt"
-    run_method("gdp", problem(), Budget(placements=4), seed=0, save=str(out), **SMALL)
+    _, state = run_gdp(problem(), 4, **SMALL)
     with pytest.raises(InputError, match="hidden"):
-        run_method("gdp", problem(), Budget(placements=4), seed=0, policy=str(out), **{**SMALL, "hidden": 32})
+        run_gdp(problem(), 4, policy=state, **{**SMALL, "hidden": 32})
     with pytest.raises(InputError, match="devices"):
-        run_method("gdp", problem(cluster="k80x4"), Budget(placements=4), seed=0, policy=str(out), **SMALL)
+        run_gdp(problem(cluster="k80x4"), 4, policy=state, **SMALL)
     with pytest.raises(InputError, match="not a mars checkpoint"):
-        load_policy(str(out), "placer-mars-1", "mars")
+        check_policy(MARS, state)
+    with pytest.raises(InputError, match="model"):
+        check_policy(GDP, {**state, "model": None})
+    out = tmp_path / "gdp.pt"  # a policy file that is not a state dict: the reader refuses it
+    out.write_bytes(b"not a checkpoint")
+    with pytest.raises(InputError, match="gdp.pt"):
+        read_checkpoint(out, "gdp policy")
 
 
 def test_checkpoint_resume_equals_training_straight_through(tmp_path):
@@ -115,8 +135,8 @@ def test_checkpoint_resume_equals_training_straight_through(tmp_path):
     cfg = GDPConfig(**SMALL)
     straight = train_gdp(train, cfg, placements=16, seed=3)
     half = tmp_path / "half.pt"
-    train_gdp(train, cfg, placements=8, out=half, seed=3)
-    resumed = train_gdp(train, cfg, placements=16, seed=3, resume=half)
+    write_checkpoint(trained_state(train_gdp(train, cfg, placements=8, seed=3), cfg), half)
+    resumed = train_gdp(train, cfg, placements=16, seed=3, resume=read_checkpoint(half))
     assert resumed.update == straight.update and resumed.used == straight.used
     for (k, v), w in zip(straight.policy.state_dict().items(), resumed.policy.state_dict().values()):
         assert torch.equal(v, w), k
@@ -161,7 +181,7 @@ def test_the_warm_start_raises_the_probability_of_its_target():
 
     import torch
 
-    from placer.methods.gdp import warm_start
+    from placer.methods.graph_ppo import warm_start
     from placer.methods.mars import MarsConfig, make_mars_net
 
     P = problem(40)
@@ -180,3 +200,12 @@ def test_the_warm_start_raises_the_probability_of_its_target():
     steps, reached = warm_start(net, ctx, target, 0.8, 300)
     assert before < 0.6 and 0 < steps < 300 and reached >= 0.8
     assert mean_prob() == pytest.approx(reached, rel=1e-6)
+
+
+def test_progress_gets_one_line_per_ppo_update():
+    lines = []
+    r, _ = run_gdp(problem(), 12, seed=2, progress=lines.append, **{**SMALL, "start": "none"})
+    assert [x["update"] for x in lines] == [1, 2, 3] and lines[-1]["placements"] == 12
+    assert all(x["method"] == "gdp" for x in lines)
+    b = run_method("gdp", problem(), Budget(placements=12), seed=2, **{**SMALL, "start": "none"})
+    assert np.array_equal(r.placement.devices, b.placement.devices)  # watching changes nothing

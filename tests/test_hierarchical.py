@@ -9,10 +9,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from placer.io import read_checkpoint, write_checkpoint  # noqa: E402
 from placer.methods import Budget, run_method  # noqa: E402
 from placer.methods.base import Evaluator  # noqa: E402
-from placer.methods.colocrl import op_table  # noqa: E402
-from placer.methods.hierarchical import HierarchicalConfig, HierarchicalTrainer, group_embeddings, op_adjacency  # noqa: E402
+from placer.methods.hierarchical import (HierarchicalConfig, HierarchicalTrainer, group_embeddings,  # noqa: E402
+                                         op_adjacency, search_hierarchical)
+from placer.methods.seq2seq_reinforce import op_table  # noqa: E402
 from tests.test_colocrl import best_objective, obvious_problem  # noqa: E402
 from tests.test_method_contract import contract_problem  # noqa: E402
 
@@ -78,9 +80,10 @@ def test_checkpoint_resume_equals_an_uninterrupted_run(tmp_path):
     ev2 = Evaluator(P)
     for _ in range(2):
         first.step(ev2)
-    first.save(tmp_path / "hp.pt")
+    write_checkpoint(first.state_dict(), tmp_path / "hp.pt")
+    state = read_checkpoint(tmp_path / "hp.pt")
     resumed = HierarchicalTrainer(P, cfg, seed=7)
-    resumed.load_state_dict(torch.load(tmp_path / "hp.pt", weights_only=True))
+    resumed.load_state_dict(state)
     for _ in range(2):
         resumed.step(ev2)
     for name in ("type_emb", "grouper", "placer"):
@@ -88,8 +91,8 @@ def test_checkpoint_resume_equals_an_uninterrupted_run(tmp_path):
         assert all(torch.equal(sa[k], sb[k]) for k in sa), name
     assert straight.baseline == resumed.baseline and straight.best_objective_us == resumed.best_objective_us
     assert np.array_equal(straight.sample(2)[0], resumed.sample(2)[0])
-    # fine-tuning from the checkpoint through the method
-    r = run_method("hierarchical", P, Budget(placements=20), seed=0, policy=str(tmp_path / "hp.pt"), finetune=1)
+    # fine-tuning from the policy state through the method
+    r, _ = search_hierarchical(P, 0, Evaluator(P, limit=20), HierarchicalConfig(finetune=1), policy=state)
     assert r.cost.placements == 4 + 1
 
 

@@ -1,7 +1,7 @@
 """Mars (placer.methods.mars) and PPO (placer.rl.ppo): the clipped objective against a hand
 computation, the segment-level placer (segments in order, state carried across them, teacher forcing
-reproducing sampling), pre-training on / off / from a file, same seed same placement, policy save,
-fine-tune and checkpoint resume equality."""
+reproducing sampling), pre-training on / off / from a given encoder state, same seed same placement,
+policy states, fine-tune and checkpoint resume equality."""
 
 from __future__ import annotations
 
@@ -15,11 +15,13 @@ pytest.importorskip("torch_geometric")
 
 from placer.cluster import preset  # noqa: E402
 from placer.errors import InputError  # noqa: E402
+from placer.io import read_checkpoint, write_checkpoint  # noqa: E402
 from placer.methods import Budget, get_method, run_method  # noqa: E402
-from placer.methods.gdp import graph_ctx  # noqa: E402
-from placer.methods.mars import MarsConfig, make_mars_net, train_mars  # noqa: E402
+from placer.methods.base import Evaluator  # noqa: E402
+from placer.methods.graph_ppo import check_policy, graph_ctx, policy_state  # noqa: E402
+from placer.methods.mars import MARS, MarsConfig, make_mars_net, search_mars, train_mars  # noqa: E402
 from placer.nn.encoder import EncoderConfig, graph_data, placement_nodes  # noqa: E402
-from placer.nn.pretrain import PretrainConfig, pretrain, save_encoder  # noqa: E402
+from placer.nn.pretrain import PretrainConfig, check_encoder_state, encoder_state, pretrain  # noqa: E402
 from placer.problem import Problem  # noqa: E402
 from placer.rl.ppo import PPOSettings, clipped_surrogate, normalize, ppo_update  # noqa: E402
 from placer.zoo.synthetic import layered_training_graph  # noqa: E402
@@ -141,19 +143,22 @@ def test_mars_respects_the_budget_and_same_seed_gives_the_same_placement():
     assert any("not pre-trained" in n for n in c.notes)
 
 
-def test_a_pretrained_encoder_file_is_loaded(tmp_path):
+def test_a_pretrained_encoder_state_is_loaded(tmp_path):
     P = problem()
     res = pretrain([graph_data(placement_nodes(P))], EncoderConfig("gcn", 16, 1), PretrainConfig(epochs=2))
     path = tmp_path / "enc.pt"
-    save_encoder(res, path)
+    write_checkpoint(encoder_state(res), path)  # as `placer pretrain` writes it
+    enc = check_encoder_state(read_checkpoint(path))
     ctx = graph_ctx(P, 1024)
-    net = make_mars_net(MarsConfig(**{**SMALL, "pretrained": str(path)}), ctx.gp.n_actions, [ctx], 0)
+    net = make_mars_net(MarsConfig(**SMALL), ctx.gp.n_actions, [ctx], 0, encoder=enc)
     for k, v in res.encoder.state_dict().items():
         assert torch.equal(net.encoder.state_dict()[k], v)
-    r = run_method("mars", P, Budget(placements=4), seed=0, pretrained=str(path), **SMALL)
-    assert any(str(path) in n for n in r.notes)
+    r, _ = search_mars(P, 0, Evaluator(P, limit=4), MarsConfig(**SMALL), encoder=enc)
+    assert any("encoder pre-trained (given" in n for n in r.notes)
     with pytest.raises(InputError, match="needs"):
-        run_method("mars", P, Budget(placements=4), seed=0, pretrained=str(path), **{**SMALL, "hidden": 32})
+        search_mars(P, 0, Evaluator(P, limit=4), MarsConfig(**{**SMALL, "hidden": 32}), encoder=enc)
+    with pytest.raises(InputError, match="not a placer encoder"):
+        check_encoder_state({"format": "placer-mars-1"})
 
 
 def test_a_frozen_encoder_is_not_trained():
@@ -166,20 +171,24 @@ def test_a_frozen_encoder_is_not_trained():
     assert any(p.grad is not None for p in net.placer.parameters())
 
 
-def test_save_fine_tune_and_resume(tmp_path):
+def test_policy_state_fine_tune_and_resume(tmp_path):
     P = problem()
     out = tmp_path / "mars.pt"
-    run_method("mars", P, Budget(placements=8), seed=0, save=str(out), **SMALL)
-    assert torch.load(out, weights_only=True)["format"] == "placer-mars-1"
-    r = run_method("mars", problem(50, 3), Budget(placements=5), seed=0, policy=str(out), finetune=1, **SMALL)
+    _, state = search_mars(P, 0, Evaluator(P, limit=8), MarsConfig(**SMALL))
+    write_checkpoint(state, out)
+    state = check_policy(MARS, read_checkpoint(out))
+    assert state["format"] == "placer-mars-1"
+    Q = problem(50, 3)
+    r, _ = search_mars(Q, 0, Evaluator(Q, limit=5), MarsConfig(**{**SMALL, "finetune": 1}), policy=state)
     assert r.cost.placements == 5 and any("greedy" in n for n in r.notes)
     # resume equality: 2 + 2 updates from a checkpoint == 4 updates straight through
     graphs = [problem(30, 1)]
     cfg = MarsConfig(**SMALL)
     straight = train_mars(graphs, cfg, placements=16, seed=1)
     half = tmp_path / "half.pt"
-    train_mars(graphs, cfg, placements=8, out=half, seed=1)
-    resumed = train_mars(graphs, cfg, placements=16, seed=1, resume=half)
+    tr = train_mars(graphs, cfg, placements=8, seed=1)
+    write_checkpoint(policy_state(MARS, cfg, tr.graphs[0].gp.n_actions, tr), half)
+    resumed = train_mars(graphs, cfg, placements=16, seed=1, resume=read_checkpoint(half))
     assert resumed.update == straight.update == 4
     for (k, v), w in zip(straight.policy.state_dict().items(), resumed.policy.state_dict().values()):
         assert torch.equal(v, w), k

@@ -152,14 +152,14 @@ def test_bidirectional_encoder_shapes_and_masking():
 @pytest.mark.parametrize("bidirectional", [False, True])
 @pytest.mark.parametrize("feed_aligned", [True, False])
 def test_teacher_forced_scoring_equals_the_step_loop(bidirectional, feed_aligned, monkeypatch):
-    """placer.nn.seq2seq_teacher scores given devices in one pass over positions: the same
+    """placer.nn.seq2seq.teacher_forced scores given devices in one pass over positions: the same
     log-probabilities, entropies, carried states and gradients as forward(actions=...), over two
     segments (the second continuing the first's per-sample state), with a mask, with inputs that
     differ per row, and with the attention computed in blocks of a few decoder steps."""
-    from placer.nn import seq2seq_teacher
-    from placer.nn.seq2seq_teacher import teacher_forced
+    from placer.nn import seq2seq
+    from placer.nn.seq2seq import teacher_forced
 
-    monkeypatch.setattr(seq2seq_teacher, "BLOCK_ELEMENTS", 3 * 4 * 9 * 8)  # blocks of 3 of the 9 steps
+    monkeypatch.setattr(seq2seq, "BLOCK_ELEMENTS", 3 * 4 * 9 * 8)  # blocks of 3 of the 9 steps
     m = net(D=4, H=16, bidirectional=bidirectional, feed_aligned=feed_aligned)
     x = torch.randn(1, 16, 5)
     mask = torch.rand(16, 4) > 0.3

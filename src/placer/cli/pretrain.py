@@ -1,8 +1,9 @@
 """`placer pretrain`: self-supervised (Deep Graph Infomax) pre-training of the graph encoder Mars reads
 graphs with (:mod:`placer.nn.pretrain`), on a set of graphs: the training half of a generated family
-and/or zoo graphs. Writes a weights_only-safe encoder checkpoint that ``mars`` loads with
-``--set pretrained=FILE``; reports the loss per epoch and how well the discriminator separates real
-from corrupted graphs on held-out graphs (the family's test half, or ``--held-out`` graphs).
+and/or zoo graphs. Writes the encoder state (:func:`placer.io.write_checkpoint`) that Mars starts
+from (:func:`placer.methods.mars.search_mars` with ``encoder=``); reports the loss per epoch and how
+well the discriminator separates real from corrupted graphs on held-out graphs (the family's test
+half, or ``--held-out`` graphs).
 
 Registered on :data:`placer.cli.app` when imported (``placer.cli._load_plugins``)."""
 
@@ -54,18 +55,19 @@ def pretrain(family: Optional[List[str]] = typer.Option(None, "--family", "-f",
              seed: int = typer.Option(0, callback=at_least(0)),
              as_json: bool = typer.Option(False, "--json")):
     """Pre-train Mars's graph encoder with Deep Graph Infomax and write it."""
-    from placer.methods.mars import _available
+    from placer.methods.graph_ppo import torch_geometric_available
 
-    why = _available()
+    why = torch_geometric_available()
     if why:
         raise InputError("placer pretrain", "graph encoder", why, "install the extra")
     if not family and not graph:
         raise InputError("placer pretrain", "graphs", "none were given", "give --family NAME and/or --graph NAME")
     import torch
 
-    from placer.methods.gdp import one_thread
+    from placer.io import write_checkpoint
     from placer.nn.encoder import EncoderConfig
-    from placer.nn.pretrain import PretrainConfig, discrimination, pretrain as run_pretrain, save_encoder
+    from placer.nn.pretrain import PretrainConfig, discrimination, encoder_state, pretrain as run_pretrain
+    from placer.nn.threads import one_thread
 
     with one_thread():
         train = _graphs(list(family or []), list(graph or []), cluster, "train", nodes)
@@ -86,7 +88,7 @@ def pretrain(family: Optional[List[str]] = typer.Option(None, "--family", "-f",
 
         res = run_pretrain(train, enc_cfg, PretrainConfig(epochs=epochs, lr=lr, seed=seed), on_epoch=on_epoch)
         after = discrimination(res.model, test) if test else None
-        save_encoder(res, out, extra={"held_out": [g.name for g in test]})
+        write_checkpoint(encoder_state(res, extra={"held_out": [g.name for g in test]}), out)
     data = {"out": str(out), "graphs": res.graphs, "held_out": [g.name for g in test], "epochs": epochs,
             "encoder": enc_cfg.to_dict(), "loss_first": res.losses[0], "loss_last": res.losses[-1],
             "losses": res.losses, "seconds": res.seconds, "held_out_before": before, "held_out_after": after}

@@ -7,21 +7,23 @@ Section 2 of the paper, as built here:
 
 * op embedding (the Grouper's input): the op's type (a learned embedding of its type, hashed into
   ``n_types`` buckets), "size and number of outputs" (log(1 + output MiB), log(1 + consumers)) and
-  its connections (its position in topological order and the positions of up to ``neighbours`` of
-  its inputs and outputs, each as index / n; ColocRL's padded adjacency lists);
+  its connections (its position in the order the Grouper reads and the positions of up to
+  ``neighbours`` of its inputs and outputs, each as rank / n; ColocRL's padded adjacency lists),
+  :func:`op_adjacency`;
 * the Grouper: one hidden layer of ``grouper_hidden`` ReLU units and a softmax over the M groups
   per op, logits ``C tanh(u / T)`` as the Placer's (section 3 applies C and T to both policies).
   Ops that must share a device under the project's colocation rules (:func:`placer.grouping.colocate`)
   draw their group once, from the mean of their logits, so that every sampled grouping expands to a
   valid placement;
-* group embedding: "the concatenation of ... the average of the member operation type embeddings
-  [the members' type histogram; the Placer's first linear layer is the learned embedding], the
-  average of the member operation sizes and number of outputs, and intra-group and inter-group
-  connectivity information encoded as an adjacency matrix" [the group's row and column of the
-  M x M matrix of log(1 + edges between groups), its diagonal the edges inside the group];
+* group embedding (:func:`group_embeddings`): "the concatenation of ... the average of the member
+  operation type embeddings [the members' type histogram; the Placer's first linear layer is the
+  learned embedding], the average of the member operation sizes and number of outputs, and
+  intra-group and inter-group connectivity information encoded as an adjacency matrix" [the group's
+  row and column of the M x M matrix of log(1 + edges between groups), its diagonal the edges inside
+  the group];
 * the Placer reads the M group embeddings in group order and returns one device per group; every op
   goes on its group's device (an op that cannot run there goes to its colocation unit's fallback,
-  see :class:`placer.methods.colocrl.BaseUnits`). A learned grouping may make the group graph
+  :class:`placer.methods.seq2seq_reinforce.BaseUnits`). A learned grouping may make the group graph
   cyclic; the placement is expanded per op and simulated on the full op graph, so that is harmless.
 
 Training (section 2, eq. J = sum_g sum_d p(g) p(d | g) R_d): per policy step one grouping is sampled
@@ -29,46 +31,34 @@ Training (section 2, eq. J = sum_g sum_d p(g) p(d | g) R_d): per policy step one
 and evaluated in one ``Evaluator.evaluate_batch`` call; ``R = -sqrt(T)`` (T in seconds; an
 out-of-memory placement counts as ``oom_penalty_s``); one Adam step on
 ``-(1/k) sum_i (R_i - b) [log p(g) + log p(d_i | g)]`` over both networks, gradient norm clipped; b is
-a moving average of rewards. Section 3: Adam with a fixed learning rate of 0.1, clipping at 1.0, C =
-5, T = 10, m = 1, k = 4; we keep all but the learning rate, 1e-3 by default (0.1 collapses the policy
-within a few steps at this project's budgets, see :mod:`placer.methods.colocrl`).
+a moving average of rewards (:class:`placer.methods.seq2seq_reinforce.Seq2SeqRLTrainer`). Section 3:
+Adam with a fixed learning rate of 0.1, clipping at 1.0, C = 5, T = 10, m = 1, k = 4; we keep all but
+the learning rate, 1e-3 by default (as ColocRL here).
 
-Where we chose (the text we could read does not say): M = ``n_groups`` = 256 (the seed text calls M
-a hyperparameter), cut to the number of colocation units on a graph with fewer (a Grouper cannot
-fill more groups than it has units; the Placer's warm start fits one decision per group, and with
-256 on a 4-op graph took 90 of its 115 s), the Grouper's hidden size, the Placer's LSTM size (256), the moving-average
-decay, the OOM penalty (100 s), the sizes of the embeddings, and placing on the GPUs only by default
-(``devices``). Modes, checkpoints, logs and the memory fallback after the first policy step
-(:mod:`placer.methods.memory_fallback`) as :mod:`placer.methods.colocrl`.
+Where we chose (the text we could read does not say): M = ``n_groups`` = 256 (the paper calls M a
+hyperparameter), cut to the number of colocation units on a graph with fewer (a Grouper cannot fill
+more groups than it has units), the Grouper's hidden size, the Placer's LSTM size (256), the
+moving-average decay, the OOM penalty (100 s), the sizes of the embeddings, and placing on the GPUs
+only by default (``devices``). The memory fallback after the first policy step
+(:mod:`placer.methods.memory_fallback`) as ColocRL's.
 
 Not in the paper, two warm starts (supervised steps, no placement simulated):
 
 * ``warm_start`` steps pull the Grouper toward M contiguous chunks of the order it reads: the ops
   sorted by their piece of the layer split over the A candidates (:mod:`placer.methods.layer_split`:
-  forward units cut at equal compute, backward ops with the forward op they mirror, the rest with
-  the neighbours they exchange the most bytes with), then by topological index; the position
-  features of :func:`op_adjacency` are ranks in that order. From the paper's start, each op's group
-  is close to uniform over the M groups (the logits are divided by T = 10 and clipped by C = 5), so
-  every group spans the whole graph and every sampled placement is a near-random op placement; in
-  our runs (1,000-1,600 placements) REINFORCE did not recover from that on NMT and RNNLM (NMT
-  2-layer on 2 GPUs: 1,767 ms against the expert's 1,714 ms; NMT 4-layer on 4 GPUs: 1,162 ms against
-  801 ms). With the bounded logits the warm start gives soft chunks (cross-entropy 2.7-2.9 after
-  1,000 steps on NMT). ``warm_start=0`` is the paper's start.
+  forward units cut at equal compute, its cuts searched with ``split_search`` simulations, backward
+  ops with the forward op they mirror, the rest with the neighbours they exchange the most bytes
+  with), then by topological index (:meth:`HierarchicalTrainer.warm_start`). ``warm_start=0`` is the
+  paper's start, from which each op's group is close to uniform over the M groups;
 * ``placer_start`` pulls the Placer toward a start placement until its devices have mean probability
   ``start_mass`` (geometric mean over the M groups): "split", each chunk on its piece of the layer
-  split (the layer-wise split a person draws for a deep network), or "single", every group on the
-  fastest GPU; "best" (default) simulates both once (2 placements of the budget) and takes the
-  faster. From a random Placer the first samples scatter 256 groups over the devices (NMT 8-layer on
-  8 GPUs: 2.7 s, 1.4x single GPU) and the policy then drifts to one device (hp-table1 before the
-  start: 1,718 ms against the expert's 808 ms). The mass matters: at 0.96 about 10 groups per sample
-  leave the start and the samples cost 25% more than it (NMT 2-layer, 600 placements), at 0.99 RL
-  improves on it. The split used to be a cut of the topological order at equal compute, which puts
-  the whole backward pass on the last devices: NMT 8-layer 894 ms as a placement, and the
-  Hierarchical Planner ended at 892 ms after 2,000 placements against the expert's 808 ms. With the
-  layer split, 40 placements give NMT 8-layer 631 ms, NMT 4-layer 621 ms (expert 801) and RNNLM
-  629 ms (expert 585). Sine/cosine position features (16 frequencies) made the Grouper sharper
-  (cross-entropy 0.4) but REINFORCE then drove the samples from 890 to 1,300 ms on NMT 4-layer, so
-  they are not used. ``placer_start="none"`` is the paper's start.
+  split, or "single", every group on the fastest GPU; "best" (default) simulates both once (2
+  placements of the budget) and takes the faster (:func:`choose_start`).
+  ``placer_start="none"`` is the paper's start.
+
+Modes (:func:`search_hierarchical`): search, or from a trained policy state, as ColocRL's. Why the
+warm starts, and the tuning notes: docs/methods/hierarchical.md; the figures are the committed tables
+in results/hp-table1.
 """
 
 from __future__ import annotations
@@ -78,9 +68,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from placer.methods.base import Evaluator, MethodConfig, register
-from placer.methods.colocrl import (BaseUnits, OpTable, Seq2SeqRLTrainer, base_units, decision_mask, load_policy,
-                                    one_thread, op_table, run_trainer, seq_checks, shape_from_checkpoint,
-                                    torch_available)
+from placer.methods.seq2seq_reinforce import (BaseUnits, OpTable, Seq2SeqRLTrainer, base_units, check_policy,
+                                              decision_mask, op_table, run_trainer, seq_checks, shape_from_checkpoint,
+                                              torch_available)
+from placer.nn.threads import one_thread
 
 PAPER = "Mirhoseini et al., A Hierarchical Model for Device Placement, ICLR 2018"
 
@@ -92,7 +83,7 @@ class HierarchicalConfig(MethodConfig):
     placements: int = 4000  # default budget: 1000 policy updates (section 3) of k = 4 placements
     samples: int = 4  # k: placements sampled from each grouping (section 3: k = 4; m = 1 grouping per step)
     n_groups: int = 256  # M: groups the Grouper chooses between (a hyperparameter in the paper; 256 our choice)
-    lr: float = 1e-3  # Adam learning rate, fixed (paper: 0.1, which collapses the policy within 5 steps here; see docstring)
+    lr: float = 1e-3  # Adam learning rate, fixed (paper: 0.1; ours, docs/methods/colocrl.md)
     grad_clip: float = 1.0  # gradient norm clipping over both networks (section 3)
     tanh_c: float = 5.0  # C: logits C tanh(u / T) in both networks (section 3)
     temperature: float = 10.0  # T (section 3)
@@ -113,10 +104,7 @@ class HierarchicalConfig(MethodConfig):
     n_types: int = 64  # hash buckets for op types (our choice)
     neighbours: int = 3  # input / output positions per op in the Grouper's adjacency feature (our choice)
     devices: str = "gpus"  # candidate devices: "gpus" (ops no GPU runs go to their fastest device) or "all"
-    policy: str | None = None  # checkpoint to start from (then train `finetune` steps and add the greedy placement)
-    finetune: int = 0  # policy steps of training from `policy` on this graph
-    save: str | None = None  # write the trained policy (and the trainer's state) here
-    log: str | None = None  # append one JSON line per policy step here
+    finetune: int = 0  # from a trained policy state: policy steps on this graph before the greedy placement
 
     def checks(self):
         return seq_checks(self) + [(self.n_groups >= 1, "n_groups", ">= 1"),
@@ -169,13 +157,15 @@ def group_embeddings(problem, tab: OpTable, op_group: np.ndarray, M: int) -> np.
 
 
 class HierarchicalTrainer(Seq2SeqRLTrainer):
-    """``piece`` (n_ops,): each op's piece of the layer split the Grouper reads in (default: the split
-    at equal compute, :func:`split_pieces`)."""
+    """The Grouper and the Placer (section 2), trained jointly by the shared REINFORCE step.
+    ``piece`` (n_ops,): each op's piece of the layer split the Grouper reads in (default: the split at
+    equal compute, :func:`split_pieces`); ``units``: the colocation units
+    (:func:`placer.methods.seq2seq_reinforce.base_units`) when the caller has them already."""
 
     method = "hierarchical"
 
-    def __init__(self, problem, cfg, seed: int = 0, piece: np.ndarray | None = None):
-        self.given_piece = piece
+    def __init__(self, problem, cfg, seed: int = 0, piece: np.ndarray | None = None, units: BaseUnits | None = None):
+        self.given_piece, self.given_units = piece, units
         super().__init__(problem, cfg, seed)
 
     def build(self) -> None:
@@ -185,7 +175,8 @@ class HierarchicalTrainer(Seq2SeqRLTrainer):
         from placer.nn.seq2seq import Seq2SeqConfig, Seq2SeqPlacer
 
         cfg, P = self.cfg, self.problem
-        self.units: BaseUnits = base_units(P, cfg.devices, self.method)
+        self.units: BaseUnits = (base_units(P, cfg.devices, self.method) if self.given_units is None
+                                 else self.given_units)
         self.n_candidates = len(self.units.cand)
         self.tab = op_table(P, cfg.n_types)
         self.types = torch.as_tensor(self.tab.type_bucket)
@@ -218,9 +209,7 @@ class HierarchicalTrainer(Seq2SeqRLTrainer):
         Grouper toward ``self.chunk``: M chunks of equal op count of the order it reads (the ops by
         their piece of the layer split over the A candidates, :func:`split_pieces`, then by
         topological index); no placement is simulated. Returns the final
-        loss. Not in the paper: from its uniform start a sampled grouping scatters every group over
-        the whole graph, and at this project's budgets REINFORCE does not recover from that (see the
-        module docstring)."""
+        loss. Not in the paper (docs/methods/hierarchical.md says why)."""
         import torch
 
         n = self.problem.n_ops
@@ -268,7 +257,7 @@ class HierarchicalTrainer(Seq2SeqRLTrainer):
         """Supervised steps (Adam, lr 1e-2; teacher forcing on groupings sampled from the Grouper) that
         raise the Placer's probability of ``target`` (M,) until the geometric mean over groups reaches
         ``mass``; no placement is simulated. Returns (steps, final mean probability). Not in the paper
-        (see the module docstring)."""
+        (docs/methods/hierarchical.md says why)."""
         import torch
 
         from placer.rl.warm import warm_start
@@ -372,29 +361,37 @@ def choose_start(tr: HierarchicalTrainer, ev: Evaluator, cfg: HierarchicalConfig
 @register("hierarchical", "Hierarchical Planner: feed-forward Grouper + seq2seq Placer trained jointly with REINFORCE",
           "learned", HierarchicalConfig, paper=PAPER, available=torch_available, version=1)
 def hierarchical(problem, seed: int, ev: Evaluator, cfg: HierarchicalConfig):
+    return search_hierarchical(problem, seed, ev, cfg)[0]
+
+
+def search_hierarchical(problem, seed: int, ev: Evaluator, cfg: HierarchicalConfig, *, policy: dict | None = None,
+                        progress=None):
+    """The method: from a fresh policy (search mode: M cut to the graph's colocation units, the layer
+    split's cuts searched, both warm starts), or from a trained policy state (``policy``; its network
+    shape replaces the config's) fine-tuned ``cfg.finetune`` steps, then placed greedily. ``progress``
+    gets one dict per policy step. Returns (PlacementResult, policy state)."""
     notes: list[str] = []
-    state = None
-    if cfg.policy:
-        state = load_policy(cfg.policy)
-        cfg = shape_from_checkpoint(cfg, state, SHAPE_FIELDS)
-    piece = None
-    if state is None:
+    piece = units = None
+    if policy is not None:
+        check_policy(policy, "hierarchical")
+        cfg = shape_from_checkpoint(cfg, policy, SHAPE_FIELDS)
+    else:
         units = base_units(problem, cfg.devices, "hierarchical")
         if units.n_units < cfg.n_groups:
             notes.append(f"M = {units.n_units} groups, one per colocation unit (n_groups={cfg.n_groups} is more "
                          "than the graph has units)")
             cfg = replace(cfg, n_groups=units.n_units)
-    if state is None and cfg.placer_start != "none":
-        room = ev.remaining()
-        search = cfg.split_search if room is None else min(cfg.split_search, room - 4)
-        if search >= 0:
-            piece = split_pieces(problem, units.unit_of, units.cand, ev, search)
-            notes.append(f"layer split's cuts searched with {ev.placements} placements "
-                         f"(best {ev.best_objective_us / 1e3:,.1f} ms)")
-    tr = HierarchicalTrainer(problem, cfg, seed, piece=piece)
-    if state is not None:
-        tr.load_state_dict(state, weights_only=True)
-        notes.append(f"started from {cfg.policy} (trained on {state['graph']})")
+        if cfg.placer_start != "none":
+            room = ev.remaining()
+            search = cfg.split_search if room is None else min(cfg.split_search, room - 4)
+            if search >= 0:
+                piece = split_pieces(problem, units.unit_of, units.cand, ev, search)
+                notes.append(f"layer split's cuts searched with {ev.placements} placements "
+                             f"(best {ev.best_objective_us / 1e3:,.1f} ms)")
+    tr = HierarchicalTrainer(problem, cfg, seed, piece=piece, units=units)
+    if policy is not None:
+        tr.load_state_dict(policy, weights_only=True)
+        notes.append(f"started from a policy trained on {policy.get('graph')}")
     else:
         if cfg.warm_start:
             notes.append(f"Grouper warm-started toward chunks of the layer-split order ({cfg.warm_start} steps, loss "
@@ -405,4 +402,4 @@ def hierarchical(problem, seed: int, ev: Evaluator, cfg: HierarchicalConfig):
             notes.append(f"Placer warm-started toward the {start[0]} start ({steps} steps, mean probability "
                          f"{reached:.3f})")
     notes.append(f"{cfg.n_groups} groups over {tr.units.n_units} colocation units")
-    return run_trainer("hierarchical", tr, ev, cfg, notes)
+    return run_trainer("hierarchical", tr, ev, cfg, notes, from_policy=policy is not None, progress=progress)

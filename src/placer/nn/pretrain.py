@@ -20,15 +20,14 @@ the readout and the corruption (with its own seeded generator, so pre-training i
 
 Training (our choices, the paper gives no schedule): Adam, lr 1e-3 (DGI's), ``epochs`` passes over
 the graphs in a seeded order, one step per graph; the encoder weights of the last step are kept.
-The checkpoint is a plain state dict (``format: placer-encoder-1``) that loads with
-``torch.load(weights_only=True)``.
+The encoder state (:func:`encoder_state`) is a plain state dict (``format: placer-encoder-1``):
+written with :func:`placer.io.write_checkpoint`, read back with :func:`placer.io.read_checkpoint`.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -149,29 +148,25 @@ def encoder_state(res: PretrainResult, extra: dict | None = None) -> dict:
             "graphs": list(res.graphs), "seconds": float(res.seconds), **(extra or {})}
 
 
-def save_encoder(res: PretrainResult, path: str | Path, extra: dict | None = None) -> None:
-    from placer.rl.checkpoint import save_checkpoint
-
-    save_checkpoint(encoder_state(res, extra), path)
-
-
-def load_encoder_state(path: str | Path) -> dict:
-    """Read an encoder checkpoint (:func:`placer.io.read_checkpoint`); bad files raise InputError."""
-    from placer.io import read_checkpoint
-
-    path = str(path)
-    fix = "give the file `placer pretrain --out` wrote"
-    state = read_checkpoint(path, "pre-trained encoder", fix)
-    if state.get("format") != ENCODER_FORMAT:
-        raise InputError(path, "pre-trained encoder", "is not a placer encoder checkpoint", fix)
+def check_encoder_state(state: dict) -> dict:
+    """``state`` when it is an encoder state made by :func:`encoder_state` (read from a file with
+    :func:`placer.io.read_checkpoint`); InputError otherwise (attribute it to a file with
+    :meth:`InputError.at`)."""
+    fix = "give the encoder `placer pretrain --out` wrote"
+    if not isinstance(state, dict) or state.get("format") != ENCODER_FORMAT:
+        raise InputError("pre-trained encoder", "state", "is not a placer encoder checkpoint", fix)
+    for key in ("encoder_config", "encoder"):
+        if not isinstance(state.get(key), dict):
+            raise InputError("pre-trained encoder", f"'{key}'", "is missing or of the wrong type (a damaged or foreign "
+                             "checkpoint)", fix)
     return state
 
 
-def load_encoder(path: str | Path, expect: EncoderConfig | None = None) -> GraphEncoder:
-    state = load_encoder_state(path)
-    cfg = EncoderConfig.from_dict(state["encoder_config"])
+def encoder_from_state(state: dict, expect: EncoderConfig | None = None) -> GraphEncoder:
+    """The encoder of an encoder state; InputError when it is not one, or not of ``expect``'s kind and sizes."""
+    cfg = EncoderConfig.from_dict(check_encoder_state(state)["encoder_config"])
     if expect is not None and (cfg.kind, cfg.hidden, cfg.layers) != (expect.kind, expect.hidden, expect.layers):
-        raise InputError(str(path), "pre-trained encoder",
+        raise InputError("pre-trained encoder", "shape",
                          f"is a {cfg.kind} encoder of {cfg.layers} x {cfg.hidden}, the policy needs "
                          f"{expect.kind} {expect.layers} x {expect.hidden}", "pre-train with the policy's encoder sizes")
     enc = GraphEncoder(cfg)

@@ -38,6 +38,15 @@ the current segment only.
 
 Sampling is deterministic given the ``torch.Generator`` passed in (inverse-CDF on uniform draws, in
 float64), whatever the number of torch threads.
+
+Scoring given devices (teacher forcing, as PPO's K epochs re-score the batch they sampled) has two
+paths with the same results up to float32 rounding: ``forward(..., actions=...)``, the step loop
+above, and :func:`teacher_forced`, parallel over positions. The decoder's input at step t,
+``[emb(d_{t-1}); e_t]``, is then known for every t in advance and its recurrence does not read the
+attention (the context enters only the logits), so the decoder is one fused LSTM call over the whole
+sequence and the attention one (B, L, L, A) tensor expression, in blocks of decoder steps to bound
+memory. Mars scores with :func:`teacher_forced`; ColocRL and the Hierarchical Planner with the step
+loop (switching them would change their float32 rounding, hence their results).
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+BLOCK_ELEMENTS = 1 << 24  # most elements of one block of teacher_forced's (B, L_t, L, A) attention tensor
 
 @dataclass(frozen=True)
 class Seq2SeqConfig:
@@ -92,6 +102,19 @@ def sample_categorical(probs: torch.Tensor, generator: torch.Generator | None) -
     idx = (cdf <= r).sum(dim=1)  # first index whose cdf exceeds r: it has positive mass
     last_pos = (p > 0).to(torch.int64).cumsum(dim=1).argmax(dim=1)  # guard against r == total by rounding
     return torch.minimum(idx, last_pos)
+
+
+def batch_mask(mask, B: int, L: int, D: int) -> torch.Tensor:
+    """``mask`` ((L, D) or (B, L, D)) as a (B, L, D) bool tensor; ValueError when its shape is wrong or
+    an input has no allowed device."""
+    mask = torch.as_tensor(mask, dtype=torch.bool)
+    if mask.dim() == 2:
+        mask = mask.unsqueeze(0).expand(B, L, D)
+    if mask.shape != (B, L, D):
+        raise ValueError(f"mask must be ({L}, {D}) or ({B}, {L}, {D})")
+    if not bool(mask.any(dim=2).all()):
+        raise ValueError("every input needs at least one allowed device")
+    return mask
 
 
 class Seq2SeqPlacer(nn.Module):
@@ -177,13 +200,7 @@ class Seq2SeqPlacer(nn.Module):
             if actions.shape != (B, L):
                 raise ValueError(f"actions must be ({B}, {L}), got {tuple(actions.shape)}")
         if mask is not None:
-            mask = torch.as_tensor(mask, dtype=torch.bool)
-            if mask.dim() == 2:
-                mask = mask.unsqueeze(0).expand(B, L, cfg.n_devices)
-            if mask.shape != (B, L, cfg.n_devices):
-                raise ValueError(f"mask must be ({L}, {cfg.n_devices}) or ({B}, {L}, {cfg.n_devices})")
-            if not bool(mask.any(dim=2).all()):
-                raise ValueError("every input needs at least one allowed device")
+            mask = batch_mask(mask, B, L, cfg.n_devices)
         # the decoder starts from the encoder's final state (first segment) or its own (later ones)
         h, c = (enc_final if state is None else st.dec)
         prev = st.last
@@ -225,3 +242,65 @@ class Seq2SeqPlacer(nn.Module):
         ent = torch.stack(ents, dim=1).sum(dim=1) if L else torch.zeros(B)
         final = Seq2SeqState(enc_final, (h, c), prev)
         return Seq2SeqOutput(dev, lp, ent, final, torch.stack(atts, dim=1) if return_attention and L else None)
+
+
+def teacher_forced(net: Seq2SeqPlacer, x: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None = None,
+                   state: Seq2SeqState | None = None) -> Seq2SeqOutput:
+    """Log-probabilities and entropies of the given devices ``actions`` (B, L) for inputs ``x``
+    ((L, F), (1, L, F) or (B, L, F)), with ``mask`` and ``state`` as in
+    :meth:`Seq2SeqPlacer.forward`, in one pass over positions (see the module docstring). Returns the
+    :class:`Seq2SeqOutput` of ``forward(x, mask, actions=actions, state=state)`` up to float32
+    rounding, without attention weights."""
+    cfg = net.cfg
+    actions = torch.as_tensor(actions, dtype=torch.int64)
+    if x.dim() == 2:
+        x = x.unsqueeze(0)
+    if actions.dim() != 2 or x.dim() != 3 or x.shape[1] != actions.shape[1] or x.shape[2] != cfg.n_features:
+        raise ValueError(f"x must be (B, L, {cfg.n_features}) and actions (B, L), got {tuple(x.shape)}, "
+                         f"{tuple(actions.shape)}")
+    B, L = actions.shape
+    if x.shape[0] not in (1, B):
+        raise ValueError(f"x has batch {x.shape[0]}, actions {B}")
+    if state is not None and state.last.shape[0] != B:
+        if state.last.shape[0] != 1:
+            raise ValueError(f"state has batch {state.last.shape[0]}, actions {B}")
+        state = net._expand_state(state, B)
+    if mask is not None:
+        mask = batch_mask(mask, B, L, cfg.n_devices)
+    st = state if state is not None else net.initial_state(B)
+    # the encoder does not read the devices: one input sequence and one encoder state (every row
+    # equal, as after a first segment encoded once) are encoded once and shared by the B rows
+    if x.shape[0] == 1 and (state is None or all(bool((t == t[:1]).all()) for t in state.enc)):
+        one = None if state is None else state._replace(enc=(state.enc[0][:1], state.enc[1][:1]))
+        e, (hf, cf) = net.encode(x, one)
+        e, enc_final = e.expand(B, L, e.shape[2]), (hf.expand(B, -1), cf.expand(B, -1))
+    else:
+        e, enc_final = net.encode(x.expand(B, L, x.shape[2]), state)
+    if L == 0:
+        z = torch.zeros(B)
+        return Seq2SeqOutput(actions, z, z, Seq2SeqState(enc_final, st.dec if state is not None else enc_final,
+                                                         st.last), None)
+    h0, c0 = enc_final if state is None else st.dec
+    prev = torch.cat([st.last.unsqueeze(1), actions[:, :-1]], dim=1)  # d_{t-1}, the start token (or carry) first
+    inp = net.device_emb(prev)
+    if cfg.feed_aligned:
+        inp = torch.cat([inp, e], dim=2)
+    dec = net.decoder
+    hs, hT, cT = torch.lstm(inp, (h0.unsqueeze(0).contiguous(), c0.unsqueeze(0).contiguous()),
+                              [dec.weight_ih, dec.weight_hh, dec.bias_ih, dec.bias_hh],
+                              True, 1, 0.0, net.training, False, True)  # biases, 1 layer, no dropout, batch-first
+    pre = net.att_e(e)  # (B, L, A)
+    q = net.att_h(hs)  # (B, L, A)
+    block = max(1, BLOCK_ELEMENTS // max(1, B * L * pre.shape[2]))
+    ctx = []
+    for t0 in range(0, L, block):
+        s = net.att_v(torch.tanh(pre.unsqueeze(1) + q[:, t0:t0 + block].unsqueeze(2))).squeeze(3)  # (B, Lt, L)
+        ctx.append(torch.bmm(torch.softmax(s, dim=2), e))
+    u = cfg.tanh_c * torch.tanh(net.out(torch.cat([hs, torch.cat(ctx, dim=1)], dim=2)) / cfg.temperature)
+    if mask is not None:
+        u = u.masked_fill(~mask, float("-inf"))
+    logp = torch.log_softmax(u, dim=2)
+    p = logp.exp()
+    lp = logp.gather(2, actions.unsqueeze(2)).squeeze(2).sum(dim=1)
+    ent = -(p * torch.where(p > 0, logp, torch.zeros_like(logp))).sum(dim=2).sum(dim=1)
+    return Seq2SeqOutput(actions, lp, ent, Seq2SeqState(enc_final, (hT[0], cT[0]), actions[:, -1]), None)

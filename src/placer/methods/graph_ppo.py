@@ -1,0 +1,300 @@
+"""What GDP (:mod:`placer.methods.gdp`) and Mars (:mod:`placer.methods.mars`) share: a policy network
+reads a graph's nodes and places every node, and clipped PPO (:mod:`placer.rl.ppo`; GDP section 3.3,
+Mars section 3.4) trains it on sampled placements. Not a method: each method module holds its config,
+its network and a :class:`PolicyKind` naming them, and calls the driver here.
+
+* nodes: the op groups of :mod:`placer.nn.encoder` (colocation and forward/backward mirrors merged,
+  at most ``cfg.nodes`` of them, in topological order), :func:`graph_ctx`; :func:`segments` cuts their
+  sequence into the pieces both papers' placers read one after the other;
+* :func:`search`, the method: from a fresh policy (search mode: trained on the one graph within the
+  placement budget, the best placement evaluated returned), or from a trained policy state
+  (``cfg.finetune`` PPO updates on this graph, then the greedy placement). In search mode the start
+  is simulated first (:func:`start_target`, ours, not in either paper) and the policy optionally
+  warm-started toward it; after the first PPO update the memory fallback of
+  :mod:`placer.methods.memory_fallback` runs (:func:`fallback_after_first`);
+* :func:`train`: batch training across graphs (GDP section 3.3): one policy, every update sampling
+  ``cfg.batch`` placements of each graph;
+* policy states: plain state dicts (tensors, numbers, strings) made by :func:`policy_state` and
+  checked by :func:`check_policy`; the caller reads and writes them as files
+  (:func:`placer.io.read_checkpoint`, :func:`placer.io.write_checkpoint`).
+
+Everything runs on one torch thread, with every random draw from generators seeded by the seed: same
+seed, same placement.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from placer.errors import InputError
+from placer.methods.base import Evaluator
+from placer.methods.memory_fallback import fit_in_memory
+from placer.nn.threads import one_thread
+from placer.sim import memory_first
+
+
+def torch_geometric_available() -> str | None:
+    try:
+        import torch  # noqa: F401
+        import torch_geometric  # noqa: F401
+    except ImportError as e:
+        return f"needs the 'torch' extra and torch_geometric ({e.name} is not installed): pip install 'placer[torch]'"
+    return None
+
+
+# ---------------------------------------------------------------------- what a policy reads
+def segments(n: int, size: int) -> list[tuple[int, int]]:
+    """[start, end) of consecutive segments of at most ``size`` nodes covering 0..n-1 in order."""
+    if size < 1:
+        raise ValueError("segment size must be >= 1")
+    return [(s, min(n, s + size)) for s in range(0, n, size)]
+
+
+@dataclass(eq=False)
+class GraphCtx:
+    """One graph as the learned placers see it."""
+
+    gp: object  # placer.nn.encoder.PlacementNodes: the nodes placed and their candidate devices
+    data: object  # placer.nn.encoder.GraphData
+    feasible: object  # torch (N, A) bool: the devices each node can run on
+
+    @property
+    def n(self) -> int:
+        return self.gp.n_groups
+
+
+def graph_ctx(problem, nodes: int, devices: str = "auto") -> GraphCtx:
+    """Nodes (at most ``nodes`` op groups) and the encoder's view. ``devices``: 'gpus', 'all', or
+    'auto' (the GPUs when every node can run on one, else every device)."""
+    import torch
+
+    from placer.nn.encoder import graph_data, placement_nodes
+
+    gp = placement_nodes(problem, nodes, devices)
+    return GraphCtx(gp, graph_data(gp), torch.as_tensor(gp.feasible))
+
+
+def masked_logits(logits, feasible):
+    return logits.masked_fill(~feasible, -1e9)
+
+
+# ---------------------------------------------------------------------- one method's policy
+@dataclass(frozen=True)
+class PolicyKind:
+    """What the driver needs to know of a method: its name, the format its policy states carry, the
+    config fields that decide the network's shape (a policy state fits only a network of the same
+    shape), and how to build the network: ``make_net(cfg, n_actions, graphs, seed)`` with ``graphs``
+    the :class:`GraphCtx` it will be trained on."""
+
+    name: str
+    format: str
+    arch_fields: tuple[str, ...]
+    make_net: Callable
+
+
+def policy_state(kind: PolicyKind, cfg, n_actions: int, trainer) -> dict:
+    """The trained policy as a plain state dict (the trainer's state, the config, the device count)."""
+    return {"format": kind.format, "method_config": cfg.to_dict(), "n_actions": int(n_actions), **trainer.state_dict()}
+
+
+def check_policy(kind: PolicyKind, state: dict, cfg=None, n_actions: int | None = None) -> dict:
+    """``state`` when it is a policy state of ``kind`` whose network fits ``cfg`` and ``n_actions``
+    candidate devices (each checked when given); InputError otherwise (attribute it to a file with
+    :meth:`InputError.at`)."""
+    where, fix = f"{kind.name} policy", f"give a policy that `{kind.name}` trained"
+    if not isinstance(state, dict) or state.get("format") != kind.format:
+        raise InputError(where, "state", f"is not a {kind.name} checkpoint", fix)
+    for key, typ in (("method_config", dict), ("n_actions", int), ("model", dict)):
+        if not isinstance(state.get(key), typ):
+            raise InputError(where, f"'{key}'", "is missing or of the wrong type (a damaged or foreign checkpoint)", fix)
+    saved = state["method_config"]
+    if cfg is not None:
+        for f in kind.arch_fields:
+            if saved.get(f) != getattr(cfg, f):
+                raise InputError(where, "network shape", f"was trained with {f}={saved.get(f)!r}, not {getattr(cfg, f)!r}",
+                                 f"set {f}={saved.get(f)!r}")
+    if n_actions is not None and int(state["n_actions"]) != n_actions:
+        raise InputError(where, "devices", f"chooses among {state['n_actions']} devices, this problem has "
+                         f"{n_actions} candidates", "use a cluster with as many candidate devices")
+    return state
+
+
+def settings(cfg, seed: int):
+    from placer.rl.ppo import PPOSettings, TrainSettings
+
+    return TrainSettings(batch=cfg.batch, lr=cfg.lr, seed=seed, reward=cfg.reward,
+                         ppo=PPOSettings(clip=cfg.clip, epochs=cfg.ppo_epochs, minibatches=cfg.minibatches,
+                                         entropy=cfg.entropy, grad_clip=cfg.grad_clip))
+
+
+def _hook(name: str, progress, then=None):
+    """The trainer's ``on_update``: ``progress`` gets each update's line (with the method's name),
+    then ``then(trainer, line)`` runs."""
+    if progress is None and then is None:
+        return None
+
+    def hook(tr, line) -> None:
+        if progress is not None:
+            progress({"method": name, **line})
+        if then is not None:
+            then(tr, line)
+    return hook
+
+
+# ---------------------------------------------------------------------- the method
+def search(kind: PolicyKind, problem, seed: int, ev: Evaluator, cfg, *, policy: dict | None = None,
+           progress: Callable[[dict], None] | None = None):
+    """Search mode (``policy`` None), or a trained policy state fine-tuned for ``cfg.finetune`` PPO
+    updates, then placed greedily. ``progress`` gets one dict per PPO update. Returns
+    (PlacementResult, the policy state it ended with)."""
+    import time
+
+    import torch
+
+    from placer.rl.ppo import PolicyTrainer, Scorer
+
+    name = kind.name
+    started = time.perf_counter()  # for the progress lines' wall-clock column only
+    with one_thread():
+        ctx = graph_ctx(problem, cfg.nodes, cfg.devices)
+        torch.manual_seed(seed)
+        net = kind.make_net(cfg, ctx.gp.n_actions, [ctx], seed)
+        notes = [f"{ctx.n} nodes ({problem.n_ops} ops), {ctx.gp.n_actions} candidate devices"]
+        if policy is not None:
+            check_policy(kind, policy, cfg, ctx.gp.n_actions)
+        notes += list(getattr(net, "notes", []))
+        start = None if policy is not None else start_target(problem, ctx, ev, cfg)
+        if start is not None:
+            notes.append(f"start: the {start[0]} placement ({ev.placements} placements simulated for it, best "
+                         f"{ev.best_objective_us / 1e3:,.1f} ms)")
+            if cfg.start_steps:
+                steps, reached = warm_start(net, ctx, start[1], cfg.start_mass, cfg.start_steps)
+                notes.append(f"policy warm-started toward it: {steps} steps, mean probability {reached:.3f}")
+        tr = PolicyTrainer(net, [ctx], [Scorer(ev)], settings(cfg, seed), log_every=cfg.log_every, label=name,
+                           clock_start=started)
+        on_update = _hook(name, progress, fallback_after_first(problem, ev, notes))
+        if policy is not None:
+            tr.load_state_dict(policy, weights_only=True)
+            if cfg.finetune > 0:
+                tr.train(updates=cfg.finetune, on_update=on_update)
+                notes.append(f"fine-tuned {tr.update} PPO updates")
+            if not ev.out_of_budget():
+                with torch.no_grad():
+                    net.eval()
+                    a = net.greedy(ctx)
+                ev.evaluate(ctx.gp.expand(a.numpy()))
+                notes.append("placed with the greedy policy")
+        else:
+            tr.train(on_update=on_update)
+            notes.append(f"{tr.update} PPO updates of {cfg.batch} placements")
+    if ev.best is None:  # nothing fit in the budget (cannot happen with a budget >= 1)
+        raise RuntimeError(f"{name} evaluated no placement")
+    return ev.result(name, notes=notes), policy_state(kind, cfg, ctx.gp.n_actions, tr)
+
+
+def fallback_after_first(problem, ev: Evaluator, notes: list[str]):
+    """The trainer's ``on_update`` hook: after the first PPO update, :func:`fit_in_memory` (the
+    classical seeds, relieved, when nothing evaluated so far fits in memory)."""
+    def hook(tr, _line) -> None:
+        if tr.update == 1:
+            note = fit_in_memory(problem, ev)
+            if note:
+                notes.append(note)
+    return hook
+
+
+# ---------------------------------------------------------------------- the start (ours)
+def start_checks(cfg) -> list:
+    return [(cfg.start in ("best", "none"), "start", "best or none"), (cfg.split_search >= 0, "split_search", ">= 0"),
+            (0 < cfg.start_mass < 1, "start_mass", "in (0, 1)"), (cfg.start_steps >= 0, "start_steps", ">= 0")]
+
+
+def node_actions(gp, placement: np.ndarray) -> np.ndarray:
+    """(N,) action per node of an op placement: the candidate device that runs most of the node's
+    compute there (its first runnable candidate when none of its ops is on one)."""
+    P = gp.problem
+    pos = np.full(P.n_devices, -1, dtype=np.int64)
+    pos[gp.devices] = np.arange(gp.n_actions)
+    a = pos[np.asarray(placement, dtype=np.int64)]
+    on = a >= 0
+    work = np.zeros((gp.n_groups, gp.n_actions))
+    np.add.at(work, (gp.group_of[on], a[on]), P.fastest_us[on] + 1e-9)
+    work[~gp.feasible] = -1.0
+    return np.argmax(work, axis=1).astype(np.int64)
+
+
+def start_target(problem, ctx: GraphCtx, ev: Evaluator, cfg) -> tuple[str, np.ndarray] | None:
+    """The start of ``cfg.start = "best"``, as it is for the Hierarchical Planner and Post: the
+    layer split over 2..G GPUs with its cuts searched (``split_search`` simulations,
+    :func:`placer.methods.layer_split.split_start`) and the whole graph on the fastest device, each
+    as a node placement simulated once; the faster (one that fits in memory before one that does
+    not) is returned as (name, action per node). Every placement simulated is counted in the budget
+    and is a candidate result, so the method never returns worse than its start. None when the
+    budget is under 4 x ``split_search`` or under a published objective."""
+    from placer.methods.layer_split import fastest_device, split_start
+
+    room = ev.remaining()
+    if cfg.start == "none" or ev.custom or (room is not None and room < 4 * max(cfg.split_search, 1)):
+        return None
+    gp, cands = ctx.gp, {}
+    split = split_start(problem, ev, cfg.split_search)
+    if split is not None:
+        cands["split"] = node_actions(gp, split[0])
+    fast = fastest_device(problem)
+    if fast is not None:
+        cands["single"] = node_actions(gp, np.full(problem.n_ops, fast, dtype=np.int64))
+    if not cands:
+        return None
+    names = list(cands)
+    br = ev.evaluate_batch(np.stack([gp.expand(cands[k]) for k in names]))
+    k = names[min(range(len(names)), key=lambda j: memory_first(br.objective_us[j], not br.oom[j]))]
+    return k, cands[k]
+
+
+def warm_start(net, ctx: GraphCtx, target: np.ndarray, mass: float, max_steps: int) -> tuple[int, float]:
+    """Raise the policy's probability of ``target`` (N,) to a geometric mean per node of ``mass``
+    (:func:`placer.rl.warm.warm_start`, at most ``max_steps`` steps). Returns (steps, mean
+    probability reached)."""
+    import torch
+
+    from placer.rl.warm import warm_start as supervised
+
+    act = torch.as_tensor(np.asarray(target, dtype=np.int64))[None, :]
+    return supervised(lambda: -net.evaluate(ctx, act)[0].mean(), net.parameters(), mass, max_steps)
+
+
+# ---------------------------------------------------------------------- batch training (GDP section 3.3)
+def train(kind: PolicyKind, problems: list, cfg, placements: int, seed: int = 0, sim_params=None,
+          resume: dict | None = None, on_update=None, progress: Callable[[dict], None] | None = None):
+    """One policy trained on several graphs: every update samples ``cfg.batch`` placements of each
+    graph, until each graph has used ``placements`` simulations. Returns the trainer (its ``best`` per
+    graph; :func:`policy_state` makes its state). ``resume``: continue a policy state that this
+    function made for the same graphs. ``on_update(trainer, line)`` runs after each update,
+    ``progress`` gets its line."""
+    import torch
+
+    from placer.rl.ppo import PolicyTrainer, Scorer
+
+    with one_thread():
+        ctxs = [graph_ctx(P, cfg.nodes, cfg.devices) for P in problems]
+        A = {c.gp.n_actions for c in ctxs}
+        if len(A) != 1:
+            raise InputError(kind.name, "training graphs", f"have different numbers of candidate devices {sorted(A)}",
+                             "train on one cluster")
+        A = A.pop()
+        torch.manual_seed(seed)
+        net = kind.make_net(cfg, A, ctxs, seed)
+        evs = [Evaluator(P, sim_params, limit=placements) for P in problems]
+        tr = PolicyTrainer(net, ctxs, [Scorer(e) for e in evs], settings(cfg, seed), log_every=cfg.log_every,
+                           label=kind.name)
+        if resume is not None:
+            check_policy(kind, resume, cfg, A)
+            tr.load_state_dict(copy.deepcopy(resume))  # the optimizer would train the caller's tensors in place
+            for e, used in zip(evs, tr.used):  # the budget already spent on each graph
+                e.placements = min(placements, used)
+        tr.train(on_update=_hook(kind.name, progress, on_update))
+    return tr
