@@ -51,6 +51,24 @@ def dynamic():
 
 
 not_a_function = 3
+
+
+def exits():
+    import sys
+    sys.exit(0)
+
+
+def exits_3():
+    import sys
+    sys.exit(3)
+
+
+def interrupts():
+    raise KeyboardInterrupt
+
+
+def linear():
+    return nn.Linear(8, 4)
 '''
 
 
@@ -109,6 +127,21 @@ def test_capture_hf_models(tmp_path, capsys, monkeypatch):
     (["{file}:build", "--input", "3x6x6", "--set", "bogus=1"], "raised TypeError"),
     (["hf:not_a_model_type"], "not a transformers model type"),
     (["hf:gpt2", "--set", "no_such_field=1"], "not an option"),
+    # issue 52: tracebacks, wrong exit statuses and bad input accepted, now one line and status 2
+    (["{file}:exits", "--input", "8"], "called sys.exit(0)"),
+    (["{file}:exits_3", "--input", "8"], "called sys.exit(3)"),
+    (["{file}:interrupts", "--input", "8"], "raised KeyboardInterrupt itself"),
+    (["builtins:exit"], "called sys.exit()"),
+    (["{file}:linear", "--input", "8:int64:5"], "mixes float32 and int64"),
+    (["{file}:linear", "--input", "8:int64:-5"], "high"),
+    (["{file}:linear", "--input", "99999999999x99999999999"], "the most placer allows"),
+    (["{file}:linear", "--input", "8", "--batch", str(10**12)], "1,048,576"),
+    (["{file}:linear", "--input", "8", "--name", "x\x1b]0;pwned\x07\x1b[2J\u202e"], "control characters"),
+    (["hf:gpt2", "--set", "n_layer=abc"], "is not a whole number"),
+    (["hf:gpt2", "--set", "n_layer=-1"], "is not from 1 to 1,000"),
+    (["hf:bert", "--set", "num_hidden_layers=0"], "is not from 1 to 1,000"),
+    (["hf:gpt2", "--seq", "5000"], "longer than the model's 1,024 positions"),
+    (["hf:gpt2", "--batch", "100000", "--seq", "100000"], "the most placer allows"),
 ])
 def test_capture_errors_are_one_line(tmp_path, model_file, capsys, monkeypatch, args, needle):
     if args[0].startswith("hf:"):
@@ -117,5 +150,5 @@ def test_capture_errors_are_one_line(tmp_path, model_file, capsys, monkeypatch, 
     out = tmp_path / "bad.json"
     code, so, se = run_cli(capsys, monkeypatch, "capture", *args, "-o", out)
     assert code == 2, (so, se)
-    assert needle in se and len(se.strip().splitlines()) == 1, se
+    assert needle in se and len(se.strip().splitlines()) == 1 and "Traceback" not in se, se
     assert not out.exists()

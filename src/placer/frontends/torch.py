@@ -249,6 +249,7 @@ def _trace(module, example_inputs, *, train, loss_fn, optimizer, lr, name, cost_
         ann.close()
         quiet.setLevel(level)
     gm.graph.eliminate_dead_code()
+    _check_dtypes(gm, type(module).__name__)
     graph, op_nodes, info, node_op = _to_opgraph(gm, pnames, bnames, slots, len(fx_in), train, optimizer,
                                                  name or type(module).__name__)
     capture_s = time.perf_counter() - t0
@@ -258,6 +259,33 @@ def _trace(module, example_inputs, *, train, loss_fn, optimizer, lr, name, cost_
     graph = graph.replace(compute_us=costs, meta={**graph.meta, "capture_s": round(capture_s, 3)})
     info.update(params=pnames, buffers=bnames, slots=slots, inputs=len(fx_in), train=train)
     return Capture(graph, gm, op_nodes, capture_s, info, node_op)
+
+
+# aten ops whose tensor operands must share one dtype when run for real; fake and meta tensors do not check it
+_SAME_DTYPE = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "matmul", "convolution",
+               "_convolution", "linear"}
+
+
+def _check_dtypes(gm, model: str) -> None:
+    """Refuse a trace that real tensors could not run: a matrix product or convolution mixing dtypes
+    (an int64 input fed to ``nn.Linear``). Tracing runs on fake tensors, which accept it; the
+    first real step (``placer run``) would fail."""
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        packet = getattr(node.target, "overloadpacket", None)
+        if getattr(packet, "__name__", None) not in _SAME_DTYPE:
+            continue
+        dtypes = []
+        for a in node.args:
+            v = a.meta.get("val") if isinstance(a, torch.fx.Node) else None
+            if isinstance(v, torch.Tensor) and v.dtype not in dtypes:
+                dtypes.append(v.dtype)
+        if len(dtypes) > 1:
+            names = " and ".join(str(d).replace("torch.", "") for d in dtypes)
+            raise InputError("capture", model, f"op {node.name} ({packet.__name__}) mixes {names} tensors, which a real "
+                             "step cannot run", "give each input the dtype the model expects (e.g. --input 3x32x32 "
+                             "for float32, SHAPE:int64:HIGH only for token ids)")
 
 
 # ---------------------------------------------------------------------- fx graph -> OpGraph
