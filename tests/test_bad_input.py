@@ -82,10 +82,10 @@ def checkpoint(t: Path, **state) -> str:
 def policy_for_devices(t: Path, n: int) -> str:
     from placer.nn.placeto import PolicyConfig
     from placer.rl.env import EnvConfig
-    from placer.rl.reinforce import ReinforceConfig
+    from placer.methods.placeto import PlacetoConfig
 
     return checkpoint(t, policy_config=PolicyConfig(n_actions=n).to_dict(), env_config=EnvConfig().to_dict(),
-                      rl_config=ReinforceConfig().to_dict(), model={})
+                      rl_config=PlacetoConfig().reinforce(0).to_dict(), model={})
 
 
 def a_file(t: Path) -> str:
@@ -211,6 +211,8 @@ CASES = [
                                                  a_file(t) + "/t.json"], "which is a file"),
     ("zoo export --out a folder", lambda t: ["zoo", "export", "resnet50", "--out", str(t)], "is a folder"),
     ("zoo export --batch 0", lambda t: ["zoo", "export", "resnet50", "--out", str(t / "o.json"), "--batch", "0"], "--batch"),
+    ("zoo export --batch 10**12", lambda t: ["zoo", "export", "resnet50", "--out", str(t / "o.json"), "--batch",
+                                             str(10**12)], "1,048,576"),
     # bench
     ("bench --methods nonexistent", lambda t: ["bench", "classical", "--quick", "--methods", "nonexistent"], "nonexistent"),
     # a label holding a comma is one method: only the unknown name is refused

@@ -49,7 +49,7 @@ def list_models(as_json: bool = typer.Option(False, "--json", help="print machin
 def export(name: str = typer.Argument(..., help="zoo model name (see `placer zoo list`)"),
            out: str = typer.Option(..., "--out", "-o", help="native JSON output (.json or .json.gz)",
                                    callback=output_file),
-           batch: Optional[int] = typer.Option(None, help="batch size (default: the papers')", callback=at_least(1, 32)),
+           batch: Optional[int] = typer.Option(None, help="batch size (default: the papers')", callback=at_least(1, 32, 2**20, "a million samples per step")),
            optimizer: str = typer.Option("sgd-momentum", help="sgd, sgd-momentum or adam"),
            config: list[str] = typer.Option([], "--set", help="override a model option, KEY=VALUE (JSON value), "
                                                             "e.g. --set layers=4 --set blocks=[1,1,1,1]"),
