@@ -65,8 +65,24 @@ def test_config_defaults_are_written_once():
     from placer.rl.reinforce import ReinforceConfig
 
     assert not hasattr(ReinforceConfig, "small_budget")
+    with pytest.raises(TypeError):  # no second set of defaults: a view of PlacetoConfig, or of a checkpoint
+        ReinforceConfig(episodes=1, seed=0)
     with pytest.raises(Exception, match="grouping"):
         PlacetoConfig(grouping="nonsense")
+    paper = PlacetoConfig.paper()  # the paper's settings, where it gives them
+    assert (paper.lr_start, paper.gamma, paper.keep_bias, paper.stop_window, paper.devices) == (1e-3, 1.0, 0.0, 1000, "gpus")
+    assert PlacetoConfig.paper(gamma=0.5).gamma == 0.5
+
+
+def test_no_config_field_holds_a_path(tmp_path):
+    """Methods know no files: a policy is an object (or its state dict), progress a callback."""
+    from placer.errors import InputError
+    from placer.methods.placeto import PlacetoConfig
+
+    for field in ("policy", "progress"):
+        with pytest.raises(InputError, match=field):
+            PlacetoConfig(**{field: str(tmp_path / "x")})
+    assert "log" not in PlacetoConfig().to_dict() and PlacetoConfig(progress=print).to_dict()["progress"] == "given"
 
 
 def run_cli(capsys, monkeypatch, *args):
@@ -206,11 +222,10 @@ def test_episodes_restart_at_the_best_placement_found_before_their_round(tmp_pat
     """``restart="best"`` (the default): after a round that improved the best placement, every
     episode of the next round starts there (its initial objective is that best's); ``"start"``:
     every episode starts at the one start, whatever was found. Both spend exactly the budget."""
-    log = tmp_path / "log.jsonl"
+    lines = []
     res = run_method("placeto", problem, Budget(placements=300), seed=3, sim_params=SimParams.placeto(),
-                     grouping="contiguous:8", workers=4, start="init", restart=restart, refine=1, log=str(log))
+                     grouping="contiguous:8", workers=4, start="init", restart=restart, refine=1, progress=lines.append)
     assert res.cost.placements == 300
-    lines = [json.loads(x) for x in log.read_text().splitlines()]
     rounds: dict[int, list[dict]] = {}
     for line in lines:
         rounds.setdefault(line["update"], []).append(line)
@@ -249,16 +264,12 @@ def test_finetuning_refines_too_within_its_episodes(tmp_path):
     units for the second half of the budget (``refine=1``: never); ``finetune=N`` stays N episodes
     in all, so a short fine-tuning ends before the second phase and places with the policy."""
     from placer.methods.placeto import PlacetoConfig
-    from placer.rl.reinforce import Trainer
+    from placer.methods.placeto import PLACETO
 
     P = Problem(layered_training_graph(70, seed=7), preset("k80x2"))
-    cfg = PlacetoConfig(grouping="contiguous:8")
-    gp = cfg.task(P, 0)
-    tr = Trainer([gp], cfg.policy_config(gp.n_actions), cfg.env(), cfg.reinforce(0, 4), sim_params=SimParams.placeto())
-    tr.train()
-    ckpt = tmp_path / "p.pt"
-    tr.save(ckpt)
-    kw = dict(policy=str(ckpt), grouping="contiguous:8")
+    cfg = PlacetoConfig(grouping="contiguous:8", episodes=4)
+    policy = PLACETO.train([P], cfg, 0, SimParams.placeto())
+    kw = dict(policy=PLACETO.policy_state(policy), grouping="contiguous:8")  # a state dict, or the policy itself
     long = run_method("placeto", P, Budget(placements=120), 0, SimParams.placeto(), finetune=1000, **kw)
     assert long.cost.placements == 120
     assert any(n.startswith("then") and "units of contiguous:16" in n for n in long.notes), long.notes
@@ -278,8 +289,7 @@ def test_family_policies_keep_exploring_where_the_per_graph_entropy_collapses_on
     from placer.bench import experiments as E
     from placer.bench import graphs as G
     from placer.methods import METHODS
-    from placer.methods.placeto import PlacetoConfig
-    from placer.rl.reinforce import Trainer
+    from placer.methods.placeto import PLACETO, PlacetoConfig
     from placer.sim import SimParams
 
     family = dict(E.EXPERIMENTS["generalization"].policies["nmt"].trainer)
@@ -288,14 +298,9 @@ def test_family_policies_keep_exploring_where_the_per_graph_entropy_collapses_on
     problems = [Problem(g, preset("k80x2")) for g in G.family_graphs("nmt", "train")[:3]]
     per_episode = {}
     for name, overrides in (("family", family), ("per-graph", per_graph)):
-        cfg = METHODS["placeto"].make_config(overrides)
-        gps = [cfg.task(P, 0) for P in problems]
-        tr = Trainer(gps, cfg.policy_config(gps[0].n_actions), cfg.env(), cfg.reinforce(0), sim_params=SimParams.placeto())
-        try:
-            tr.train(max_placements=2000)
-        finally:
-            tr.close()
-        per_episode[name] = tr.placements / tr.episode
+        state = PLACETO.policy_state(PLACETO.train(problems, METHODS["placeto"].make_config(overrides), 0,
+                                                    SimParams.placeto(), placements=2000))
+        per_episode[name] = state["placements"] / state["episode"]
     assert per_episode["family"] > 1.5 * per_episode["per-graph"], per_episode
 
 
@@ -327,16 +332,12 @@ def test_auto_devices_add_the_cpu_when_no_seed_fits_the_gpus():
 def test_a_learning_rate_of_zero_freezes_the_policy(problem, lr):
     """``lr_start = lr_end = 0`` (the tables' frozen-policy ablation, what learning buys): the search
     runs as usual, and the network's weights never change; at a positive rate they do."""
-    from types import SimpleNamespace
-
     import torch
 
-    from placer.methods.placeto import PlacetoConfig, _trainer
+    from placer.methods.placeto import PlacetoConfig, build_trainer
 
     cfg = PlacetoConfig(grouping="contiguous:8", workers=2, lr_start=lr, lr_end=lr)
-    gp = cfg.task(problem, 0)
-    tr = _trainer(gp, cfg.env(), None, cfg, 0, SimpleNamespace(sim_params=SimParams.placeto()),
-                  cfg.policy_config(gp.n_actions), None)
+    tr = build_trainer(cfg, [cfg.task(problem, 0)], 0, SimParams.placeto())
     before = {k: v.clone() for k, v in tr.net.state_dict().items()}
     try:
         tr.train(max_placements=80)

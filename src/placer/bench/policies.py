@@ -1,11 +1,12 @@
 """Policies that transfer and generalization columns start from (Placeto section 3, appendix A.3).
 
 A method parameter ``"@policy:<name>"`` names one of the experiment's :class:`PolicySpec`. Before
-the runs that need it, the policy is trained once with REINFORCE (:mod:`placer.rl`) on its graphs
-(or on the training half of a generated family) and saved as
+the runs that need it, the policy is trained once (:meth:`placer.methods.placeto.Placeto.train`) on
+its graphs (or on the training half of a generated family) and saved as
 ``results/<exp>/policies/<name>__<hash>.pt``, cached by a hash of what decides it, exactly like a
-run. Its training cost (placements, simulator calls, seconds) is kept beside it in a JSON file so
-the tables can say what a transferred policy cost before it was transferred.
+run; a run then gets the loaded policy object in place of the reference (:func:`substitute`: the
+run's spec keeps ``"@policy:<name>"``). Its training cost (placements, simulator calls, seconds)
+is kept beside it in a JSON file so the tables can say what a transferred policy cost before it was transferred.
 """
 
 from __future__ import annotations
@@ -33,10 +34,19 @@ class PolicyContext:
     hash: str | None = None
     path: Path | None = None
     placements: int = 0
+    policy: Any = None  # the trained policy, once loaded (:meth:`load`)
 
     @property
     def ready(self) -> bool:
         return self.path is not None and self.path.exists() and self.path.with_suffix(".json").exists()
+
+    def load(self):
+        """The trained policy (read once from its checkpoint, labelled with its path)."""
+        if self.policy is None:
+            from placer.rl.checkpoint import load_policy
+
+            self.policy = load_policy(self.path)
+        return self.policy
 
 
 def references(params: dict[str, Any]) -> list[str]:
@@ -44,9 +54,16 @@ def references(params: dict[str, Any]) -> list[str]:
 
 
 def substitute(params: dict[str, Any], contexts: dict[str, "PolicyContext"]) -> dict[str, Any]:
-    """``params`` with each ``"@policy:<name>"`` replaced by that policy's checkpoint path."""
-    return {k: (str(contexts[v[len(PREFIX):]].path) if isinstance(v, str) and v.startswith(PREFIX) else v)
-            for k, v in params.items()}
+    """``params`` with each ``"@policy:<name>"`` replaced by that policy, loaded (it records its
+    checkpoint's path as the run's ``policy`` parameter, as before). A policy not trained yet stays
+    a reference: substitute again once :func:`train` has made it."""
+    def value(v):
+        if not (isinstance(v, str) and v.startswith(PREFIX)):
+            return v
+        ctx = contexts[v[len(PREFIX):]]
+        return ctx.load() if ctx.ready else v
+
+    return {k: value(v) for k, v in params.items()}
 
 
 def prepare(exp: Experiment, name: str, level: str, results_dir: Path, sim: dict) -> PolicyContext:
@@ -106,9 +123,11 @@ SEARCH_ONLY = ("restart", "refine", "refine_at")  # PlacetoConfig fields that tr
 
 def _trainer_key(overrides=None) -> dict:
     """A policy's trainer settings as its hash sees them: the config without :data:`SEARCH_ONLY`, so a
-    field added for search alone keeps the trained policies cached."""
+    field added for search alone keeps the trained policies cached. The ``progress`` callback stands
+    as ``log``, None, the log file it replaced, so that committed policies keep their hash."""
     cfg = _placeto_config(overrides)  # devices as training reads them ("auto": the GPUs, see PlacetoConfig.candidates)
-    return {k: v for k, v in {**cfg.to_dict(), "devices": cfg.candidates()}.items() if k not in SEARCH_ONLY}
+    key = {k: v for k, v in cfg.to_dict().items() if k != "progress"}
+    return {k: v for k, v in {**key, "log": None, "devices": cfg.candidates()}.items() if k not in SEARCH_ONLY}
 
 
 def _n_candidates(problem, overrides=None) -> int:
@@ -132,33 +151,29 @@ def train(ctx: PolicyContext, sim_name: str) -> dict:
     import numpy as np
 
     from placer.bench.versions import source_commit
-    from placer.sim import SimParams
-    from placer.io import dumps, write_text_atomic
+    from placer.io import dumps, write_checkpoint, write_text_atomic
+    from placer.methods.placeto import PLACETO
     from placer.rl.policy import place
-    from placer.rl.reinforce import Trainer
+    from placer.sim import SimParams
 
     t0 = time.perf_counter()
     prm = SimParams.preset(sim_name)
     runs = []
     for overrides in _candidates(ctx.spec):
         cfg = _placeto_config(overrides)  # the method's settings, with the policy's trainer overrides
-        gps = [cfg.task(P, ctx.spec.seed) for P in ctx.problems]
-        tr = Trainer(gps, cfg.policy_config(gps[0].n_actions), cfg.env(), cfg.reinforce(ctx.spec.seed), sim_params=prm)
-        try:
-            tr.train(max_placements=ctx.placements)
-        finally:
-            tr.close()
-        run = {"trainer": overrides, "episodes": tr.episode, "placements": tr.placements, "sim_calls": tr.sim_calls,
-               "best": tr.best, "trainer_obj": tr}
+        policy = PLACETO.train(ctx.problems, cfg, ctx.spec.seed, prm, placements=ctx.placements)
+        state = PLACETO.policy_state(policy)
+        run = {"trainer": overrides, "episodes": state["episode"], "placements": state["placements"],
+               "sim_calls": state["sim_calls"], "best": state["best"], "policy": policy}
         if len(ctx.spec.choices) > 1:  # score: zero-shot on the training graphs, as the tables place
-            state = tr.state_dict()
-            outs = [place(state, gp, greedy=SELECTION["greedy"], episodes=SELECTION["episodes"], seed=ctx.spec.seed,
+            gps = [cfg.task(P, ctx.spec.seed) for P in ctx.problems]
+            outs = [place(policy, gp, greedy=SELECTION["greedy"], episodes=SELECTION["episodes"], seed=ctx.spec.seed,
                           sim_params=prm) for gp in gps]
             run["sim_calls"] += sum(o.sim_calls for o in outs)
             run["score_us"] = float(np.exp(np.mean(np.log([o.objective_us for o in outs]))))
         runs.append(run)
     best = min(runs, key=lambda r: r.get("score_us", 0.0))
-    best["trainer_obj"].save(ctx.path)
+    write_checkpoint(PLACETO.policy_state(best["policy"]), ctx.path)
     record = {"policy": ctx.name, "hash": ctx.hash, "spec": dataclasses.asdict(ctx.spec),
               "versions": ctx.key["versions"], "source": source_commit(),
               "graphs": [P.graph.name for P in ctx.problems], "episodes": sum(r["episodes"] for r in runs),

@@ -41,13 +41,21 @@ def family_problems(family: str, cluster: str, split: str):
     return [Problem(g, c) for g in graphs]
 
 
-def _grouped(problems, devices: str, grouping: str):
-    """Placement tasks of the problems, grouped by the placer.grouping spec ``grouping`` as the
-    placeto method groups them (:meth:`PlacetoConfig.units`)."""
-    from placer.methods.placeto import PlacetoConfig
+def _log(path):
+    """(the JSON-lines log at ``path``, or None; the progress callback that writes one record a line,
+    numbers that are not finite as null)."""
+    import math
 
-    cfg = PlacetoConfig(grouping=grouping, devices=devices)
-    return [cfg.task(P) for P in problems]
+    from placer.io import JsonLines
+
+    if path is None:
+        return None, None
+    lines = JsonLines(path)
+
+    def write(record: dict) -> None:
+        lines.write({k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in record.items()})
+
+    return lines, write
 
 
 def _progress(total: int, label: str):
@@ -106,29 +114,25 @@ def train(graph: Optional[List[str]] = typer.Option(None, "--graph", "-g", help=
           as_json: bool = typer.Option(False, "--json")):
     """Train a Placeto policy with REINFORCE and write a checkpoint."""
     _need_torch()
-    from placer.rl.checkpoint import load_checkpoint
-    from placer.rl.env import EnvConfig
-    from placer.rl.reinforce import Trainer
+    from placer.io import write_checkpoint
+    from placer.methods.placeto import PlacetoConfig, build_trainer
+    from placer.rl.checkpoint import load_policy
 
     if bool(graph) == bool(family):
         raise InputError("placer train", "graphs", "give --graph (one or more) or --family, not both or neither",
                          "e.g. --family cifar10 or --graph inception_v3.txt")
     problems = [load_problem(g, cluster) for g in graph] if graph else family_problems(family, cluster, "train")
-    gps = _grouped(problems, devices, grouping)
-    try:
-        env = EnvConfig(sweeps=sweeps, order=order, init=init, reward=reward)
-    except ValueError as e:
-        raise InputError("placer train", "environment", str(e), "see --help") from None
-    from placer.methods.placeto import PlacetoConfig
-
     given = dict(lr_start=lr, lr_end=None if lr is None else lr / 10, gamma=gamma, entropy_start=entropy,
                  entropy_end=None if entropy is None else entropy / 50, keep_bias=keep_bias)
-    cfg = PlacetoConfig(workers=workers, stop_window=stop_window, **{k: v for k, v in given.items() if v is not None})
-    tr = Trainer(gps, cfg.policy_config(gps[0].n_actions), env, cfg.reinforce(seed, episodes), sim_params=sim_params(sim),
-                 backend=backend, processes=processes, log_path=log)
+    lines, progress = _log(log)
+    cfg = PlacetoConfig(grouping=grouping, devices=devices, sweeps=sweeps, order=order, init=init, reward=reward,
+                        workers=workers, episodes=episodes, stop_window=stop_window, backend=backend,
+                        processes=processes, progress=progress, **{k: v for k, v in given.items() if v is not None})
+    gps = [cfg.task(P) for P in problems]
+    tr = build_trainer(cfg, gps, seed, sim_params(sim))
     if resume is not None:
         try:
-            tr.load_state_dict(load_checkpoint(resume))
+            tr.load_state_dict(load_policy(resume).state)
         except (ValueError, KeyError, TypeError) as e:
             raise InputError(str(resume), "checkpoint", str(e), "resume with the graphs and settings it was trained with") from None
     prog, on_update = _progress(episodes, f"training on {len(gps)} graph(s)")
@@ -137,7 +141,9 @@ def train(graph: Optional[List[str]] = typer.Option(None, "--graph", "-g", help=
             tr.train(on_update=on_update)
     finally:
         tr.close()
-    tr.save(out)
+        if lines is not None:
+            lines.close()
+    write_checkpoint(tr.state_dict(), out)
     data = {"out": str(out), "episodes": tr.episode, "updates": tr.update, "sim_calls": tr.sim_calls,
             "placements": tr.placements, "wall_s": tr.wall_s, "stopped_early": tr.stopped,
             "graphs": [{"graph": gp.name, "groups": gp.n_groups,
@@ -159,17 +165,14 @@ def train(graph: Optional[List[str]] = typer.Option(None, "--graph", "-g", help=
     _emit(data, as_json, render)
 
 
-def _check_policy_fits(policy: Path, P, devices: str) -> None:
+def _check_policy_fits(policy, P, devices: str) -> None:
     """The policy chooses among a fixed number of devices: refuse a cluster that offers another number."""
-    from placer.rl.checkpoint import load_checkpoint
     from placer.rl.task import candidate_devices
-    from placer.rl.policy import policy_config
 
-    state = load_checkpoint(policy)
-    have = policy_config(state).n_actions
+    have = policy.net_config.n_actions
     need = len(candidate_devices(P, devices))
     if have != need:
-        raise InputError(str(policy), "policy", f"chooses among {have} devices but cluster '{P.cluster.name}' offers "
+        raise InputError(policy.label, "policy", f"chooses among {have} devices but cluster '{P.cluster.name}' offers "
                          f"{need} ({devices})", f"use a cluster with {have} candidate devices, or train a policy for this one")
 
 
@@ -194,13 +197,20 @@ def place(graph: str = typer.Argument(..., help="graph file or built-in name"),
     _need_torch()
     from placer.frontends.native import save_placement
     from placer.methods import Budget, run_method
+    from placer.rl.checkpoint import load_policy
 
     P = load_problem(graph, cluster)
-    _check_policy_fits(policy, P, devices)
-    with console.status(f"placeto policy on {P.graph.name} ...", spinner="dots"):
-        res = run_method("placeto", P, Budget(), seed, sim_params(sim), policy=str(policy), finetune=finetune,
-                         workers=workers, place_episodes=episodes, greedy=not sample,
-                         grouping=grouping, devices=devices, log=str(log) if log else None)
+    trained = load_policy(policy)
+    _check_policy_fits(trained, P, devices)
+    lines, progress = _log(log)
+    try:
+        with console.status(f"placeto policy on {P.graph.name} ...", spinner="dots"):
+            res = run_method("placeto", P, Budget(), seed, sim_params(sim), policy=trained, finetune=finetune,
+                             workers=workers, place_episodes=episodes, greedy=not sample,
+                             grouping=grouping, devices=devices, progress=progress)
+    finally:
+        if lines is not None:
+            lines.close()
     data = res.summary()
     data["lower_bound_us"] = P.lower_bound_us
     if out is not None:

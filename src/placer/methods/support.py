@@ -193,3 +193,23 @@ def bottom_level(problem, cost_us: np.ndarray, edge_comm_us: np.ndarray) -> np.n
         tail = (edge_comm_us[se[a:b]] + rank[si[a:b]]).max() if b > a else 0.0
         rank[i] = cost_us[i] + tail
     return rank
+
+
+# ---------------------------------------------------------------------- units (the learned methods' prologue)
+def grouping_ok(spec: str) -> bool:
+    """Whether ``spec`` is a grouping :func:`placer.grouping.parse_grouping` reads (a config check)."""
+    from placer.grouping import parse_grouping
+
+    try:
+        parse_grouping(spec)
+    except InputError:
+        return False
+    return True
+
+
+def cut_along(units: Grouping, placement: np.ndarray, graph) -> Grouping:
+    """``units`` cut where the op placement ``placement`` changes device, so that it is exactly a
+    placement of the units (Post and Placeto start from a seeded placement this way)."""
+    from placer.grouping.parts import common_refinement
+
+    return common_refinement(units, Grouping.partition(placement, "start").units(graph), graph)

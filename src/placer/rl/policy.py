@@ -1,5 +1,6 @@
-"""Using a trained Placeto policy: place a graph greedily or by sampling, and fine-tune from a
-checkpoint (paper section 3, "Generalizability": start from parameters learned on other graphs)."""
+"""A trained Placeto policy and placing a graph with it, greedily or by sampling (paper section 3,
+"Generalizability": a policy trained on some graphs places unseen ones, zero-shot or after
+fine-tuning from its parameters, :func:`placer.methods.placeto.build_trainer`)."""
 
 from __future__ import annotations
 
@@ -7,26 +8,62 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from placer.errors import InputError, first_sentence
 from placer.nn.placeto import PlacetoNet, PolicyConfig
 from placer.rl.env import EnvConfig
+from placer.rl.reinforce import CHECKPOINT_FORMAT, ReinforceConfig, config_from_dict, task_seed
 from placer.rl.task import PlacementTask
-from placer.rl.reinforce import ReinforceConfig, Trainer, config_from_dict, task_seed
 from placer.rl.workers import RolloutTask, RolloutWorker
 from placer.sim import SimParams, memory_first
 
-
-def policy_config(state: dict) -> PolicyConfig:
-    return config_from_dict(PolicyConfig, state["policy_config"])
-
-
-def env_config(state: dict) -> EnvConfig:
-    return config_from_dict(EnvConfig, state["env_config"])
+REQUIRED = {"policy_config": dict, "env_config": dict, "rl_config": dict, "model": dict}
+FIX = "give the file `placer train --out` wrote, or train again"
 
 
-def net_from_state(state: dict) -> PlacetoNet:
-    net = PlacetoNet(policy_config(state))
-    net.load_state_dict(state["model"])
-    return net
+class PlacetoPolicy:
+    """A Placeto policy: its network's settings and weights, the MDP it was trained in (and places
+    in) and the REINFORCE settings it was trained with (a fine-tuning starts from them). It is the
+    state dict :meth:`placer.rl.reinforce.Trainer.state_dict` wrote (the trainer's whole state when
+    it comes from training), checked; ``label`` says where it came from (a file, a bench policy) and
+    is what a result records as its ``policy`` parameter."""
+
+    def __init__(self, state: dict, label: str | None = None):
+        self.state, self.label = state, label
+        self.net_config: PolicyConfig = config_from_dict(PolicyConfig, state["policy_config"])
+        self.env: EnvConfig = config_from_dict(EnvConfig, state["env_config"])
+
+    @classmethod
+    def from_state(cls, state, where: str = "policy", label: str | None = None) -> "PlacetoPolicy":
+        """The policy of a state dict; InputError naming ``where`` when it is not a Placeto policy's."""
+        if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+            raise InputError(where, "policy", "is not a Placeto checkpoint", "give the file `placer train --out` wrote")
+        for key, kind in REQUIRED.items():
+            if not isinstance(state.get(key), kind):
+                raise InputError(where, f"policy '{key}'", "is missing or of the wrong type (a damaged or foreign "
+                                 "checkpoint)", FIX)
+        try:
+            policy = cls(state, label)
+            policy.rl_config()
+        except (TypeError, ValueError) as e:
+            raise InputError(where, "policy configuration", f"cannot be read ({first_sentence(e)})", FIX) from None
+        return policy
+
+    def rl_config(self, **overrides) -> ReinforceConfig:
+        """The REINFORCE settings it was trained with, ``overrides`` applied."""
+        return ReinforceConfig(**{**config_from_dict(ReinforceConfig, self.state["rl_config"]).to_dict(), **overrides})
+
+    @property
+    def weights(self) -> dict:
+        return self.state["model"]
+
+    def with_weights(self, weights: dict) -> "PlacetoPolicy":
+        """This policy with other network weights (a fine-tuned one)."""
+        return PlacetoPolicy({**self.state, "model": weights}, self.label)
+
+    def net(self) -> PlacetoNet:
+        net = PlacetoNet(self.net_config)
+        net.load_state_dict(self.weights)
+        return net
 
 
 @dataclass
@@ -40,19 +77,19 @@ class PlaceOutcome:
     final_objective_us: list[float] = field(default_factory=list)  # each episode's final placement
 
 
-def place(net_or_state, gp: PlacementTask, *, env: EnvConfig | None = None, greedy: bool = True,
-          episodes: int = 1, seed: int = 0, sim_params: SimParams | None = None,
+def place(policy: PlacetoPolicy | PlacetoNet, gp: PlacementTask, *, env: EnvConfig | None = None,
+          greedy: bool = True, episodes: int = 1, seed: int = 0, sim_params: SimParams | None = None,
           max_placements: int | None = None) -> PlaceOutcome | None:
     """Run ``episodes`` episodes of the policy on ``gp`` (greedy: most likely device at each step;
-    else sampled) and return the best placement evaluated on the way; never more than
-    ``max_placements`` simulations in all (an episode stops before the step that would pass it;
-    None when no placement could be evaluated)."""
-    if isinstance(net_or_state, dict):
-        state = net_or_state
-        net = net_from_state(state)
-        env = env or env_config(state)
+    else sampled) in the MDP it was trained in (``env``: another), and return the best placement
+    evaluated on the way; never more than ``max_placements`` simulations in all (an episode stops
+    before the step that would pass it; None when no placement could be evaluated)."""
+    if isinstance(policy, PlacetoPolicy):
+        net, env = policy.net(), env or policy.env
+    elif env is None:
+        raise ValueError("placing with a bare network needs the environment it was trained in (env=...)")
     else:
-        net, env = net_or_state, env or EnvConfig()
+        net = policy
     if net.cfg.n_actions != gp.n_actions:
         raise ValueError(f"the policy chooses among {net.cfg.n_actions} devices, the graph has {gp.n_actions} candidates")
     if env.reward == "terminal":  # placing scores every step: the best intermediate placement is free
@@ -77,15 +114,3 @@ def place(net_or_state, gp: PlacementTask, *, env: EnvConfig | None = None, gree
         return None
     return PlaceOutcome(gp.expand(best.best_placement), best.best_placement, best.best_objective_us, best.best_step_us,
                         done, calls, finals)
-
-
-def finetune(state: dict, graphs: list[PlacementTask], rl: ReinforceConfig, *, env: EnvConfig | None = None,
-             sim_params: SimParams | None = None, backend: str = "serial", processes: int | None = None,
-             log_path=None) -> Trainer:
-    """A trainer on ``graphs`` that starts from the checkpoint's policy weights (fresh Adam and
-    schedules, as training from scratch would have)."""
-    tr = Trainer(graphs, policy_config(state), env or env_config(state), rl, sim_params=sim_params,
-                 backend=backend, processes=processes, log_path=log_path)
-    tr.load_state_dict(state, weights_only=True)
-    return tr
-

@@ -14,28 +14,28 @@ of the window before, or when a placement budget is spent: an episode simulates 
 per step, so the last round's episodes are capped to share exactly the placements left (a capped
 episode stops before the step that would simulate one placement too many).
 
-The loss of one episode (eq. 1 with the entropy bonus) is :func:`reinforce_loss`; the workers
-(:mod:`placer.rl.workers`) roll out and call it. :class:`ReinforceConfig` holds the paper's values
-(A.7); the Placeto method's config (:class:`placer.methods.placeto.PlacetoConfig`) is the one place
-where this project's defaults, and their departures from the paper, are written.
+The loss of one episode (eq. 1 with the entropy bonus) is :func:`placer.rl.loss.reinforce_loss`;
+the workers (:mod:`placer.rl.workers`) roll out and call it. :class:`ReinforceConfig` is a plain
+view of the Placeto method's config (:meth:`placer.methods.placeto.PlacetoConfig.reinforce`), the
+one place where the hyperparameters and their defaults are written; only the settings that config
+does not carry have defaults here.
 
-Every episode is one JSON line in the log (see :meth:`Trainer._log_line`); the trainer's whole state
-(weights, Adam moments, baselines, counters, best placements) is a checkpoint that resumes bit for bit.
+Every episode is one record for the ``progress`` callback (see :meth:`Trainer._log_line`); the
+trainer's whole state (weights, Adam moments, baselines, counters, best placements) is a plain state
+dict (:meth:`Trainer.state_dict`) that resumes bit for bit.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections import deque
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import torch
 
-from placer.nn.placeto import PlacetoNet, PolicyConfig, entropy_of
+from placer.nn.placeto import PlacetoNet, PolicyConfig
 from placer.rl.env import EnvConfig
 from placer.rl.task import PlacementTask
 from placer.sim import SimParams, memory_first
@@ -43,21 +43,24 @@ from placer.sim import SimParams, memory_first
 CHECKPOINT_FORMAT = "placer-placeto-1"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ReinforceConfig:
-    episodes: int = 2000  # training episodes in all (each worker's rollout is one episode)
-    workers: int = 8  # W: episodes per update, gradients summed (A.7: 8 workers + parameter server)
-    lr_start: float = 1e-3  # Adam learning rate at the first update (A.7: 1e-3 .. 1e-4)
-    lr_end: float = 1e-4  # ... decayed linearly to this at the last update
-    entropy_start: float = 0.05  # entropy bonus beta, high at first ...
-    entropy_end: float = 0.001  # ... decayed linearly to low (A.7 "Entropy")
-    baseline_window: int = 10  # k: episodes in the per-timestep moving-average baseline (A.7)
-    grad_clip: float = 5.0  # max global L2 norm of the summed gradient
-    gamma: float = 1.0  # discount of the return-to-go (1: undiscounted, as the paper)
+    """REINFORCE's settings, built from :class:`placer.methods.placeto.PlacetoConfig` (which holds
+    the defaults and the paper's values) or read back from a checkpoint."""
+
+    episodes: int  # training episodes in all (each worker's rollout is one episode)
+    workers: int  # W: episodes per update, gradients summed
+    lr_start: float  # Adam learning rate at the first update ...
+    lr_end: float  # ... decayed linearly to this at the last update
+    entropy_start: float  # entropy bonus beta, high at first ...
+    entropy_end: float  # ... decayed linearly to low
+    baseline_window: int  # k: episodes in the per-timestep moving-average baseline
+    grad_clip: float = 5.0  # max global L2 norm of the summed gradient (not in the paper)
+    gamma: float  # discount of the return-to-go
     normalize_advantages: bool = False  # divide G_t - b_t by its RMS over the baseline's episodes (not in the paper)
-    stop_window: int = 0  # stopping rule window in episodes (A.7 uses 1000); 0 = run all episodes
-    stop_tol: float = 0.02  # ... stop when the windowed objective changes less than this fraction
-    seed: int = 0  # seeds the initial weights, the episodes and the graph each worker gets
+    stop_window: int  # stopping rule window in episodes; 0 = run all episodes
+    stop_tol: float = 0.02  # ... stop when the windowed objective changes less than this fraction (A.7: 2%)
+    seed: int  # seeds the initial weights, the episodes and the graph each worker gets
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -76,33 +79,6 @@ def task_seed(seed: int, episode: int) -> int:
     return int(np.random.SeedSequence([int(seed), int(episode)]).generate_state(1, dtype=np.uint64)[0] >> 1)
 
 
-def returns_to_go(rewards: np.ndarray, gamma: float = 1.0) -> np.ndarray:
-    """G_t = sum_{t' >= t} gamma^(t' - t) r_t'."""
-    r = np.asarray(rewards, dtype=np.float64)
-    if gamma == 1.0:
-        return np.cumsum(r[::-1])[::-1].copy()
-    G, acc = np.empty_like(r), 0.0
-    for t in range(len(r) - 1, -1, -1):
-        acc = r[t] + gamma * acc
-        G[t] = acc
-    return G
-
-
-def reinforce_loss(logits: torch.Tensor, actions, returns, baseline=None, entropy_coef: float = 0.0,
-                   adv_scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Appendix A.1 eq. 1 with A.7's entropy bonus, for one episode of T steps:
-    ``loss = -sum_t [log pi(a_t | s_t) (G_t - b_t) / adv_scale + beta H(pi(. | s_t))]``, whose
-    gradient is the REINFORCE estimate (the policy moves towards actions whose return-to-go beats
-    the baseline). ``logits`` (T, A), ``actions`` (T,), ``returns`` G (T,), ``baseline`` b (T,) or
-    None (0). Returns (loss, per-step entropy)."""
-    T = logits.shape[0]
-    logp = torch.log_softmax(logits, dim=-1).gather(1, torch.as_tensor(np.asarray(actions), dtype=torch.int64)[:, None])[:, 0]
-    ent = entropy_of(logits)
-    b = np.zeros(T) if baseline is None else np.asarray(baseline, dtype=np.float64)[:T]
-    adv = torch.as_tensor((np.asarray(returns, dtype=np.float64) - b) / adv_scale, dtype=torch.float32)
-    return -(logp * adv).sum() - entropy_coef * ent.sum(), ent
-
-
 def linear(start: float, end: float, u: int, n: int) -> float:
     """Value at update u of a linear schedule over n updates."""
     return start + (end - start) * (u / max(n - 1, 1))
@@ -111,27 +87,29 @@ def linear(start: float, end: float, u: int, n: int) -> float:
 class Trainer:
     """Synchronous data-parallel REINFORCE over one graph (search mode) or several (policy mode)."""
 
-    def __init__(self, graphs: list[PlacementTask], policy: PolicyConfig | None = None, env: EnvConfig | None = None,
-                 rl: ReinforceConfig | None = None, *, sim_params: SimParams | None = None, backend: str = "serial",
-                 processes: int | None = None, log_path: str | Path | None = None, initial: list | None = None):
+    def __init__(self, graphs: list[PlacementTask], policy: PolicyConfig, env: EnvConfig, rl: ReinforceConfig, *,
+                 sim_params: SimParams | None = None, backend: str = "serial", processes: int | None = None,
+                 progress: Callable[[dict], None] | None = None, initial: list | None = None):
+        """Assembled by :func:`placer.methods.placeto.build_trainer` from the method's one config;
+        ``progress`` gets one record per episode (:meth:`_log_line`)."""
         if not graphs:
             raise ValueError("training needs at least one graph")
         A = {gp.n_actions for gp in graphs}
         if len(A) != 1:
             raise ValueError(f"all graphs must have the same number of candidate devices, got {sorted(A)}")
         self.graphs = graphs
-        self.policy_cfg = policy or PolicyConfig(n_actions=A.pop())
-        if self.policy_cfg.n_actions != graphs[0].n_actions:
+        self.policy_cfg = policy
+        if self.policy_cfg.n_actions != A.pop():
             raise ValueError(f"the policy has {self.policy_cfg.n_actions} outputs, the graphs {graphs[0].n_actions} devices")
-        self.env_cfg = env or EnvConfig()
-        self.cfg = rl or ReinforceConfig()
+        self.env_cfg = env
+        self.cfg = rl
         self.sim_params = sim_params or SimParams()
         torch.manual_seed(self.cfg.seed)
         self.net = PlacetoNet(self.policy_cfg)
         self.opt = torch.optim.Adam(self.net.parameters(), lr=self.cfg.lr_start)
         self.backend_name, self.processes, self.initial = backend, processes, initial
         self._backend = None
-        self.log_path = Path(log_path) if log_path else None
+        self.progress = progress
         self.episode = 0
         self.update = 0
         self.sim_calls = 0
@@ -263,10 +241,8 @@ class Trainer:
             self.curve[r.graph].append((self.sim_calls, r.best_objective_us, r.best_fits))
         scale = max(float(gp.problem.fastest_us.sum()), 1e-9)
         self.history.append(r.final_objective_us / scale)
-        if self.log_path is not None:
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.log_path, "a") as f:
-                f.write(json.dumps(self._log_line(r, b)) + "\n")
+        if self.progress is not None:
+            self.progress(self._log_line(r, b))
 
     def _log_line(self, r: "RolloutResult", best: dict) -> dict:
         return {"episode": self.episode, "update": self.update, "graph": self.graphs[r.graph].name,
@@ -304,7 +280,7 @@ class Trainer:
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:
         """Everything needed to resume bit for bit: plain containers of tensors, numbers and strings,
-        so it loads with ``torch.load(weights_only=True)``."""
+        so :func:`placer.io.read_checkpoint` reads it back."""
         return {
             "format": CHECKPOINT_FORMAT,
             "policy_config": self.policy_cfg.to_dict(), "env_config": self.env_cfg.to_dict(),
@@ -337,10 +313,6 @@ class Trainer:
         self.history = state["history"].tolist()
         self.best = [dict(b) for b in state["best"]]
         self.curve = [[tuple(p) for p in c] for c in state["curve"]]
-
-    def save(self, path: str | Path) -> None:
-        from placer.rl.checkpoint import save_checkpoint
-        save_checkpoint(self.state_dict(), path)
 
     def best_op_placement(self, g: int = 0) -> np.ndarray | None:
         b = self.best[g]["placement"]

@@ -25,7 +25,7 @@ from placer.nn.fast import NumpyPolicy, softmax
 from placer.nn.features import GraphTensors
 from placer.nn.placeto import PlacetoNet, PolicyConfig, entropy_of
 from placer.rl.env import EnvConfig, PlacementEnv
-from placer.rl.reinforce import reinforce_loss, returns_to_go
+from placer.rl.loss import reinforce_loss, returns_to_go
 from placer.rl.task import PlacementTask
 from placer.sim import SimParams
 
@@ -39,7 +39,7 @@ class RolloutTask:
     greedy: bool = False  # take the most likely device instead of sampling
     compute_grad: bool = True
     gamma: float = 1.0  # discount of the return-to-go (1: the paper's undiscounted REINFORCE)
-    adv_scale: float = 1.0  # advantages are divided by this (see ReinforceConfig.normalize_advantages)
+    adv_scale: float = 1.0  # advantages are divided by this (see placer.rl.reinforce.ReinforceConfig.normalize_advantages)
     max_sim_calls: int | None = None  # the episode stops before the step that would simulate more (None: no cap)
 
 
