@@ -132,7 +132,7 @@ class PlacetoConfig(MethodConfig):
                 (self.backend in ("serial", "process", "ray"), "backend", "serial, process or ray"),
                 (self.processes is None or self.processes >= 1, "processes", ">= 1 or None"),
                 (self.policy is None or isinstance(self.policy, dict) or hasattr(self.policy, "state"), "policy",
-                 "a trained policy object or its state dict, not a file (read one with placer.rl.checkpoint.load_policy)"),
+                 "a trained policy, not a file name (from the command line: placer place --policy FILE)"),
                 (self.finetune >= 0, "finetune", ">= 0"),
                 (self.place_episodes >= 1, "place_episodes", ">= 1"),
                 (self.progress is None or callable(self.progress), "progress", "a function of one record, or None")]

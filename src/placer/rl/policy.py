@@ -77,13 +77,16 @@ class PlaceOutcome:
     final_objective_us: list[float] = field(default_factory=list)  # each episode's final placement
 
 
-def place(policy: PlacetoPolicy | PlacetoNet, gp: PlacementTask, *, env: EnvConfig | None = None,
+def place(policy: PlacetoPolicy | dict | PlacetoNet, gp: PlacementTask, *, env: EnvConfig | None = None,
           greedy: bool = True, episodes: int = 1, seed: int = 0, sim_params: SimParams | None = None,
           max_placements: int | None = None) -> PlaceOutcome | None:
-    """Run ``episodes`` episodes of the policy on ``gp`` (greedy: most likely device at each step;
+    """Run ``episodes`` episodes of the policy (a :class:`PlacetoPolicy`, its state dict, or a bare
+    network with the ``env`` it was trained in) on ``gp`` (greedy: most likely device at each step;
     else sampled) in the MDP it was trained in (``env``: another), and return the best placement
     evaluated on the way; never more than ``max_placements`` simulations in all (an episode stops
     before the step that would pass it; None when no placement could be evaluated)."""
+    if isinstance(policy, dict):
+        policy = PlacetoPolicy(policy)
     if isinstance(policy, PlacetoPolicy):
         net, env = policy.net(), env or policy.env
     elif env is None:

@@ -160,7 +160,10 @@ class PolicyTrainer:
     generator seeded by (seed, update, graph)."""
 
     def __init__(self, policy, graphs: list, scorers: list, settings: TrainSettings, *, log_path=None,
-                 log_every: int = 10, logger=None, label: str = "ppo", clock_start: float | None = None):
+                 progress: Callable[[dict], None] | None = None, log_every: int = 10, logger=None, label: str = "ppo",
+                 clock_start: float | None = None):
+        """``progress`` gets one record per update (:mod:`placer.methods.learned`: methods know no
+        files); ``log_path`` appends the same records to a file, for the methods that still take a path."""
         import logging
         import time
 
@@ -174,7 +177,7 @@ class PolicyTrainer:
         self.used = [0 for _ in graphs]  # placements simulated per graph
         self.best = [{"objective_us": float("inf"), "placement": None, "at": 0} for _ in graphs]
         self.history: list[list[float]] = [[] for _ in graphs]  # mean objective (us) of each update's batch
-        self.log_path, self.log_every = log_path, max(1, int(log_every))
+        self.log_path, self.progress, self.log_every = log_path, progress, max(1, int(log_every))
         self.logger = logger or logging.getLogger(f"placer.{label}")
         self.label = label
         self.stopped = False
@@ -235,6 +238,8 @@ class PolicyTrainer:
     def _log(self, line: dict) -> None:
         import json
 
+        if self.progress is not None:
+            self.progress({"method": self.label, **line})
         if self.log_path:
             from pathlib import Path
 
@@ -259,7 +264,7 @@ class PolicyTrainer:
                 on_update(self, line)
         return self
 
-    # -- checkpoints (plain containers: torch.load(weights_only=True) reads them)
+    # -- checkpoints (plain containers: placer.io.read_checkpoint reads them)
     def state_dict(self) -> dict:
         return {"model": self.policy.state_dict(), "optimizer": self.opt.state_dict(), "update": self.update,
                 "placements": self.placements, "used": list(self.used), "stopped": self.stopped,
