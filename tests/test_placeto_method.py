@@ -349,3 +349,34 @@ def test_a_learning_rate_of_zero_freezes_the_policy(problem, lr):
     res = run_method("placeto", problem, Budget(placements=80), seed=0, sim_params=SimParams.placeto(),
                      grouping="contiguous:8", workers=2, lr_start=lr, lr_end=lr)
     assert res.cost.placements == 80
+
+
+def test_placeto_follows_the_learned_method_protocol(tmp_path):
+    """methods/learned.py: train -> policy object, its plain state round-trips through a file
+    (the caller's job, placer.io), placing with it through the common contract is the protocol's
+    place, and fine-tuning returns a result and a policy with other weights."""
+    import torch
+
+    from placer.io import read_checkpoint, write_checkpoint
+    from placer.methods.base import Evaluator
+    from placer.methods.learned import LearnedMethod, learned_method
+    from placer.methods.placeto import PlacetoConfig
+
+    m = learned_method("placeto")
+    assert isinstance(m, LearnedMethod)
+    P = Problem(layered_training_graph(60, seed=4), preset("k80x2"))
+    cfg = PlacetoConfig(grouping="contiguous:6", episodes=4, workers=2)
+    records = []
+    policy = m.train([P], cfg, 0, SimParams.placeto(), progress=records.append)
+    assert len(records) == 4 and records[-1]["episode"] == 4
+    write_checkpoint(m.policy_state(policy), tmp_path / "p.pt")
+    again = m.load_policy(read_checkpoint(tmp_path / "p.pt"), where=str(tmp_path / "p.pt"))
+    placed = m.place(P, again, 1, Evaluator(P, SimParams.placeto(), limit=50), cfg)
+    ran = run_method("placeto", P, Budget(placements=50), 1, SimParams.placeto(), policy=again, grouping="contiguous:6")
+    assert np.array_equal(placed.placement.devices, ran.placement.devices) and ran.params["policy"] == str(tmp_path / "p.pt")
+    tuned_cfg = PlacetoConfig(grouping="contiguous:6", finetune=4, workers=2, refine=1)
+    res, tuned = m.finetune(P, again, 1, Evaluator(P, SimParams.placeto(), limit=80), tuned_cfg)
+    assert res.cost.placements <= 80 and "fine-tuned 4 episodes" in res.notes
+    assert any(not torch.equal(tuned.weights[k], again.weights[k]) for k in again.weights)
+    with pytest.raises(Exception, match="not a Placeto checkpoint"):
+        m.load_policy({"format": "other"})

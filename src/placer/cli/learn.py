@@ -131,8 +131,9 @@ def train(graph: Optional[List[str]] = typer.Option(None, "--graph", "-g", help=
     gps = [cfg.task(P) for P in problems]
     tr = build_trainer(cfg, gps, seed, sim_params(sim))
     if resume is not None:
+        state = load_policy(resume).state  # a bad file: InputError naming it
         try:
-            tr.load_state_dict(load_policy(resume).state)
+            tr.load_state_dict(state)
         except (ValueError, KeyError, TypeError) as e:
             raise InputError(str(resume), "checkpoint", str(e), "resume with the graphs and settings it was trained with") from None
     prog, on_update = _progress(episodes, f"training on {len(gps)} graph(s)")
