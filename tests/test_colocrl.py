@@ -13,7 +13,7 @@ from placer.cluster import Device, make_cluster  # noqa: E402
 from placer.io import read_checkpoint, write_checkpoint  # noqa: E402
 from placer.methods import Budget, run_method  # noqa: E402
 from placer.methods.base import Evaluator  # noqa: E402
-from placer.methods.colocrl import ColocRLConfig, ColocRLTrainer, group_features, search_colocrl  # noqa: E402
+from placer.methods.colocrl import COLOCRL, ColocRLConfig, ColocRLTrainer, group_features, search_colocrl  # noqa: E402
 from placer.methods.seq2seq_reinforce import op_table, reward  # noqa: E402
 from placer.problem import Problem  # noqa: E402
 from placer.sim import simulate  # noqa: E402
@@ -118,11 +118,14 @@ def test_finetune_from_a_policy_state():
     P = obvious_problem()
     _, state = search_colocrl(P, 0, Evaluator(P, limit=40), ColocRLConfig(**SMALL))
     # the network's shape comes from the policy state, not the config
-    r, _ = search_colocrl(P, 1, Evaluator(P, limit=40), ColocRLConfig(finetune=2), policy=state)
+    r = run_method("colocrl", P, Budget(placements=40), seed=1, policy=state, finetune=2)  # the contract
     assert r.cost.placements == 2 * 4 + 1  # two policy steps, then the greedy placement
     assert any("greedy" in n for n in r.notes)
     other = obvious_problem(24)  # another graph: weights only
-    r, _ = search_colocrl(other, 0, Evaluator(other, limit=10), ColocRLConfig(), policy=state)
+    r = COLOCRL.place(other, state, 0, Evaluator(other, limit=10), ColocRLConfig())
     assert r.cost.placements == 1
+    assert COLOCRL.train([P], ColocRLConfig(**SMALL), 0, placements=40)["steps"] == state["steps"] == 10
+    with pytest.raises(InputError, match="one graph"):
+        COLOCRL.train([P, other], ColocRLConfig(**SMALL), 0)
     with pytest.raises(InputError, match="policy"):
         search_hierarchical(P, 0, Evaluator(P, limit=4), HierarchicalConfig(), policy=state)

@@ -16,7 +16,7 @@ from placer.errors import InputError  # noqa: E402
 from placer.io import read_checkpoint, write_checkpoint  # noqa: E402
 from placer.methods import Budget, get_method, run_method  # noqa: E402
 from placer.methods.base import Evaluator  # noqa: E402
-from placer.methods.gdp import GDP, GDPConfig, make_gdp_net, search_gdp, train_gdp  # noqa: E402
+from placer.methods.gdp import GDP, GDP_METHOD, GDPConfig, make_gdp_net, train_gdp  # noqa: E402
 from placer.methods.graph_ppo import check_policy, graph_ctx, policy_state, segments  # noqa: E402
 from placer.methods.mars import MARS  # noqa: E402
 from placer.problem import Problem  # noqa: E402
@@ -31,7 +31,8 @@ def problem(n=60, seed=0, cluster="k80x2"):
 
 def run_gdp(P, placements, seed=0, policy=None, progress=None, **kw):
     """(result, policy state) of GDP on ``P`` within ``placements``, from ``policy`` when given."""
-    return search_gdp(P, seed, Evaluator(P, limit=placements), GDPConfig(**kw), policy=policy, progress=progress)
+    return GDP_METHOD.search(P, seed, Evaluator(P, limit=placements), GDPConfig(**kw), policy=policy,
+                             progress=progress)
 
 
 def trained_state(tr, cfg):
@@ -107,11 +108,14 @@ def test_batch_training_across_graphs_and_reuse_on_an_unseen_graph(tmp_path):
     state = check_policy(GDP, read_checkpoint(out))  # a plain state dict: weights_only loading reads it
     assert state["format"] == "placer-gdp-1"
     unseen = problem(70, 9)
-    r, _ = run_gdp(unseen, 1, policy=state, **SMALL)  # zero-shot, greedy
+    r = GDP_METHOD.place(unseen, state, 0, Evaluator(unseen, limit=1), GDPConfig(**SMALL))  # zero-shot, greedy
     assert r.cost.placements == 1 and any("greedy" in n for n in r.notes)
     unseen.validate_placement(r.placement.devices)
-    r2, _ = run_gdp(unseen, 9, policy=state, finetune=2, **SMALL)
+    r2 = run_method("gdp", unseen, Budget(placements=9), seed=0, policy=state, finetune=2, **SMALL)  # the contract
     assert r2.cost.placements == 9 and any("fine-tuned 2" in n for n in r2.notes)
+    assert r2.params["policy"] == "given"  # a result records that a policy was given, not the policy
+    again = GDP_METHOD.train(train, GDPConfig(**SMALL), 0, placements=16)  # the protocol: 16 in all, 8 a graph
+    assert all(torch.equal(v, state["model"][k]) for k, v in again["model"].items())
 
 
 def test_a_policy_of_another_shape_or_format_is_refused(tmp_path):
@@ -124,6 +128,8 @@ def test_a_policy_of_another_shape_or_format_is_refused(tmp_path):
         check_policy(MARS, state)
     with pytest.raises(InputError, match="model"):
         check_policy(GDP, {**state, "model": None})
+    with pytest.raises(InputError, match="x.pt"):
+        GDP_METHOD.load_policy({"format": "placer-mars-1"}, where="x.pt")
     out = tmp_path / "gdp.pt"  # a policy file that is not a state dict: the reader refuses it
     out.write_bytes(b"not a checkpoint")
     with pytest.raises(InputError, match="gdp.pt"):

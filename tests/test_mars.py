@@ -19,7 +19,7 @@ from placer.io import read_checkpoint, write_checkpoint  # noqa: E402
 from placer.methods import Budget, get_method, run_method  # noqa: E402
 from placer.methods.base import Evaluator  # noqa: E402
 from placer.methods.graph_ppo import check_policy, graph_ctx, policy_state  # noqa: E402
-from placer.methods.mars import MARS, MarsConfig, make_mars_net, search_mars, train_mars  # noqa: E402
+from placer.methods.mars import MARS, MARS_METHOD, MarsConfig, make_mars_net, train_mars  # noqa: E402
 from placer.nn.encoder import EncoderConfig, graph_data, placement_nodes  # noqa: E402
 from placer.nn.pretrain import PretrainConfig, check_encoder_state, encoder_state, pretrain  # noqa: E402
 from placer.problem import Problem  # noqa: E402
@@ -150,13 +150,13 @@ def test_a_pretrained_encoder_state_is_loaded(tmp_path):
     write_checkpoint(encoder_state(res), path)  # as `placer pretrain` writes it
     enc = check_encoder_state(read_checkpoint(path))
     ctx = graph_ctx(P, 1024)
-    net = make_mars_net(MarsConfig(**SMALL), ctx.gp.n_actions, [ctx], 0, encoder=enc)
+    net = make_mars_net(MarsConfig(**SMALL, encoder=enc), ctx.gp.n_actions, [ctx], 0)
     for k, v in res.encoder.state_dict().items():
         assert torch.equal(net.encoder.state_dict()[k], v)
-    r, _ = search_mars(P, 0, Evaluator(P, limit=4), MarsConfig(**SMALL), encoder=enc)
-    assert any("encoder pre-trained (given" in n for n in r.notes)
+    r = run_method("mars", P, Budget(placements=4), seed=0, encoder=enc, **SMALL)
+    assert any("encoder pre-trained (given" in n for n in r.notes) and r.params["encoder"] == "given"
     with pytest.raises(InputError, match="needs"):
-        search_mars(P, 0, Evaluator(P, limit=4), MarsConfig(**{**SMALL, "hidden": 32}), encoder=enc)
+        run_method("mars", P, Budget(placements=4), seed=0, encoder=enc, **{**SMALL, "hidden": 32})
     with pytest.raises(InputError, match="not a placer encoder"):
         check_encoder_state({"format": "placer-mars-1"})
 
@@ -174,13 +174,14 @@ def test_a_frozen_encoder_is_not_trained():
 def test_policy_state_fine_tune_and_resume(tmp_path):
     P = problem()
     out = tmp_path / "mars.pt"
-    _, state = search_mars(P, 0, Evaluator(P, limit=8), MarsConfig(**SMALL))
+    _, state = MARS_METHOD.search(P, 0, Evaluator(P, limit=8), MarsConfig(**SMALL))
     write_checkpoint(state, out)
     state = check_policy(MARS, read_checkpoint(out))
     assert state["format"] == "placer-mars-1"
     Q = problem(50, 3)
-    r, _ = search_mars(Q, 0, Evaluator(Q, limit=5), MarsConfig(**{**SMALL, "finetune": 1}), policy=state)
+    r, tuned = MARS_METHOD.finetune(Q, state, 0, Evaluator(Q, limit=5), MarsConfig(**{**SMALL, "finetune": 1}))
     assert r.cost.placements == 5 and any("greedy" in n for n in r.notes)
+    assert tuned["update"] == 1 and MARS_METHOD.policy_state(tuned) is tuned
     # resume equality: 2 + 2 updates from a checkpoint == 4 updates straight through
     graphs = [problem(30, 1)]
     cfg = MarsConfig(**SMALL)

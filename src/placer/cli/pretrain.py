@@ -1,9 +1,9 @@
 """`placer pretrain`: self-supervised (Deep Graph Infomax) pre-training of the graph encoder Mars reads
 graphs with (:mod:`placer.nn.pretrain`), on a set of graphs: the training half of a generated family
 and/or zoo graphs. Writes the encoder state (:func:`placer.io.write_checkpoint`) that Mars starts
-from (:func:`placer.methods.mars.search_mars` with ``encoder=``); reports the loss per epoch and how
-well the discriminator separates real from corrupted graphs on held-out graphs (the family's test
-half, or ``--held-out`` graphs).
+from (read back with :func:`placer.io.read_checkpoint`, given as Mars's ``encoder``); reports the loss
+per epoch and how well the discriminator separates real from corrupted graphs on held-out graphs
+(the family's test half, or ``--held-out`` graphs).
 
 Registered on :data:`placer.cli.app` when imported (``placer.cli._load_plugins``)."""
 

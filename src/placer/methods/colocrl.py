@@ -46,20 +46,23 @@ placement. Tuning notes and measurements: docs/methods/colocrl.md.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from placer.methods.base import Evaluator, MethodConfig, register
-from placer.methods.seq2seq_reinforce import (OpTable, Seq2SeqRLTrainer, base_units, check_policy, decision_mask,
-                                              families, op_table, renumber_by_first, run_trainer, seq_checks,
-                                              shape_from_checkpoint, torch_available)
+from placer.methods.learned import register_learned
+from placer.methods.learned_support import PolicyFields
+from placer.methods.seq2seq_reinforce import (OpTable, Seq2SeqRLMethod, Seq2SeqRLTrainer, base_units, check_policy,
+                                              decision_mask, families, op_table, renumber_by_first, run_trainer,
+                                              seq_checks, shape_from_checkpoint, torch_available)
 
 PAPER = "Mirhoseini et al., Device Placement Optimization with Reinforcement Learning, ICML 2017"
 
 
 # ---------------------------------------------------------------------- ColocRL's config
 @dataclass(frozen=True)
-class ColocRLConfig(MethodConfig):
+class ColocRLConfig(PolicyFields, MethodConfig):
     """ColocRL's hyperparameters (see the module docstring for where each comes from)."""
 
     placements: int = 4000  # default budget: 1000 policy steps of k = 4 (Budget.placements overrides)
@@ -80,7 +83,9 @@ class ColocRLConfig(MethodConfig):
     n_types: int = 64  # hash buckets for op types (our choice)
     neighbours: int = 3  # predecessor / successor positions per group in the adjacency feature (our choice)
     devices: str = "gpus"  # candidate devices: "gpus" (ops no GPU runs go to their fastest device) or "all"
-    finetune: int = 0  # from a trained policy state: policy steps on this graph before the greedy placement
+    policy: Any = None  # a trained policy state to place with (None: search mode, train from scratch)
+    finetune: int = 0  # with a policy: policy steps on this graph before the greedy placement
+    progress: Any = None  # called with one dict per policy step (None: nothing)
 
     def checks(self):
         return seq_checks(self) + [(self.max_groups >= 1, "max_groups", ">= 1")]
@@ -167,7 +172,7 @@ class ColocRLTrainer(Seq2SeqRLTrainer):
 @register("colocrl", "ColocRL: seq2seq LSTM with attention over colocation groups, REINFORCE on -sqrt(step time)",
           "learned", ColocRLConfig, paper=PAPER, available=torch_available, version=1)
 def colocrl(problem, seed: int, ev: Evaluator, cfg: ColocRLConfig):
-    return search_colocrl(problem, seed, ev, cfg)[0]
+    return COLOCRL.run(problem, seed, ev, cfg)
 
 
 def search_colocrl(problem, seed: int, ev: Evaluator, cfg: ColocRLConfig, *, policy: dict | None = None,
@@ -185,3 +190,6 @@ def search_colocrl(problem, seed: int, ev: Evaluator, cfg: ColocRLConfig, *, pol
         notes.append(f"started from a policy trained on {policy.get('graph')}")
     notes.append(f"{tr.L} groups")
     return run_trainer("colocrl", tr, ev, cfg, notes, from_policy=policy is not None, progress=progress)
+
+
+COLOCRL = register_learned(Seq2SeqRLMethod("colocrl", search_colocrl))  # train / place / fine-tune (methods.learned)

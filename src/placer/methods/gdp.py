@@ -29,25 +29,28 @@ ColocRL and the Hierarchical Planner): when nothing evaluated up to the first PP
 memory, :func:`placer.methods.memory_fallback.fit_in_memory` runs.
 
 As a method (search mode) it trains on the one graph within the placement budget and returns the
-best placement evaluated. From a trained policy state (:func:`train_gdp`, batch training on several
-graphs, or a search) it runs ``finetune`` PPO updates on this graph, then places greedily
-(:func:`search_gdp` with ``policy=``). Tuning notes and measurements:
-docs/methods/gdp.md.
+best placement evaluated. Given a trained ``policy`` (its state dict: :func:`train_gdp`, batch
+training on several graphs) it runs ``finetune`` PPO updates on this graph, then places greedily;
+``GDP_METHOD`` offers train / place / fine-tune (:mod:`placer.methods.learned`). Tuning notes and
+measurements: docs/methods/gdp.md.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from placer.errors import InputError
 from placer.methods.base import Evaluator, MethodConfig, register
-from placer.methods.graph_ppo import (GraphCtx, PolicyKind, masked_logits, search, segments, start_checks,
+from placer.methods.graph_ppo import (GraphCtx, GraphPPOMethod, PolicyKind, masked_logits, segments, start_checks,
                                       torch_geometric_available, train)
+from placer.methods.learned import register_learned
+from placer.methods.learned_support import PolicyFields
 
 
 @dataclass(frozen=True)
-class GDPConfig(MethodConfig):
+class GDPConfig(PolicyFields, MethodConfig):
     """GDP's hyperparameters: the paper's where it gives them, ours marked (module docstring)."""
 
     placements: int = 2_000  # default budget in placements (simulations) when none is given
@@ -67,7 +70,9 @@ class GDPConfig(MethodConfig):
     entropy: float = 0.01  # entropy bonus coefficient
     grad_clip: float = 1.0  # max gradient norm
     reward: str = "sqrt"  # reward: sqrt = -sqrt(step ms) (Hierarchical Planner's), linear = -step ms
-    finetune: int = 0  # from a trained policy: PPO updates on this graph before the greedy placement
+    policy: Any = None  # a trained policy (its state dict) to place with (None: search mode, train from scratch)
+    finetune: int = 0  # with a policy: PPO updates on this graph before the greedy placement
+    progress: Any = None  # called with one dict per PPO update (None: nothing)
     log_every: int = 10  # log a progress line (logger placer.gdp) every this many updates
     start: str = "best"  # best: the searched layer split or the fastest single device, whichever is faster, is simulated first (ours; none: the paper's start)
     split_search: int = 24  # simulations of that split's cut search, counted in the budget (ours)
@@ -186,13 +191,10 @@ GDP = PolicyKind("gdp", "placer-gdp-1", ARCH_FIELDS, make_gdp_net)
           paper="Zhou et al., GDP: Generalized Device Placement for Dataflow Graphs, arXiv:1910.01578, 2019",
           available=torch_geometric_available, version=1)
 def gdp(problem, seed: int, ev: Evaluator, cfg: GDPConfig):
-    return search(GDP, problem, seed, ev, cfg)[0]
+    return GDP_METHOD.run(problem, seed, ev, cfg)
 
 
-def search_gdp(problem, seed: int, ev: Evaluator, cfg: GDPConfig, *, policy: dict | None = None, progress=None):
-    """The method, or from a trained policy state (:func:`placer.methods.graph_ppo.search`). Returns
-    (PlacementResult, policy state)."""
-    return search(GDP, problem, seed, ev, cfg, policy=policy, progress=progress)
+GDP_METHOD = register_learned(GraphPPOMethod(GDP))  # train / place / fine-tune (placer.methods.learned)
 
 
 def train_gdp(problems: list, cfg: GDPConfig | None = None, placements: int = 2_000, seed: int = 0, sim_params=None,

@@ -6,7 +6,8 @@ its network and a :class:`PolicyKind` naming them, and calls the driver here.
 * nodes: the op groups of :mod:`placer.nn.encoder` (colocation and forward/backward mirrors merged,
   at most ``cfg.nodes`` of them, in topological order), :func:`graph_ctx`; :func:`segments` cuts their
   sequence into the pieces both papers' placers read one after the other;
-* :func:`search`, the method: from a fresh policy (search mode: trained on the one graph within the
+* :func:`search`, the method (:class:`GraphPPOMethod`, the learned-method protocol of
+  :mod:`placer.methods.learned`): from a fresh policy (search mode: trained on the one graph within the
   placement budget, the best placement evaluated returned), or from a trained policy state
   (``cfg.finetune`` PPO updates on this graph, then the greedy placement). In search mode the start
   is simulated first (:func:`start_target`, ours, not in either paper) and the policy optionally
@@ -32,6 +33,7 @@ import numpy as np
 
 from placer.errors import InputError
 from placer.methods.base import Evaluator
+from placer.methods.learned_support import Progress, StatePolicyMethod
 from placer.methods.memory_fallback import fit_in_memory
 from placer.nn.threads import one_thread
 from placer.sim import memory_first
@@ -147,7 +149,7 @@ def _hook(name: str, progress, then=None):
 
 # ---------------------------------------------------------------------- the method
 def search(kind: PolicyKind, problem, seed: int, ev: Evaluator, cfg, *, policy: dict | None = None,
-           progress: Callable[[dict], None] | None = None):
+           progress: Progress | None = None):
     """Search mode (``policy`` None), or a trained policy state fine-tuned for ``cfg.finetune`` PPO
     updates, then placed greedily. ``progress`` gets one dict per PPO update. Returns
     (PlacementResult, the policy state it ended with)."""
@@ -205,6 +207,29 @@ def fallback_after_first(problem, ev: Evaluator, notes: list[str]):
             if note:
                 notes.append(note)
     return hook
+
+
+class GraphPPOMethod(StatePolicyMethod):
+    """GDP's or Mars's side of :class:`placer.methods.learned.LearnedMethod`: its policy is its
+    policy state (:func:`policy_state`); :meth:`run` is the registered method."""
+
+    def __init__(self, kind: PolicyKind):
+        self.kind, self.name = kind, kind.name
+
+    def search(self, problem, seed: int, ev: Evaluator, cfg, *, policy: dict | None = None,
+               progress: Progress | None = None):
+        return search(self.kind, problem, seed, ev, cfg, policy=policy, progress=progress)
+
+    def check(self, state: dict) -> dict:
+        return check_policy(self.kind, state)
+
+    def train(self, problems: list, cfg, seed: int, sim_params=None, *, placements: int | None = None,
+              progress: Progress | None = None) -> dict:
+        """Batch training (:func:`train`) on ``problems``: ``placements`` in all, shared equally by
+        the graphs (None: ``cfg.placements`` per graph)."""
+        each = cfg.placements if placements is None else max(1, placements // max(1, len(problems)))
+        tr = train(self.kind, problems, cfg, each, seed, sim_params, progress=progress)
+        return policy_state(self.kind, cfg, tr.graphs[0].gp.n_actions, tr)
 
 
 # ---------------------------------------------------------------------- the start (ours)
@@ -269,7 +294,7 @@ def warm_start(net, ctx: GraphCtx, target: np.ndarray, mass: float, max_steps: i
 
 # ---------------------------------------------------------------------- batch training (GDP section 3.3)
 def train(kind: PolicyKind, problems: list, cfg, placements: int, seed: int = 0, sim_params=None,
-          resume: dict | None = None, on_update=None, progress: Callable[[dict], None] | None = None):
+          resume: dict | None = None, on_update=None, progress: Progress | None = None):
     """One policy trained on several graphs: every update samples ``cfg.batch`` placements of each
     graph, until each graph has used ``placements`` simulations. Returns the trainer (its ``best`` per
     graph; :func:`policy_state` makes its state). ``resume``: continue a policy state that this

@@ -64,20 +64,23 @@ in results/hp-table1.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
 from placer.methods.base import Evaluator, MethodConfig, register
-from placer.methods.seq2seq_reinforce import (BaseUnits, OpTable, Seq2SeqRLTrainer, base_units, check_policy,
-                                              decision_mask, op_table, run_trainer, seq_checks, shape_from_checkpoint,
-                                              torch_available)
+from placer.methods.learned import register_learned
+from placer.methods.learned_support import PolicyFields
+from placer.methods.seq2seq_reinforce import (BaseUnits, OpTable, Seq2SeqRLMethod, Seq2SeqRLTrainer, base_units,
+                                              check_policy, decision_mask, op_table, run_trainer, seq_checks,
+                                              shape_from_checkpoint, torch_available)
 from placer.nn.threads import one_thread
 
 PAPER = "Mirhoseini et al., A Hierarchical Model for Device Placement, ICLR 2018"
 
 
 @dataclass(frozen=True)
-class HierarchicalConfig(MethodConfig):
+class HierarchicalConfig(PolicyFields, MethodConfig):
     """The Hierarchical Planner's hyperparameters (see the module docstring for their sources)."""
 
     placements: int = 4000  # default budget: 1000 policy updates (section 3) of k = 4 placements
@@ -104,7 +107,9 @@ class HierarchicalConfig(MethodConfig):
     n_types: int = 64  # hash buckets for op types (our choice)
     neighbours: int = 3  # input / output positions per op in the Grouper's adjacency feature (our choice)
     devices: str = "gpus"  # candidate devices: "gpus" (ops no GPU runs go to their fastest device) or "all"
-    finetune: int = 0  # from a trained policy state: policy steps on this graph before the greedy placement
+    policy: Any = None  # a trained policy state to place with (None: search mode, train from scratch)
+    finetune: int = 0  # with a policy: policy steps on this graph before the greedy placement
+    progress: Any = None  # called with one dict per policy step (None: nothing)
 
     def checks(self):
         return seq_checks(self) + [(self.n_groups >= 1, "n_groups", ">= 1"),
@@ -361,7 +366,7 @@ def choose_start(tr: HierarchicalTrainer, ev: Evaluator, cfg: HierarchicalConfig
 @register("hierarchical", "Hierarchical Planner: feed-forward Grouper + seq2seq Placer trained jointly with REINFORCE",
           "learned", HierarchicalConfig, paper=PAPER, available=torch_available, version=1)
 def hierarchical(problem, seed: int, ev: Evaluator, cfg: HierarchicalConfig):
-    return search_hierarchical(problem, seed, ev, cfg)[0]
+    return HIERARCHICAL.run(problem, seed, ev, cfg)
 
 
 def search_hierarchical(problem, seed: int, ev: Evaluator, cfg: HierarchicalConfig, *, policy: dict | None = None,
@@ -403,3 +408,6 @@ def search_hierarchical(problem, seed: int, ev: Evaluator, cfg: HierarchicalConf
                          f"{reached:.3f})")
     notes.append(f"{cfg.n_groups} groups over {tr.units.n_units} colocation units")
     return run_trainer("hierarchical", tr, ev, cfg, notes, from_policy=policy is not None, progress=progress)
+
+
+HIERARCHICAL = register_learned(Seq2SeqRLMethod("hierarchical", search_hierarchical))  # train / place / fine-tune

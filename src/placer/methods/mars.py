@@ -9,8 +9,8 @@ Architecture, with our choices where the text we could read gives no number:
   same weights for graphs of any size);
 * self-supervised pre-training (section 3.2, :mod:`placer.nn.pretrain`): corruption by feature
   shuffling, readout sigma(mean h), bilinear discriminator, Jensen-Shannon objective. Given a
-  pre-trained encoder (``encoder=``, the state ``placer pretrain`` makes from a set of graphs) the
-  network starts from it; otherwise ``pretrain=True`` pre-trains on the graph to place for
+  pre-trained ``encoder`` (the state ``placer pretrain`` makes from a set of graphs) the network
+  starts from it; otherwise ``pretrain=True`` pre-trains on the graph to place for
   ``pretrain_epochs`` steps (self-supervised: it simulates nothing, so it costs no placements, only
   seconds). ``pretrain=False`` starts from random encoder weights. ``finetune_encoder`` keeps
   training the encoder with the placer during RL (the paper: "can be directly used ... and also can
@@ -38,22 +38,26 @@ teacher-forced supervised steps until its mean per-node probability reaches ``st
 fits in memory, the memory fallback of :mod:`placer.methods.memory_fallback` runs, as for GDP.
 
 As a method (search mode) it trains on the one graph within the placement budget and returns the
-best placement evaluated. From a trained policy state (:func:`train_mars`, or a search)
-it runs ``finetune`` PPO updates, then places greedily (:func:`search_mars` with ``policy=``).
+best placement evaluated. Given a trained ``policy`` (its state dict: :func:`train_mars`) it runs
+``finetune`` PPO updates, then places greedily; ``MARS_METHOD`` offers train / place / fine-tune
+(:mod:`placer.methods.learned`).
 Tuning notes and measurements: docs/methods/mars.md.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from functools import partial
+from dataclasses import dataclass
+from typing import Any
 
 from placer.methods.base import Evaluator, MethodConfig, register
-from placer.methods.graph_ppo import PolicyKind, search, segments, start_checks, torch_geometric_available, train
+from placer.methods.graph_ppo import (GraphPPOMethod, PolicyKind, segments, start_checks, torch_geometric_available,
+                                      train)
+from placer.methods.learned import register_learned
+from placer.methods.learned_support import PolicyFields
 
 
 @dataclass(frozen=True)
-class MarsConfig(MethodConfig):
+class MarsConfig(PolicyFields, MethodConfig):
     """Mars's hyperparameters: the paper's where it gives them, ours marked (module docstring)."""
 
     placements: int = 2_000  # default budget in placements (simulations) when none is given
@@ -63,7 +67,7 @@ class MarsConfig(MethodConfig):
     gnn_layers: int = 3  # GCN layers (ours; `placer pretrain --layers` must match)
     seq_hidden: int = 256  # LSTM size of the seq2seq placer (ours)
     segment: int = 128  # nodes per segment of the segment-level placer (ours)
-    pretrain: bool = True  # DGI pre-training of the encoder on this graph before RL (when no pre-trained encoder is given)
+    pretrain: bool = True  # DGI pre-training of the encoder on this graph before RL (when no encoder is given)
     pretrain_epochs: int = 200  # DGI steps of that pre-training (ours)
     finetune_encoder: bool = True  # train the encoder with the placer during RL (else frozen)
     batch: int = 8  # placements sampled per PPO update (ours)
@@ -74,7 +78,10 @@ class MarsConfig(MethodConfig):
     entropy: float = 0.01  # entropy bonus coefficient
     grad_clip: float = 1.0  # max gradient norm
     reward: str = "sqrt"  # reward: sqrt = -sqrt(step ms) (Hierarchical Planner's), linear = -step ms
-    finetune: int = 0  # from a trained policy: PPO updates on this graph before the greedy placement
+    encoder: Any = None  # a pre-trained encoder state (`placer pretrain`'s; overrides pretrain)
+    policy: Any = None  # a trained policy (its state dict) to place with (None: search mode, train from scratch)
+    finetune: int = 0  # with a policy: PPO updates on this graph before the greedy placement
+    progress: Any = None  # called with one dict per PPO update (None: nothing)
     log_every: int = 10  # log a progress line (logger placer.mars) every this many updates
     start: str = "best"  # best: the searched layer split or the fastest single device, whichever is faster, is simulated first and the policy warm-started toward it (ours; none: the paper's start)
     split_search: int = 24  # simulations of that split's cut search, counted in the budget (ours)
@@ -146,18 +153,17 @@ def _net_class():
     return MarsNet
 
 
-def make_mars_net(cfg, n_actions: int, ctxs=None, seed: int = 0, encoder: dict | None = None):
-    """The network, its encoder pre-trained as the config says, or loaded from ``encoder``, a
-    pre-trained encoder state (:func:`placer.nn.pretrain.encoder_state`; see the module docstring)."""
+def make_mars_net(cfg, n_actions: int, ctxs=None, seed: int = 0):
+    """The network, its encoder loaded from ``cfg.encoder`` (a pre-trained encoder state,
+    :func:`placer.nn.pretrain.encoder_state`) or pre-trained as the config says (module docstring)."""
     from placer.nn.encoder import EncoderConfig
     from placer.nn.pretrain import PretrainConfig, encoder_from_state, pretrain
 
     net = _net_class()(cfg, n_actions)
     want = EncoderConfig("gcn", cfg.hidden, cfg.gnn_layers)
-    if encoder is not None:
-        net.encoder.load_state_dict(encoder_from_state(encoder, want).state_dict())
-        graphs = list(encoder.get("graphs", []))
-        net.notes.append(f"encoder pre-trained (given: DGI on {len(graphs)} graph(s))")
+    if cfg.encoder is not None:
+        net.encoder.load_state_dict(encoder_from_state(cfg.encoder, want).state_dict())
+        net.notes.append(f"encoder pre-trained (given: DGI on {len(cfg.encoder.get('graphs', []))} graph(s))")
     elif cfg.pretrain and ctxs and cfg.pretrain_epochs > 0:
         res = pretrain([c.data for c in ctxs], want, PretrainConfig(epochs=cfg.pretrain_epochs, seed=seed),
                        encoder=net.encoder)
@@ -172,29 +178,18 @@ ARCH_FIELDS = ("hidden", "gnn_layers", "seq_hidden", "segment")  # the network's
 MARS = PolicyKind("mars", "placer-mars-1", ARCH_FIELDS, make_mars_net)
 
 
-def with_encoder(encoder: dict | None) -> PolicyKind:
-    """Mars whose network starts from the pre-trained encoder state ``encoder`` (None: as the config says)."""
-    return MARS if encoder is None else replace(MARS, make_net=partial(make_mars_net, encoder=encoder))
-
-
 # ---------------------------------------------------------------------- the method
 @register("mars", "Mars: DGI-pre-trained GCN encoder + segment-level seq2seq placer, PPO", "learned", MarsConfig,
           paper="Lan et al., Accelerated Device Placement Optimization with Contrastive Learning (Mars), ICPP 2021",
           available=torch_geometric_available, version=1)
 def mars(problem, seed: int, ev: Evaluator, cfg: MarsConfig):
-    return search(MARS, problem, seed, ev, cfg)[0]
+    return MARS_METHOD.run(problem, seed, ev, cfg)
 
 
-def search_mars(problem, seed: int, ev: Evaluator, cfg: MarsConfig, *, encoder: dict | None = None,
-                policy: dict | None = None, progress=None):
-    """The method with a pre-trained encoder state and / or a trained policy state
-    (:func:`placer.methods.graph_ppo.search`). Returns (PlacementResult, policy state)."""
-    return search(with_encoder(encoder), problem, seed, ev, cfg, policy=policy, progress=progress)
+MARS_METHOD = register_learned(GraphPPOMethod(MARS))  # train / place / fine-tune (placer.methods.learned)
 
 
 def train_mars(problems: list, cfg: MarsConfig | None = None, placements: int = 2_000, seed: int = 0,
-               sim_params=None, resume: dict | None = None, on_update=None, progress=None,
-               encoder: dict | None = None):
+               sim_params=None, resume: dict | None = None, on_update=None, progress=None):
     """One Mars policy trained on several graphs (:func:`placer.methods.graph_ppo.train`)."""
-    return train(with_encoder(encoder), problems, cfg or MarsConfig(), placements, seed, sim_params, resume,
-                 on_update, progress)
+    return train(MARS, problems, cfg or MarsConfig(), placements, seed, sim_params, resume, on_update, progress)

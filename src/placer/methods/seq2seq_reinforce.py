@@ -14,7 +14,8 @@ its entry point, and calls the pieces here.
   section 2) and the trainer (:class:`Seq2SeqRLTrainer`: one policy step samples k placements,
   evaluates them in one batch and takes one Adam step on ``-(1/k) sum_i (R_i - b) log p(d_i)``);
 * :func:`run_trainer`, the method loop (search, or fine-tuning from a policy state and the greedy
-  placement) with the memory fallback of :mod:`placer.methods.memory_fallback` after the first step;
+  placement) with the memory fallback of :mod:`placer.methods.memory_fallback` after the first step,
+  and :class:`Seq2SeqRLMethod`, the learned-method protocol of :mod:`placer.methods.learned` over it;
 * policy states: plain state dicts (:meth:`Seq2SeqRLTrainer.state_dict`) checked by
   :func:`check_policy`; the caller reads and writes them as files (:func:`placer.io.read_checkpoint`,
   :func:`placer.io.write_checkpoint`).
@@ -28,12 +29,12 @@ import math
 import time
 import zlib
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
 from placer.errors import InputError
 from placer.methods.base import Evaluator, NotApplicable
+from placer.methods.learned_support import Progress, StatePolicyMethod
 from placer.methods.memory_fallback import fit_in_memory
 from placer.nn.threads import one_thread
 
@@ -294,7 +295,7 @@ def shape_from_checkpoint(cfg, state: dict, fields: tuple[str, ...]):
 
 
 def run_trainer(name: str, tr: Seq2SeqRLTrainer, ev: Evaluator, cfg, notes: list[str], *, from_policy: bool = False,
-                progress: Callable[[dict], None] | None = None):
+                progress: Progress | None = None):
     """The method loop ColocRL and the Hierarchical Planner share: policy steps within the budget
     (``cfg.finetune`` of them when ``from_policy``, then the greedy placement), the memory fallback
     after the first; ``progress`` gets each step's line. Returns the result and the policy state."""
@@ -315,6 +316,33 @@ def run_trainer(name: str, tr: Seq2SeqRLTrainer, ev: Evaluator, cfg, notes: list
         notes.append("placed with the greedy policy")
     notes.append(f"{tr.steps} policy steps of {cfg.samples} placements")
     return ev.result(name, notes=notes), tr.state_dict()
+
+
+class Seq2SeqRLMethod(StatePolicyMethod):
+    """ColocRL's or the Hierarchical Planner's side of :class:`placer.methods.learned.LearnedMethod`:
+    its policy is the trainer's state (:meth:`Seq2SeqRLTrainer.state_dict`), and ``search`` is the
+    method module's (``search(problem, seed, ev, cfg, *, policy, progress) -> (result, state)``)."""
+
+    def __init__(self, name: str, search):
+        self.name, self._search = name, search
+
+    def search(self, problem, seed: int, ev: Evaluator, cfg, *, policy: dict | None = None,
+               progress: Progress | None = None):
+        return self._search(problem, seed, ev, cfg, policy=policy, progress=progress)
+
+    def check(self, state: dict) -> dict:
+        return check_policy(state, self.name)
+
+    def train(self, problems: list, cfg, seed: int, sim_params=None, *, placements: int | None = None,
+              progress: Progress | None = None) -> dict:
+        """Search mode on one graph (the papers train one policy per graph), ``placements`` of it
+        (None: ``cfg.placements``); the policy it ended with. Other graphs: :meth:`finetune`."""
+        if len(problems) != 1:
+            raise InputError(self.name, "training graphs", f"are {len(problems)}: its policy trains on one graph",
+                             "train on one graph, then fine-tune the policy on the others")
+        P = problems[0]
+        ev = Evaluator(P, sim_params, limit=cfg.placements if placements is None else placements)
+        return self.search(P, seed, ev, cfg, progress=progress)[1]
 
 
 def seq_checks(c) -> list:

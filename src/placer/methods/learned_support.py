@@ -1,0 +1,77 @@
+"""What the learned-method protocol (:mod:`placer.methods.learned`) looks like for GDP, Mars, ColocRL
+and the Hierarchical Planner, whose policy is its policy state, a plain dict (tensors, numbers,
+strings): the config fields that hold objects (:class:`PolicyFields`), and the registered run,
+place and fine-tune written once over each method's search (:class:`StatePolicyMethod`).
+
+A learned method's config carries ``policy`` (a trained policy state; None: search mode) and
+``progress`` (a callback that gets one dict per training update; None: nothing), Mars's also
+``encoder`` (a pre-trained encoder state): objects, never paths. A result records the whole config,
+so each of these is recorded as a label: "given", or None.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+from placer.errors import InputError
+
+Progress = Callable[[dict], None]
+
+
+class PolicyFields:
+    """Mixin for a frozen config dataclass: :meth:`to_dict` with the object fields as labels."""
+
+    OBJECT_FIELDS = ("policy", "encoder", "progress")  # recorded as "given" (or None)
+
+    def to_dict(self) -> dict:
+        return {f.name: _label(getattr(self, f.name)) if f.name in self.OBJECT_FIELDS else getattr(self, f.name)
+                for f in dataclasses.fields(self)}
+
+
+def _label(value) -> str | None:
+    return None if value is None else "given"
+
+
+class StatePolicyMethod:
+    """:class:`placer.methods.learned.LearnedMethod` over a method's ``search(problem, seed, ev, cfg,
+    *, policy=None, progress=None) -> (PlacementResult, policy state)`` (search mode without a
+    policy; with one, ``cfg.finetune`` updates on this graph, then the greedy placement) and
+    ``check(state) -> state`` (InputError when it is not one of its policy states). Subclasses add
+    ``name`` and ``train``."""
+
+    name = "learned"
+
+    def search(self, problem, seed: int, ev, cfg, *, policy: dict | None = None, progress: Progress | None = None):
+        raise NotImplementedError
+
+    def check(self, state: dict) -> dict:
+        raise NotImplementedError
+
+    def run(self, problem, seed: int, ev, cfg):
+        """The registered method: search mode, or, given ``cfg.policy``, the policy fine-tuned
+        ``cfg.finetune`` updates when asked, then placed greedily."""
+        if cfg.policy is None:
+            return self.search(problem, seed, ev, cfg, progress=cfg.progress)[0]
+        policy = self.load_policy(cfg.policy)
+        if cfg.finetune > 0:
+            return self.finetune(problem, policy, seed, ev, cfg, progress=cfg.progress)[0]
+        return self.place(problem, policy, seed, ev, cfg)
+
+    def place(self, problem, policy: dict, seed: int, ev, cfg):
+        """The greedy placement of ``policy`` (zero-shot: no update)."""
+        return self.search(problem, seed, ev, dataclasses.replace(cfg, finetune=0), policy=policy)[0]
+
+    def finetune(self, problem, policy: dict, seed: int, ev, cfg, *, progress: Progress | None = None):
+        """``cfg.finetune`` updates on ``problem`` from ``policy``, then its greedy placement.
+        Returns (PlacementResult, the fine-tuned policy)."""
+        return self.search(problem, seed, ev, cfg, policy=policy, progress=progress)
+
+    def policy_state(self, policy: dict) -> dict:
+        return policy
+
+    def load_policy(self, state: dict, where: str = "policy") -> dict:
+        try:
+            return self.check(state)
+        except InputError as e:
+            raise e.at(where) from None
