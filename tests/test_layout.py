@@ -19,6 +19,8 @@ KNOWN_BACK_EDGES = {
     ("placer.rl.workers", "placer.rl.reinforce"): "rl engineer",
     # methods.base.get_method imports the package to fill the registry; the package imports base
     ("placer.methods.base", "placer.methods"): "lead",
+    # methods.learned.get_learned imports the package to fill its registry, as base does (methods engineer)
+    ("placer.methods.learned", "placer.methods"): "methods engineer",
     # bench.runner imports ray_backend and policies; they import runner back (runner is being
     # rewritten: run_plan to pass its execute to run_cells_ray, policies to stop importing runner)
     ("placer.bench.ray_backend", "placer.bench.runner"): "lead",

@@ -4,7 +4,7 @@ memory, a start that fits is found within the seed share."""
 from placer.cluster import preset
 from placer.methods import Budget, run_method
 from placer.methods.base import Evaluator
-from placer.methods.local_search import seed_placements
+from placer.methods.seeding import seed_placements
 from placer.methods.seeding import CHEAP_SEEDS, RELIEVED, SEED_SHARE, seeded_start
 from placer.methods.support import colocation_units, repair_memory
 from placer.problem import Problem

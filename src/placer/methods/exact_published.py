@@ -222,7 +222,7 @@ def build_and_solve(problem, objective, upper_us: float, max_nodes: int, seconds
           ExactPublishedConfig, paper="Tarnawski et al., NeurIPS 2020, section 5 (IP)", version=1)
 def exact_published(problem, seed: int, ev: Evaluator, cfg: ExactPublishedConfig):
     from placer.objectives.published import LatencyObjective, ThroughputObjective
-    from placer.objectives.search import interval_search
+    from placer.methods.search import interval_search
 
     obj = ev.objective
     if obj.is_simulator:  # under the simulator: the max-load IP's split, scored by the simulator

@@ -1,7 +1,7 @@
 """Search over the simulator: local search (iterated, best-of-sample hill climbing) and simulated
 annealing (Kirkpatrick et al. 1983), each moving one op or one colocation group to another device.
 
-Both start from the best of the classical heuristics (:data:`SEEDS`: single GPU, the expert rule,
+Both start from the best of the classical heuristics (:data:`placer.methods.seeding.SEEDS`: single GPU, the expert rule,
 m-TOPO, METIS, HEFT, m-ETF, HEFT / m-ETF with the bus-aware communication model, m-SCT, and last,
 as it costs the most placements, the layer split with its cuts searched over 2..G GPUs as the
 ``layer-split`` method does: on chains best cut into a pipeline, which no other seed proposes,
@@ -36,156 +36,25 @@ out of memory on 2 of 3 seeds; now all 3 fit (local search 491 / 493 / 498 ms).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from placer.methods.base import Evaluator, MethodConfig, NotApplicable, register
 from placer.grouping import colocation_units
-from placer.methods.support import gpu_devices, repair_memory
-
-
-# ---------------------------------------------------------------------- seeding heuristics
-def _single_gpu(problem, ev, gpus):
-    """Every op on one GPU: one placement per class of identical GPUs (same costs and memory)."""
-    out, seen = {}, set()
-    for d in gpus:
-        if not np.isfinite(problem.compute_us[:, d]).all():
-            continue
-        key = (problem.compute_us[:, d].tobytes(), float(problem.memory_bytes[d]))
-        if key not in seen:
-            seen.add(key)
-            out[f"single-gpu:{d}"] = np.full(problem.n_ops, d, dtype=np.int64)
-    return out
-
-
-def _expert(problem, ev, gpus):
-    from placer.methods.expert import expert_placement
-
-    return {"expert": expert_placement(problem)[0]}
-
-
-def _metis(problem, ev, gpus):
-    from placer.methods.partitioning import metis_placement
-
-    return {"metis": metis_placement(problem, gpus)}
-
-
-def _topo(problem, ev, gpus):
-    from placer.methods.list_scheduling import topo_placement
-
-    return {"m-topo": topo_placement(problem, gpus)}
-
-
-def _list(kind: str, comm: str):
-    def make(problem, ev, gpus):
-        from placer.methods import list_scheduling as ls
-
-        fn = {"heft": ls.heft_schedule, "m-etf": ls.etf_schedule, "m-sct": ls.sct_schedule}[kind]
-        return {kind + (":" + comm if comm != "sim" else ""): fn(problem, ev.sim_params, gpus, comm=comm).placement}
-
-    return make
-
-
-def _layer_split(problem, ev, gpus):
-    """The layer-wise split over 2..G GPUs with its cuts searched
-    (:func:`placer.methods.layer_split.split_start`, SPLIT_SEARCH simulations per piece count through
-    ``ev``, as the ``layer-split`` method's default spends):
-    where a chain is best pipelined (ResNet) list scheduling and partitioners miss it."""
-    from placer.methods.layer_split import split_start
-
-    if ev.custom:  # a published objective: the split's search simulates under the event simulator
-        raise NotApplicable("the layer-split seed searches under the simulator's objective")
-    got = split_start(problem, ev, _split_search(gpus))
-    return {} if got is None else {"layer-split": got[0]}
-
-
-SPLIT_SEARCH = 24  # simulations the layer-split seed spends searching the cuts of each piece count
-
-
-def _split_search(gpus) -> int:
-    """Simulations of the split's search over 2..G pieces (G GPUs)."""
-    return SPLIT_SEARCH * max(1, len(gpus) - 1)
-
-
-@dataclass(frozen=True)
-class Seed:
-    """A seeding heuristic: its name, whether its own computation grows as n^2 or worse, how many
-    placements it proposes (each simulated once), and the function computing them."""
-
-    name: str
-    quadratic: bool
-    placements: Callable[[Any, list[int]], int]
-    make: Callable
-    searches: bool = False  # simulates placements through the evaluator itself: skipped unless all fit
-
-
-SEEDS: dict[str, Seed] = {s.name: s for s in [  # cheapest first (in placements)
-    Seed("single-gpu", False, lambda pr, gpus: len(gpus), _single_gpu),
-    Seed("expert", False, lambda pr, gpus: 1, _expert),
-    Seed("m-topo", False, lambda pr, gpus: 1, _topo),
-    Seed("metis", False, lambda pr, gpus: 1, _metis),
-    Seed("heft", True, lambda pr, gpus: 1, _list("heft", "sim")),
-    Seed("m-etf", True, lambda pr, gpus: 1, _list("m-etf", "sim")),
-    Seed("heft:free", True, lambda pr, gpus: 1, _list("heft", "free")),
-    Seed("m-etf:free", True, lambda pr, gpus: 1, _list("m-etf", "free")),
-    Seed("m-sct", True, lambda pr, gpus: 1, _list("m-sct", "sim")),
-    Seed("layer-split", False, lambda pr, gpus: _split_search(gpus) + 1, _layer_split, searches=True),
-]}
-DEFAULT_SEEDS = ",".join(SEEDS)
-
-
-def seed_placements(problem, ev: Evaluator, names=tuple(SEEDS), max_placements: int | None = None,
-                    max_ops: int | None = None, skipped: list[str] | None = None) -> dict[str, np.ndarray]:
-    """Candidate starting points from the seeding heuristics, in the given order (cheapest first).
-
-    A heuristic proposing more placements than are left of ``max_placements`` is skipped (its
-    placements would be simulated once each; a searching one, the layer split, also spends its
-    search's simulations from them); one marked quadratic is skipped when the graph has
-    more than ``max_ops`` ops. A heuristic that does not apply here (``NotApplicable``) is skipped.
-    Placements equal to an earlier seed's are dropped. ``skipped`` collects why each was left out.
-    Nothing here reads the clock."""
-    gpus = gpu_devices(problem)
-    out: dict[str, np.ndarray] = {}
-    skipped = skipped if skipped is not None else []
-    searched = 0  # placements a searching heuristic simulated while building its seed
-    for name in names:
-        s = SEEDS[name]
-        left = None if max_placements is None else max_placements - len(out) - searched
-        if left is not None and (left < 1 or (s.searches and s.placements(problem, gpus) > left)):
-            skipped.append(f"{name} (no seeding placements left)")
-            continue
-        if s.quadratic and max_ops is not None and problem.n_ops > max_ops:
-            skipped.append(f"{name} (n^2 heuristic, {problem.n_ops} ops > seed_max_ops={max_ops})")
-            continue
-        try:
-            before = ev.placements
-            got = s.make(problem, ev, gpus)
-            searched += ev.placements - before
-            left = None if left is None else left - (ev.placements - before)
-        except NotApplicable:
-            skipped.append(f"{name} (does not apply)")
-            continue
-        for k, p in got.items():
-            if left is not None and left < 1:
-                skipped.append(f"{k} (no seeding placements left)")
-                break
-            if not any(np.array_equal(p, q) for q in out.values()):
-                out[k] = np.asarray(p, dtype=np.int64)
-                left = None if left is None else left - 1
-    return out
+from placer.methods.base import Evaluator, MethodConfig, NotApplicable, register
+from placer.methods.search import best_start, climb, interval_search
+from placer.methods.seeding import DEFAULT_SEEDS, SEEDS_HELP, seed_names_ok, seed_placements
+from placer.methods.support import repair_memory
 
 
 # ---------------------------------------------------------------------- configs
 def _seed_checks(cfg) -> list[tuple[bool, str, str]]:
-    names = [s for s in cfg.seeds.split(",") if s]
     return [(cfg.placements >= 1, "placements", ">= 1"),
             (cfg.batch >= 1, "batch", ">= 1"),
             (0.0 < cfg.seed_share <= 1.0, "seed_share", "in (0, 1]"),
             (cfg.seed_max_ops >= 1, "seed_max_ops", ">= 1"),
-            (all(s in SEEDS for s in names), "seeds", f"a comma-separated list of {', '.join(SEEDS)}"),
+            (seed_names_ok(cfg.seeds), "seeds", SEEDS_HELP),
             (cfg.start is None or all(isinstance(d, int) and d >= 0 for d in cfg.start), "start",
              "a sequence of device indices, one per op")]
 
@@ -251,7 +120,8 @@ class AnnealConfig(MethodConfig):
 
 # ---------------------------------------------------------------------- the search
 class _Search:
-    """The state of one search: units, neighbours, current and best placements."""
+    """The move set of one search (:func:`placer.methods.search.climb`): units, neighbours, and the
+    critical path of the current placement. Entries are (key, placement, SimResult)."""
 
     def __init__(self, problem, ev: Evaluator, rng: np.random.Generator):
         self.problem, self.ev, self.rng = problem, ev, rng
@@ -261,7 +131,7 @@ class _Search:
         xadj, adj, _ = self.units.undirected_csr(problem.graph)
         self.xadj, self.adj = xadj, adj
         self.first = self.units.first
-        self.cur = self.best = None  # (key, placement, SimResult)
+        self.critical_of = self.critical = None  # the current entry and the units on its critical path
         self.seg_prob, self.seg_mean = 0.3, 6.0
 
     def key(self, oom, objective_us, makespan_us) -> tuple[bool, float]:
@@ -276,10 +146,6 @@ class _Search:
     def simulate(self, p):
         r = self.ev.simulate(p)
         return (self.key(r.oom, r.objective_us, r.makespan_us), p, r)
-
-    def offer(self, cand) -> None:
-        if self.best is None or cand[0] < self.best[0]:
-            self.best = cand
 
     def critical_units(self, r) -> np.ndarray:
         """Units of the ops on the critical path of a simulated step (walk back from the last op to
@@ -342,15 +208,39 @@ class _Search:
             q[self.units.groups[u]] = int(self.rng.choice(devs))
         return q
 
+    # -- what climb() asks of a move set
+    def batch_size(self, batch: int) -> int:
+        room = self.ev.remaining()
+        # keep one placement for the full simulation of an accepted move (unless only one is left)
+        return batch if room is None else max(1, min(batch, room - 1))
+
+    def proposals(self, cur, k: int) -> list:
+        if self.critical_of is not cur:  # the full simulation of the current placement gives its critical path
+            self.critical_of, self.critical = cur, self.critical_units(cur[2])
+        return [q for q in (self.propose(cur[1], self.critical) for _ in range(k)) if q is not None]
+
+    def evaluate(self, states: list):
+        br = self.ev.evaluate_batch(np.stack(states))
+        keys = [self.key(br.oom[j], br.objective_us[j], br.makespan_us[j]) for j in range(len(states))]
+        return keys, min(range(len(states)), key=keys.__getitem__)
+
+    def accept(self, p, key):
+        return None if self.ev.out_of_budget() else self.simulate(p)
+
+    def restart(self, p, kick: int):
+        return None if self.ev.out_of_budget() else self.simulate(self.kick(p, kick))
+
+    def may_worsen(self, top, cur) -> bool:
+        return not (top[0] and not cur[0])  # never from a placement that fits to one that does not
+
 
 def search(problem, seed: int, ev: Evaluator, cfg, anneal: bool):
-    """The shared loop of ``local-search`` and ``anneal``; returns (best placement, notes).
+    """The shared loop of ``local-search`` and ``anneal`` (:func:`placer.methods.search.climb`);
+    returns (best placement, notes).
 
     Stops when the evaluator's placement budget is spent (``ev.out_of_budget()``); nothing here
     reads the clock (an opt-in ``Budget.seconds`` is enforced by the evaluator)."""
     if getattr(ev.objective, "contiguous", False):  # a published objective: moves that keep contiguity
-        from placer.objectives.search import interval_search
-
         return interval_search(problem, ev.objective, ev, seed, anneal, start=cfg.start,
                                **{k: getattr(cfg, k) for k in ("batch", "patience", "kick", "t0", "t1") if hasattr(cfg, k)})
     rng = np.random.default_rng(seed)
@@ -366,61 +256,27 @@ def search(problem, seed: int, ev: Evaluator, cfg, anneal: bool):
         share = None if room is None else max(1, int(cfg.seed_share * room))
         starts = seed_placements(problem, ev, [n for n in cfg.seeds.split(",") if n], share, cfg.seed_max_ops,
                                  skipped)
-    origin = None
-    for name, p in starts.items():
-        if ev.out_of_budget():
-            break
-        p = repair_memory(problem, p, s.units)
-        cand = s.simulate(p)
-        if s.cur is None or cand[0] < s.cur[0]:
-            s.cur, origin = cand, name
-        s.offer(cand)
-    if s.cur is None:
+
+    def evaluated():
+        for name, p in starts.items():
+            if ev.out_of_budget():
+                break
+            yield name, s.simulate(repair_memory(problem, p, s.units))
+
+    cur, origin = best_start(evaluated())
+    if cur is None:
         raise NotApplicable(type(cfg).method_name(), "no seeding heuristic gave a starting placement",
                             "give more seeds (seeds=...) or a start placement")
-    critical = s.critical_units(s.cur[2])
-    stale, moves, accepted = 0, 0, 0
-    f0 = float(s.cur[2].objective_us)  # the start's objective (its key is its overflow when it does not fit)
-    while not ev.out_of_budget():
-        room = ev.remaining()
-        # keep one placement for the full simulation of an accepted move (unless only one is left)
-        k_props = cfg.batch if room is None else max(1, min(cfg.batch, room - 1))
-        props = [q for q in (s.propose(s.cur[1], critical) for _ in range(k_props)) if q is not None]
-        if not props:
-            break
-        br = ev.evaluate_batch(np.stack(props))
-        moves += len(props)
-        keys = [s.key(br.oom[j], br.objective_us[j], br.makespan_us[j]) for j in range(len(props))]
-        k = min(range(len(props)), key=keys.__getitem__)
-        top_key = keys[k]
-        if anneal:
-            T = f0 * cfg.t0 * (cfg.t1 / cfg.t0) ** ev.fraction_used()
-            delta = top_key[1] - s.cur[0][1]
-            worse_mem = top_key[0] and not s.cur[0][0]
-            take = top_key < s.cur[0] or (not worse_mem and T > 0 and rng.random() < math.exp(-delta / T))
-        else:
-            take = top_key < s.cur[0]
-        improved = s.best is None or top_key < s.best[0]
-        if take and not ev.out_of_budget():  # the full simulation gives the critical path for the next proposals
-            s.cur = s.simulate(props[k])
-            s.offer(s.cur)
-            critical = s.critical_units(s.cur[2])
-            accepted += 1
-        elif improved:
-            s.offer((top_key, props[k], None))
-        stale = 0 if improved else stale + 1
-        if not anneal and stale >= cfg.patience and not ev.out_of_budget():
-            s.cur = s.simulate(s.kick(s.best[1], cfg.kick))
-            s.offer(s.cur)
-            critical = s.critical_units(s.cur[2])
-            stale = 0
+    f0 = float(cur[2].objective_us)  # the start's objective (its key is its overflow when it does not fit)
+    best, moves, accepted = climb(s, ev, rng, cur, f0, anneal, cfg.batch, getattr(cfg, "patience", None),
+                                  getattr(cfg, "kick", None), getattr(cfg, "t0", None), getattr(cfg, "t1", None))
     notes = [f"started from {origin} ({f0:.1f} us) among {len(starts)} seed(s)",
              f"{moves} moves simulated, {accepted} accepted"]
     if skipped:
         notes.append("seeds skipped: " + "; ".join(skipped))
-    if s.best[0][0]:
+    if best[0][0]:
         notes.append("OOM: no memory-feasible placement found")
-    return s.best[1], notes
+    return best[1], notes
 
 
 @register("local-search", "iterated hill climbing over the simulator, one op or colocation group per move, "

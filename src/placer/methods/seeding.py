@@ -1,7 +1,8 @@
-"""The seeded start of the learned methods that search one graph (Post, Placeto): the best of the cheap
-classical heuristics that local search starts from and the searched layer split.
+"""Seeding: the classical heuristics local search and annealing start from (:data:`SEEDS`,
+:func:`seed_placements`), and the seeded start of the learned methods that search one graph (Post,
+Placeto): the best of the cheap ones and the searched layer split.
 
-Local search and annealing start from the best of :data:`placer.methods.local_search.SEEDS`; a learned
+Local search and annealing start from the best of :data:`SEEDS`; a learned
 method started from the same placement begins where local search does, so what it finds beyond that
 placement is its learning's. :func:`seeded_start` returns that placement; the method then cuts its
 placement units along it (so that the placement is exactly expressible) and starts there (see the
@@ -9,22 +10,152 @@ methods' docstrings for the measurements). Each seed is first made to hold its p
 (:func:`placer.methods.support.repair_memory`), as local search does to its seeds. Where no seed
 then fits in memory, :func:`relieve` moves units off the overflowing devices by simulation, within
 the seed share: there the learned methods start from a placement local search does not (it
-searches from the best seed as it is).
-"""
+searches from the best seed as it is)."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
 from placer.grouping import colocation_units
-from placer.methods.base import Evaluator
+from placer.methods.base import Evaluator, NotApplicable
 from placer.methods.layer_split import split_start
-from placer.methods.local_search import SEEDS, seed_placements
-from placer.methods.support import relieve_oom, repair_memory
+from placer.methods.support import gpu_devices, relieve_oom, repair_memory
 from placer.sim import memory_first
 
+
+# ---------------------------------------------------------------------- seeding heuristics
+def _single_gpu(problem, ev, gpus):
+    """Every op on one GPU: one placement per class of identical GPUs (same costs and memory)."""
+    out, seen = {}, set()
+    for d in gpus:
+        if not np.isfinite(problem.compute_us[:, d]).all():
+            continue
+        key = (problem.compute_us[:, d].tobytes(), float(problem.memory_bytes[d]))
+        if key not in seen:
+            seen.add(key)
+            out[f"single-gpu:{d}"] = np.full(problem.n_ops, d, dtype=np.int64)
+    return out
+
+
+def _expert(problem, ev, gpus):
+    from placer.methods.expert import expert_placement
+
+    return {"expert": expert_placement(problem)[0]}
+
+
+def _metis(problem, ev, gpus):
+    from placer.methods.partitioning import metis_placement
+
+    return {"metis": metis_placement(problem, gpus)}
+
+
+def _topo(problem, ev, gpus):
+    from placer.methods.list_scheduling import topo_placement
+
+    return {"m-topo": topo_placement(problem, gpus)}
+
+
+def _list(kind: str, comm: str):
+    def make(problem, ev, gpus):
+        from placer.methods import list_scheduling as ls
+
+        fn = {"heft": ls.heft_schedule, "m-etf": ls.etf_schedule, "m-sct": ls.sct_schedule}[kind]
+        return {kind + (":" + comm if comm != "sim" else ""): fn(problem, ev.sim_params, gpus, comm=comm).placement}
+
+    return make
+
+
+def _layer_split(problem, ev, gpus):
+    """The layer-wise split over 2..G GPUs with its cuts searched
+    (:func:`placer.methods.layer_split.split_start`, SPLIT_SEARCH simulations per piece count through
+    ``ev``, as the ``layer-split`` method's default spends):
+    where a chain is best pipelined (ResNet) list scheduling and partitioners miss it."""
+    if ev.custom:  # a published objective: the split's search simulates under the event simulator
+        raise NotApplicable("the layer-split seed searches under the simulator's objective")
+    got = split_start(problem, ev, _split_search(gpus))
+    return {} if got is None else {"layer-split": got[0]}
+
+
+SPLIT_SEARCH = 24  # simulations the layer-split seed spends searching the cuts of each piece count
+
+
+def _split_search(gpus) -> int:
+    """Simulations of the split's search over 2..G pieces (G GPUs)."""
+    return SPLIT_SEARCH * max(1, len(gpus) - 1)
+
+
+@dataclass(frozen=True)
+class Seed:
+    """A seeding heuristic: its name, whether its own computation grows as n^2 or worse, how many
+    placements it proposes (each simulated once), and the function computing them."""
+
+    name: str
+    quadratic: bool
+    placements: Callable[[Any, list[int]], int]
+    make: Callable
+    searches: bool = False  # simulates placements through the evaluator itself: skipped unless all fit
+
+
+SEEDS: dict[str, Seed] = {s.name: s for s in [  # cheapest first (in placements)
+    Seed("single-gpu", False, lambda pr, gpus: len(gpus), _single_gpu),
+    Seed("expert", False, lambda pr, gpus: 1, _expert),
+    Seed("m-topo", False, lambda pr, gpus: 1, _topo),
+    Seed("metis", False, lambda pr, gpus: 1, _metis),
+    Seed("heft", True, lambda pr, gpus: 1, _list("heft", "sim")),
+    Seed("m-etf", True, lambda pr, gpus: 1, _list("m-etf", "sim")),
+    Seed("heft:free", True, lambda pr, gpus: 1, _list("heft", "free")),
+    Seed("m-etf:free", True, lambda pr, gpus: 1, _list("m-etf", "free")),
+    Seed("m-sct", True, lambda pr, gpus: 1, _list("m-sct", "sim")),
+    Seed("layer-split", False, lambda pr, gpus: _split_search(gpus) + 1, _layer_split, searches=True),
+]}
+DEFAULT_SEEDS = ",".join(SEEDS)
+
+
+def seed_placements(problem, ev: Evaluator, names=tuple(SEEDS), max_placements: int | None = None,
+                    max_ops: int | None = None, skipped: list[str] | None = None) -> dict[str, np.ndarray]:
+    """Candidate starting points from the seeding heuristics, in the given order (cheapest first).
+
+    A heuristic proposing more placements than are left of ``max_placements`` is skipped (its
+    placements would be simulated once each; a searching one, the layer split, also spends its
+    search's simulations from them); one marked quadratic is skipped when the graph has
+    more than ``max_ops`` ops. A heuristic that does not apply here (``NotApplicable``) is skipped.
+    Placements equal to an earlier seed's are dropped. ``skipped`` collects why each was left out.
+    Nothing here reads the clock."""
+    gpus = gpu_devices(problem)
+    out: dict[str, np.ndarray] = {}
+    skipped = skipped if skipped is not None else []
+    searched = 0  # placements a searching heuristic simulated while building its seed
+    for name in names:
+        s = SEEDS[name]
+        left = None if max_placements is None else max_placements - len(out) - searched
+        if left is not None and (left < 1 or (s.searches and s.placements(problem, gpus) > left)):
+            skipped.append(f"{name} (no seeding placements left)")
+            continue
+        if s.quadratic and max_ops is not None and problem.n_ops > max_ops:
+            skipped.append(f"{name} (n^2 heuristic, {problem.n_ops} ops > seed_max_ops={max_ops})")
+            continue
+        try:
+            before = ev.placements
+            got = s.make(problem, ev, gpus)
+            searched += ev.placements - before
+            left = None if left is None else left - (ev.placements - before)
+        except NotApplicable:
+            skipped.append(f"{name} (does not apply)")
+            continue
+        for k, p in got.items():
+            if left is not None and left < 1:
+                skipped.append(f"{k} (no seeding placements left)")
+                break
+            if not any(np.array_equal(p, q) for q in out.values()):
+                out[k] = np.asarray(p, dtype=np.int64)
+                left = None if left is None else left - 1
+    return out
+
+
+# ---------------------------------------------------------------------- the learned methods' start
 # The seeding heuristics of local search whose own computation stays within seconds on 10k-op graphs:
 # m-ETF under the simulator's communication model and m-SCT took 23-103 s each on NMT-2 and NMT-4
 # (2-7 s for m-ETF:free). Measured for Post against all of them (seeds 0 and 1, 600 placements), the
@@ -52,7 +183,7 @@ class Start(NamedTuple):
 
 
 def seeded_start(problem, ev: Evaluator, seeds: str, split_search: int) -> Start | None:
-    """The best of the classical heuristics ``seeds`` (:func:`placer.methods.local_search.seed_placements`,
+    """The best of the classical heuristics ``seeds`` (:func:`seed_placements`,
     at most ``SEED_SHARE`` of the budget) and, under the simulator's objective, the layer split with
     its cuts searched (``split_search`` simulations, :func:`placer.methods.layer_split.split_start`),
     in :func:`placer.sim.memory_first` order; each seed is made to hold its parameters first, as local
