@@ -87,20 +87,22 @@ def _weights(tr):
     return {f"{k}.{n}": v.clone() for k, m in tr.modules().items() for n, v in m.state_dict().items()}
 
 
-def test_checkpoint_resume_equals_an_uninterrupted_run(tmp_path):
+def resumed_equals_straight(make, path):
+    """4 policy steps of ``make(seed)``'s trainer straight through, against 2 steps, its state written
+    to ``path`` and read back into a trainer of another seed, and 2 more: the same weights, baseline,
+    best and next samples. Returns the state read back."""
     P = obvious_problem()
-    cfg = ColocRLConfig(**SMALL)
-    straight = ColocRLTrainer(P, cfg, seed=2)
+    straight = make(P, 2)
     ev = Evaluator(P)
     for _ in range(4):
         straight.step(ev)
-    first = ColocRLTrainer(P, cfg, seed=2)
+    first = make(P, 2)
     ev2 = Evaluator(P)
     for _ in range(2):
         first.step(ev2)
-    write_checkpoint(first.state_dict(), tmp_path / "ck.pt")
-    state = read_checkpoint(tmp_path / "ck.pt")  # plain tensors and numbers only (weights_only loading)
-    resumed = ColocRLTrainer(P, cfg, seed=99)  # another seed: everything must come from the checkpoint
+    write_checkpoint(first.state_dict(), path)
+    state = read_checkpoint(path)  # plain tensors and numbers only (weights_only loading)
+    resumed = make(P, 99)  # another seed: everything must come from the checkpoint
     resumed.load_state_dict(state)
     for _ in range(2):
         resumed.step(ev2)
@@ -109,6 +111,11 @@ def test_checkpoint_resume_equals_an_uninterrupted_run(tmp_path):
     assert straight.baseline == resumed.baseline and straight.steps == resumed.steps == 4
     assert straight.best_objective_us == resumed.best_objective_us
     assert np.array_equal(straight.sample(3)[0], resumed.sample(3)[0])
+    return state
+
+
+def test_checkpoint_resume_equals_an_uninterrupted_run(tmp_path):
+    resumed_equals_straight(lambda P, seed: ColocRLTrainer(P, ColocRLConfig(**SMALL), seed=seed), tmp_path / "ck.pt")
 
 
 def test_finetune_from_a_policy_state():

@@ -16,8 +16,8 @@ from placer.errors import InputError  # noqa: E402
 from placer.io import read_checkpoint, write_checkpoint  # noqa: E402
 from placer.methods import Budget, get_method, run_method  # noqa: E402
 from placer.methods.base import Evaluator  # noqa: E402
-from placer.methods.gdp import GDP, GDP_METHOD, GDPConfig, make_gdp_net, train_gdp  # noqa: E402
-from placer.methods.graph_ppo import check_policy, graph_ctx, policy_state, segments  # noqa: E402
+from placer.methods.gdp import GDP, GDP_METHOD, GDPConfig, make_gdp_net  # noqa: E402
+from placer.methods.graph_ppo import check_policy, graph_ctx, policy_state, segments, train  # noqa: E402
 from placer.methods.mars import MARS  # noqa: E402
 from placer.problem import Problem  # noqa: E402
 from placer.zoo.synthetic import layered_training_graph  # noqa: E402
@@ -33,6 +33,11 @@ def run_gdp(P, placements, seed=0, policy=None, progress=None, **kw):
     """(result, policy state) of GDP on ``P`` within ``placements``, from ``policy`` when given."""
     return GDP_METHOD.search(P, seed, Evaluator(P, limit=placements), GDPConfig(**kw), policy=policy,
                              progress=progress)
+
+
+def train_gdp(problems, cfg, placements, seed=0, resume=None):
+    """Batch training on ``problems``, ``placements`` per graph (the trainer)."""
+    return train(GDP, problems, cfg, placements, seed, resume=resume)
 
 
 def trained_state(tr, cfg):
@@ -139,10 +144,10 @@ def test_a_policy_of_another_shape_or_format_is_refused(tmp_path):
 def test_checkpoint_resume_equals_training_straight_through(tmp_path):
     train = [problem(40, s) for s in range(2)]
     cfg = GDPConfig(**SMALL)
-    straight = train_gdp(train, cfg, placements=16, seed=3)
+    straight = train_gdp(train, cfg, 16, 3)
     half = tmp_path / "half.pt"
-    write_checkpoint(trained_state(train_gdp(train, cfg, placements=8, seed=3), cfg), half)
-    resumed = train_gdp(train, cfg, placements=16, seed=3, resume=read_checkpoint(half))
+    write_checkpoint(trained_state(train_gdp(train, cfg, 8, 3), cfg), half)
+    resumed = train_gdp(train, cfg, 16, 3, resume=read_checkpoint(half))
     assert resumed.update == straight.update and resumed.used == straight.used
     for (k, v), w in zip(straight.policy.state_dict().items(), resumed.policy.state_dict().values()):
         assert torch.equal(v, w), k

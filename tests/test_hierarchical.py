@@ -9,13 +9,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from placer.io import read_checkpoint, write_checkpoint  # noqa: E402
 from placer.methods import Budget, run_method  # noqa: E402
 from placer.methods.base import Evaluator  # noqa: E402
 from placer.methods.hierarchical import (HierarchicalConfig, HierarchicalTrainer, group_embeddings,  # noqa: E402
                                          op_adjacency, search_hierarchical)
 from placer.methods.seq2seq_reinforce import op_table  # noqa: E402
-from tests.test_colocrl import best_objective, obvious_problem  # noqa: E402
+from tests.test_colocrl import best_objective, obvious_problem, resumed_equals_straight  # noqa: E402
 from tests.test_method_contract import contract_problem  # noqa: E402
 
 SMALL = dict(n_groups=8, hidden=32, device_embed=8, attention=8, grouper_hidden=16)
@@ -71,26 +70,8 @@ def test_same_seed_same_placement():
 
 def test_checkpoint_resume_equals_an_uninterrupted_run(tmp_path):
     P = obvious_problem()
-    cfg = HierarchicalConfig(**SMALL)
-    straight = HierarchicalTrainer(P, cfg, seed=2)
-    ev = Evaluator(P)
-    for _ in range(4):
-        straight.step(ev)
-    first = HierarchicalTrainer(P, cfg, seed=2)
-    ev2 = Evaluator(P)
-    for _ in range(2):
-        first.step(ev2)
-    write_checkpoint(first.state_dict(), tmp_path / "hp.pt")
-    state = read_checkpoint(tmp_path / "hp.pt")
-    resumed = HierarchicalTrainer(P, cfg, seed=7)
-    resumed.load_state_dict(state)
-    for _ in range(2):
-        resumed.step(ev2)
-    for name in ("type_emb", "grouper", "placer"):
-        sa, sb = straight.modules()[name].state_dict(), resumed.modules()[name].state_dict()
-        assert all(torch.equal(sa[k], sb[k]) for k in sa), name
-    assert straight.baseline == resumed.baseline and straight.best_objective_us == resumed.best_objective_us
-    assert np.array_equal(straight.sample(2)[0], resumed.sample(2)[0])
+    state = resumed_equals_straight(lambda Q, seed: HierarchicalTrainer(Q, HierarchicalConfig(**SMALL), seed=seed),
+                                    tmp_path / "hp.pt")
     # fine-tuning from the policy state through the method
     r, _ = search_hierarchical(P, 0, Evaluator(P, limit=20), HierarchicalConfig(finetune=1), policy=state)
     assert r.cost.placements == 4 + 1

@@ -18,8 +18,8 @@ from placer.errors import InputError  # noqa: E402
 from placer.io import read_checkpoint, write_checkpoint  # noqa: E402
 from placer.methods import Budget, get_method, run_method  # noqa: E402
 from placer.methods.base import Evaluator  # noqa: E402
-from placer.methods.graph_ppo import check_policy, graph_ctx, policy_state  # noqa: E402
-from placer.methods.mars import MARS, MARS_METHOD, MarsConfig, make_mars_net, train_mars  # noqa: E402
+from placer.methods.graph_ppo import check_policy, graph_ctx, policy_state, train  # noqa: E402
+from placer.methods.mars import MARS, MARS_METHOD, MarsConfig, make_mars_net  # noqa: E402
 from placer.nn.encoder import EncoderConfig, graph_data, placement_nodes  # noqa: E402
 from placer.nn.pretrain import PretrainConfig, check_encoder_state, encoder_state, pretrain  # noqa: E402
 from placer.problem import Problem  # noqa: E402
@@ -185,11 +185,11 @@ def test_policy_state_fine_tune_and_resume(tmp_path):
     # resume equality: 2 + 2 updates from a checkpoint == 4 updates straight through
     graphs = [problem(30, 1)]
     cfg = MarsConfig(**SMALL)
-    straight = train_mars(graphs, cfg, placements=16, seed=1)
+    straight = train(MARS, graphs, cfg, 16, 1)
     half = tmp_path / "half.pt"
-    tr = train_mars(graphs, cfg, placements=8, seed=1)
+    tr = train(MARS, graphs, cfg, 8, 1)
     write_checkpoint(policy_state(MARS, cfg, tr.graphs[0].gp.n_actions, tr), half)
-    resumed = train_mars(graphs, cfg, placements=16, seed=1, resume=read_checkpoint(half))
+    resumed = train(MARS, graphs, cfg, 16, 1, resume=read_checkpoint(half))
     assert resumed.update == straight.update == 4
     for (k, v), w in zip(straight.policy.state_dict().items(), resumed.policy.state_dict().values()):
         assert torch.equal(v, w), k

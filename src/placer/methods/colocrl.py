@@ -54,8 +54,8 @@ from placer.methods.base import Evaluator, MethodConfig, register
 from placer.methods.learned import register_learned
 from placer.methods.learned_support import PolicyFields
 from placer.methods.seq2seq_reinforce import (OpTable, Seq2SeqRLMethod, Seq2SeqRLTrainer, base_units, check_policy,
-                                              decision_mask, families, op_table, renumber_by_first, run_trainer,
-                                              seq_checks, shape_from_checkpoint, torch_available)
+                                              decision_mask, families, member_averages, op_table, renumber_by_first,
+                                              run_trainer, seq_checks, shape_from_checkpoint, torch_available)
 
 PAPER = "Mirhoseini et al., Device Placement Optimization with Reinforcement Learning, ICML 2017"
 
@@ -99,13 +99,7 @@ def group_features(problem, tab: OpTable, label: np.ndarray, L: int, neighbours:
     """(L, n_types + 3 + 1 + 2 * neighbours) ColocRL features of the groups ``label`` (n,) -> [0, L),
     groups numbered in topological order (see the module docstring)."""
     g = problem.graph
-    count = np.bincount(label, minlength=L).astype(np.float64)
-    safe = np.maximum(count, 1.0)
-    hist = np.zeros((L, tab.n_types))
-    np.add.at(hist, (label, tab.type_bucket), 1.0)
-    hist /= safe[:, None]
-    mean_out = np.bincount(label, weights=tab.log_out, minlength=L) / safe
-    mean_cons = np.bincount(label, weights=tab.log_consumers, minlength=L) / safe
+    count, hist, mean_out, mean_cons = member_averages(tab, label, L)
     pos = (np.arange(L) + 0.5) / L
     adj = np.repeat(pos[:, None], 2 * neighbours, axis=1)
     if neighbours:

@@ -29,7 +29,7 @@ ColocRL and the Hierarchical Planner): when nothing evaluated up to the first PP
 memory, :func:`placer.methods.memory_fallback.fit_in_memory` runs.
 
 As a method (search mode) it trains on the one graph within the placement budget and returns the
-best placement evaluated. Given a trained ``policy`` (its state dict: :func:`train_gdp`, batch
+best placement evaluated. Given a trained ``policy`` (its state dict: ``GDP_METHOD.train``, batch
 training on several graphs) it runs ``finetune`` PPO updates on this graph, then places greedily;
 ``GDP_METHOD`` offers train / place / fine-tune (:mod:`placer.methods.learned`). Tuning notes and
 measurements: docs/methods/gdp.md.
@@ -43,8 +43,8 @@ from typing import Any
 
 from placer.errors import InputError
 from placer.methods.base import Evaluator, MethodConfig, register
-from placer.methods.graph_ppo import (GraphCtx, GraphPPOMethod, PolicyKind, masked_logits, segments, start_checks,
-                                      torch_geometric_available, train)
+from placer.methods.graph_ppo import (GraphCtx, GraphPPOMethod, PolicyKind, config_checks, masked_logits, segments,
+                                      torch_geometric_available)
 from placer.methods.learned import register_learned
 from placer.methods.learned_support import PolicyFields
 
@@ -80,18 +80,9 @@ class GDPConfig(PolicyFields, MethodConfig):
     start_steps: int = 0  # most warm-start steps (ours: none, docs/methods/gdp.md)
 
     def checks(self):
-        return start_checks(self) + [
-                (self.placements >= 1, "placements", ">= 1"), (self.nodes >= 1, "nodes", ">= 1"),
-                (self.devices in ("auto", "gpus", "all"), "devices", "auto, gpus or all"),
-                (self.hidden >= 1, "hidden", ">= 1"), (self.gnn_layers >= 1, "gnn_layers", ">= 1"),
+        return config_checks(self) + [
                 (self.attn_layers >= 1, "attn_layers", ">= 1"), (self.heads >= 1, "heads", ">= 1"),
-                (self.hidden % max(self.heads, 1) == 0, "hidden", "a multiple of heads"),
-                (self.segment >= 1, "segment", ">= 1"), (self.batch >= 1, "batch", ">= 1"),
-                (self.lr > 0, "lr", "> 0"), (self.ppo_epochs >= 1, "ppo_epochs", ">= 1"),
-                (self.minibatches >= 1, "minibatches", ">= 1"), (0 < self.clip < 1, "clip", "in (0, 1)"),
-                (self.entropy >= 0, "entropy", ">= 0"), (self.grad_clip >= 0, "grad_clip", ">= 0"),
-                (self.reward in ("sqrt", "linear"), "reward", "sqrt or linear"),
-                (self.finetune >= 0, "finetune", ">= 0"), (self.log_every >= 1, "log_every", ">= 1")]
+                (self.hidden % max(self.heads, 1) == 0, "hidden", "a multiple of heads")]
 
 
 # ---------------------------------------------------------------------- the network (sections 3.1-3.3)
@@ -195,10 +186,3 @@ def gdp(problem, seed: int, ev: Evaluator, cfg: GDPConfig):
 
 
 GDP_METHOD = register_learned(GraphPPOMethod(GDP))  # train / place / fine-tune (placer.methods.learned)
-
-
-def train_gdp(problems: list, cfg: GDPConfig | None = None, placements: int = 2_000, seed: int = 0, sim_params=None,
-              resume: dict | None = None, on_update=None, progress=None):
-    """GDP's batch training (section 3.3): one policy over several graphs
-    (:func:`placer.methods.graph_ppo.train`; its state: ``graph_ppo.policy_state(GDP, ...)``)."""
-    return train(GDP, problems, cfg or GDPConfig(), placements, seed, sim_params, resume, on_update, progress)

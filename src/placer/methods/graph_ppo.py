@@ -33,19 +33,14 @@ import numpy as np
 
 from placer.errors import InputError
 from placer.methods.base import Evaluator
-from placer.methods.learned_support import Progress, StatePolicyMethod
+from placer.methods.learned_support import Progress, StatePolicyMethod, needs
 from placer.methods.memory_fallback import fit_in_memory
 from placer.nn.threads import one_thread
 from placer.sim import memory_first
 
 
 def torch_geometric_available() -> str | None:
-    try:
-        import torch  # noqa: F401
-        import torch_geometric  # noqa: F401
-    except ImportError as e:
-        return f"needs the 'torch' extra and torch_geometric ({e.name} is not installed): pip install 'placer[torch]'"
-    return None
+    return needs(("torch", "torch_geometric"), "the 'torch' extra and torch_geometric")
 
 
 # ---------------------------------------------------------------------- what a policy reads
@@ -232,10 +227,20 @@ class GraphPPOMethod(StatePolicyMethod):
         return policy_state(self.kind, cfg, tr.graphs[0].gp.n_actions, tr)
 
 
-# ---------------------------------------------------------------------- the start (ours)
-def start_checks(cfg) -> list:
+# ---------------------------------------------------------------------- the config's rules, the start (ours)
+def config_checks(cfg) -> list:
+    """The range rules of the config fields GDP and Mars share (each declares its own fields)."""
     return [(cfg.start in ("best", "none"), "start", "best or none"), (cfg.split_search >= 0, "split_search", ">= 0"),
-            (0 < cfg.start_mass < 1, "start_mass", "in (0, 1)"), (cfg.start_steps >= 0, "start_steps", ">= 0")]
+            (0 < cfg.start_mass < 1, "start_mass", "in (0, 1)"), (cfg.start_steps >= 0, "start_steps", ">= 0"),
+            (cfg.placements >= 1, "placements", ">= 1"), (cfg.nodes >= 1, "nodes", ">= 1"),
+            (cfg.devices in ("auto", "gpus", "all"), "devices", "auto, gpus or all"),
+            (cfg.hidden >= 1, "hidden", ">= 1"), (cfg.gnn_layers >= 1, "gnn_layers", ">= 1"),
+            (cfg.segment >= 1, "segment", ">= 1"), (cfg.batch >= 1, "batch", ">= 1"),
+            (cfg.lr > 0, "lr", "> 0"), (cfg.ppo_epochs >= 1, "ppo_epochs", ">= 1"),
+            (cfg.minibatches >= 1, "minibatches", ">= 1"), (0 < cfg.clip < 1, "clip", "in (0, 1)"),
+            (cfg.entropy >= 0, "entropy", ">= 0"), (cfg.grad_clip >= 0, "grad_clip", ">= 0"),
+            (cfg.reward in ("sqrt", "linear"), "reward", "sqrt or linear"),
+            (cfg.finetune >= 0, "finetune", ">= 0"), (cfg.log_every >= 1, "log_every", ">= 1")]
 
 
 def node_actions(gp, placement: np.ndarray) -> np.ndarray:

@@ -72,8 +72,8 @@ from placer.methods.base import Evaluator, MethodConfig, register
 from placer.methods.learned import register_learned
 from placer.methods.learned_support import PolicyFields
 from placer.methods.seq2seq_reinforce import (BaseUnits, OpTable, Seq2SeqRLMethod, Seq2SeqRLTrainer, base_units,
-                                              check_policy, decision_mask, op_table, run_trainer, seq_checks,
-                                              shape_from_checkpoint, torch_available)
+                                              check_policy, decision_mask, member_averages, op_table, run_trainer,
+                                              seq_checks, shape_from_checkpoint, torch_available)
 from placer.nn.threads import one_thread
 
 PAPER = "Mirhoseini et al., A Hierarchical Model for Device Placement, ICLR 2018"
@@ -148,13 +148,7 @@ def group_embeddings(problem, tab: OpTable, op_group: np.ndarray, M: int) -> np.
     """(M, n_types + 3 + 2M) group embeddings of section 2 for an op -> group map (see the module
     docstring). Empty groups get zeros."""
     g = problem.graph
-    count = np.bincount(op_group, minlength=M).astype(np.float64)
-    safe = np.maximum(count, 1.0)
-    hist = np.zeros((M, tab.n_types))
-    np.add.at(hist, (op_group, tab.type_bucket), 1.0)
-    hist /= safe[:, None]
-    mean_out = np.bincount(op_group, weights=tab.log_out, minlength=M) / safe
-    mean_cons = np.bincount(op_group, weights=tab.log_consumers, minlength=M) / safe
+    count, hist, mean_out, mean_cons = member_averages(tab, op_group, M)
     adj = np.bincount(op_group[g.edge_src] * M + op_group[g.edge_dst], minlength=M * M).reshape(M, M)
     adj = np.log1p(adj) / 5.0
     return np.concatenate([hist, mean_out[:, None], mean_cons[:, None], np.log1p(count)[:, None] / 5.0, adj, adj.T],

@@ -19,6 +19,19 @@ from placer.errors import InputError
 Progress = Callable[[dict], None]
 
 
+def needs(modules: tuple[str, ...], what: str = "the 'torch' extra") -> str | None:
+    """None when every module imports, else why the method cannot run here (``available=`` of
+    :func:`placer.methods.base.register`)."""
+    import importlib
+
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as e:
+            return f"needs {what} ({e.name} is not installed): pip install 'placer[torch]'"
+    return None
+
+
 class PolicyFields:
     """Mixin for a frozen config dataclass: :meth:`to_dict` with the object fields as labels."""
 

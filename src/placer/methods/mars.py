@@ -38,7 +38,7 @@ teacher-forced supervised steps until its mean per-node probability reaches ``st
 fits in memory, the memory fallback of :mod:`placer.methods.memory_fallback` runs, as for GDP.
 
 As a method (search mode) it trains on the one graph within the placement budget and returns the
-best placement evaluated. Given a trained ``policy`` (its state dict: :func:`train_mars`) it runs
+best placement evaluated. Given a trained ``policy`` (its state dict: ``MARS_METHOD.train``) it runs
 ``finetune`` PPO updates, then places greedily; ``MARS_METHOD`` offers train / place / fine-tune
 (:mod:`placer.methods.learned`).
 Tuning notes and measurements: docs/methods/mars.md.
@@ -50,8 +50,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from placer.methods.base import Evaluator, MethodConfig, register
-from placer.methods.graph_ppo import (GraphPPOMethod, PolicyKind, segments, start_checks, torch_geometric_available,
-                                      train)
+from placer.methods.graph_ppo import GraphPPOMethod, PolicyKind, config_checks, segments, torch_geometric_available
 from placer.methods.learned import register_learned
 from placer.methods.learned_support import PolicyFields
 
@@ -89,16 +88,8 @@ class MarsConfig(PolicyFields, MethodConfig):
     start_steps: int = 50  # most warm-start steps (ours; docs/methods/mars.md)
 
     def checks(self):
-        return start_checks(self) + [(self.placements >= 1, "placements", ">= 1"), (self.nodes >= 1, "nodes", ">= 1"),
-                (self.devices in ("auto", "gpus", "all"), "devices", "auto, gpus or all"),
-                (self.hidden >= 1, "hidden", ">= 1"), (self.gnn_layers >= 1, "gnn_layers", ">= 1"),
-                (self.seq_hidden >= 1, "seq_hidden", ">= 1"), (self.segment >= 1, "segment", ">= 1"),
-                (self.pretrain_epochs >= 0, "pretrain_epochs", ">= 0"), (self.batch >= 1, "batch", ">= 1"),
-                (self.lr > 0, "lr", "> 0"), (self.ppo_epochs >= 1, "ppo_epochs", ">= 1"),
-                (self.minibatches >= 1, "minibatches", ">= 1"), (0 < self.clip < 1, "clip", "in (0, 1)"),
-                (self.entropy >= 0, "entropy", ">= 0"), (self.grad_clip >= 0, "grad_clip", ">= 0"),
-                (self.reward in ("sqrt", "linear"), "reward", "sqrt or linear"),
-                (self.finetune >= 0, "finetune", ">= 0"), (self.log_every >= 1, "log_every", ">= 1")]
+        return config_checks(self) + [(self.seq_hidden >= 1, "seq_hidden", ">= 1"),
+                                      (self.pretrain_epochs >= 0, "pretrain_epochs", ">= 0")]
 
 
 # ---------------------------------------------------------------------- the network
@@ -187,9 +178,3 @@ def mars(problem, seed: int, ev: Evaluator, cfg: MarsConfig):
 
 
 MARS_METHOD = register_learned(GraphPPOMethod(MARS))  # train / place / fine-tune (placer.methods.learned)
-
-
-def train_mars(problems: list, cfg: MarsConfig | None = None, placements: int = 2_000, seed: int = 0,
-               sim_params=None, resume: dict | None = None, on_update=None, progress=None):
-    """One Mars policy trained on several graphs (:func:`placer.methods.graph_ppo.train`)."""
-    return train(MARS, problems, cfg or MarsConfig(), placements, seed, sim_params, resume, on_update, progress)

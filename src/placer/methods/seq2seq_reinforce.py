@@ -34,7 +34,7 @@ import numpy as np
 
 from placer.errors import InputError
 from placer.methods.base import Evaluator, NotApplicable
-from placer.methods.learned_support import Progress, StatePolicyMethod
+from placer.methods.learned_support import Progress, StatePolicyMethod, needs
 from placer.methods.memory_fallback import fit_in_memory
 from placer.nn.threads import one_thread
 
@@ -42,11 +42,7 @@ CHECKPOINT_FORMAT = "placer-seq2seq-rl-1"
 
 
 def torch_available() -> str | None:
-    try:
-        import torch  # noqa: F401
-    except ImportError as e:
-        return f"needs the 'torch' extra ({e.name} is not installed): pip install 'placer[torch]'"
-    return None
+    return needs(("torch",))
 
 
 # ---------------------------------------------------------------------- ops, units, devices
@@ -67,18 +63,6 @@ def op_table(problem, n_types: int) -> OpTable:
     consumers = np.diff(g.succ_ptr).astype(np.float64)
     return OpTable(tb, np.log1p(g.output_bytes / 2**20).astype(np.float32),
                    np.log1p(consumers).astype(np.float32), n_types)
-
-
-def candidate_devices(problem, devices: str) -> np.ndarray:
-    """The devices the policy chooses between: 'gpus' (the GPUs; every device when there is none)
-    or 'all'."""
-    if devices == "gpus":
-        idx = problem.cluster.gpus() or list(range(problem.n_devices))
-    elif devices == "all":
-        idx = list(range(problem.n_devices))
-    else:
-        raise InputError("devices", f"'{devices}'", "is not a device selection", "use 'gpus' or 'all'")
-    return np.asarray(idx, dtype=np.int64)
 
 
 @dataclass(eq=False)
@@ -105,6 +89,19 @@ class BaseUnits:
         return dev[:, self.unit_of]
 
 
+def member_averages(tab: OpTable, label: np.ndarray, L: int):
+    """Per group of ``label`` (n,) -> [0, L): the member count, the members' type histogram (L,
+    n_types), their mean log output size and mean log consumer count (empty groups: zeros)."""
+    count = np.bincount(label, minlength=L).astype(np.float64)
+    safe = np.maximum(count, 1.0)
+    hist = np.zeros((L, tab.n_types))
+    np.add.at(hist, (label, tab.type_bucket), 1.0)
+    hist /= safe[:, None]
+    mean_out = np.bincount(label, weights=tab.log_out, minlength=L) / safe
+    mean_cons = np.bincount(label, weights=tab.log_consumers, minlength=L) / safe
+    return count, hist, mean_out, mean_cons
+
+
 def families(grouping, graph) -> np.ndarray:
     """(n_ops,) placement unit of each op (:meth:`placer.grouping.Grouping.units`: groups tied by a
     colocation id, and the graph's colocation groups, merged), numbered by first op."""
@@ -120,7 +117,10 @@ def renumber_by_first(labels: np.ndarray) -> np.ndarray:
 
 
 def base_units(problem, devices: str, method: str) -> BaseUnits:
+    """The units of ``problem`` placed on the candidate ``devices`` ('gpus': the GPUs, every device
+    when there is none; 'all'); NotApplicable when a unit's members share no device."""
     from placer import grouping
+    from placer.rl.task import candidate_devices
 
     cand = candidate_devices(problem, devices)
     unit_of = families(grouping.colocate(problem), problem.graph)
