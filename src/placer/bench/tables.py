@@ -46,7 +46,7 @@ def aggregate(cells: list[Cell]) -> Agg:
                placements_to_best=mean(d.get("placements_to_best") for d in docs),
                placements=mean(d["cost"]["placements"] for d in docs),
                seconds=mean(d["cost"]["seconds"] for d in docs), runs=len(docs),
-               curves=tuple(tuple((int(p), v / 1e3) for p, v in d.get("curve") or ()) for d in docs))
+               curves=tuple(tuple((int(p), math.inf if v is None else v / 1e3) for p, v in d.get("curve") or ()) for d in docs))
 
 
 def grouped(plan: Plan) -> dict[tuple[int, str], list[Cell]]:
