@@ -101,7 +101,8 @@ def _method_check(m: Method) -> tuple[str, str] | None:
     from placer.errors import InputError
 
     try:  # a variant must not silently run as another: its parameters must be the method's own
-        info.make_config({k: v for k, v in m.params.items() if not (isinstance(v, str) and "{" in v)})
+        info.make_config({k: v for k, v in m.params.items()
+                          if not (isinstance(v, str) and ("{" in v or v.startswith(pol.PREFIX)))})
     except InputError as e:
         return NOT_IMPLEMENTED, f"'{m.method}' does not take these parameters: {e}"
     return None
@@ -387,6 +388,9 @@ def run_plan(plan: Plan, jobs: int = 1, on_done: Callable[[Cell, int, int], None
             cell.status, cell.reason, cell.task = ERROR, bad.missing, None
     todo = plan.pending()
     total = len(todo)
+    for cell in todo:  # the policies exist now: hand each run its policy object, not the reference
+        if cell.policies:
+            cell.task["params"] = pol.substitute(cell.task["params"], {p.name: p for p in cell.policies})
 
     def finish(cell: Cell, doc: dict) -> None:
         nonlocal done
