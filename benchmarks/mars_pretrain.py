@@ -20,24 +20,22 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 from placer.cluster import preset
+from placer.io import read_checkpoint
 from placer.methods import Budget, run_method
 from placer.problem import Problem
 
 
 def run(problem, placements: int, seed: int, params: dict) -> dict:
-    with tempfile.TemporaryDirectory() as d:
-        log = Path(d) / "log.jsonl"
-        t0 = time.perf_counter()
-        r = run_method("mars", problem, Budget(placements=placements), seed=seed, log=str(log), **params)
-        wall = time.perf_counter() - t0
-        lines = [json.loads(x) for x in log.read_text().splitlines()]
+    lines: list[dict] = []  # one per PPO update
+    t0 = time.perf_counter()
+    r = run_method("mars", problem, Budget(placements=placements), seed=seed, progress=lines.append, **params)
+    wall = time.perf_counter() - t0
     trace = [(ln["placements"], min(ln["best_us"]), ln["wall_s"]) for ln in lines]
     return {"seed": seed, "best_us": float(r.sim.objective_us), "wall_s": wall, "trace": trace, "notes": r.notes}
 
@@ -67,7 +65,8 @@ def main(argv=None) -> int:
     from placer.resolve import resolve_graph
 
     variants = {"no pre-training": {"pretrain": False, "start": a.start},
-                "pre-trained": {**({"pretrained": a.pretrained} if a.pretrained else {"pretrain": True}),
+                "pre-trained": {**({"encoder": read_checkpoint(a.pretrained, "pre-trained encoder")}
+                                   if a.pretrained else {"pretrain": True}),
                                 "start": a.start}}
     rows = []
     for name in a.graphs.split(","):

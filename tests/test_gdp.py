@@ -135,6 +135,8 @@ def test_a_policy_of_another_shape_or_format_is_refused(tmp_path):
         check_policy(GDP, {**state, "model": None})
     with pytest.raises(InputError, match="x.pt"):
         GDP_METHOD.load_policy({"format": "placer-mars-1"}, where="x.pt")
+    with pytest.raises(InputError, match="file name"):  # a method reads no files: the caller does
+        run_method("gdp", problem(), Budget(placements=4), seed=0, policy="gdp.pt", **SMALL)
     out = tmp_path / "gdp.pt"  # a policy file that is not a state dict: the reader refuses it
     out.write_bytes(b"not a checkpoint")
     with pytest.raises(InputError, match="gdp.pt"):

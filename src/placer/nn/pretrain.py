@@ -153,6 +153,9 @@ def check_encoder_state(state: dict) -> dict:
     :func:`placer.io.read_checkpoint`); InputError otherwise (attribute it to a file with
     :meth:`InputError.at`)."""
     fix = "give the encoder `placer pretrain --out` wrote"
+    if isinstance(state, (str, bytes)) or hasattr(state, "__fspath__"):
+        raise InputError("pre-trained encoder", str(state), "is a file name, not an encoder state (a method reads no "
+                         "files)", "read the file with placer.io.read_checkpoint and give the state it returns")
     if not isinstance(state, dict) or state.get("format") != ENCODER_FORMAT:
         raise InputError("pre-trained encoder", "state", "is not a placer encoder checkpoint", fix)
     for key in ("encoder_config", "encoder"):
