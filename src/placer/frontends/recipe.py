@@ -132,16 +132,6 @@ def make_inputs(specs: list[dict], seed: int, device: str = "cpu") -> list:
     return out
 
 
-def input_specs_of(tensors) -> list[dict]:
-    out = []
-    for t in tensors:
-        spec = {"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", "")}
-        if not t.dtype.is_floating_point and t.dtype != __import__("torch").bool and t.device.type != "meta":
-            spec["high"] = int(t.max()) + 1 if t.numel() else 2
-        out.append(spec)
-    return out
-
-
 def loss_function(loss: str):
     """The loss applied to the model's output (``None``: capture's default)."""
     import torch
