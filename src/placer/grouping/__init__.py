@@ -43,7 +43,8 @@ the *placement units*, one decision each, whose group graph may have cycles.
 :func:`group_problem` builds the grouped Problem; its placements expand back to every op and can be
 simulated on the group graph or on the full graph.
 
-The map itself, :class:`Grouping`, is in :mod:`placer.grouping.grouping`.
+The map itself, :class:`Grouping`, is in :mod:`placer.grouping.grouping`; the mirror units (each
+backward op with the forward op it mirrors) and their cut into chunks in :mod:`placer.grouping.mirrors`.
 Connected components (colocation sets, ties) are computed in one place, :func:`components`
 (scipy's ``connected_components``); the only union-find left is the incremental one of
 :class:`~placer.grouping.quotient.Quotient`, whose ties are refused when two families share no device.
@@ -59,6 +60,7 @@ import numpy as np
 from placer.errors import InputError
 from placer.graph import BACKWARD, FORWARD, UPDATE, OpGraph
 from placer.grouping.grouping import Grouping, components
+from placer.grouping.mirrors import mirror_chunks
 from placer.grouping.quotient import Quotient
 from placer.problem import Problem
 
@@ -259,24 +261,8 @@ def contiguous(source, n_groups: int) -> Grouping:
     else FLOPs). The group graph may have cycles (a forward op and its backward op in one group)."""
     P = source if isinstance(source, Problem) else None
     g = source.graph if P is not None else source
-    bw = np.flatnonzero((g.role == BACKWARD) & (g.mirror >= 0))
-    pairs = [np.stack([bw, g.mirror[bw]], axis=1)]
-    pairs += [np.stack(np.broadcast_arrays(m[0], m[1:]), axis=1) for m in g.colocation_groups()]
-    comp = components(g.n_ops, np.concatenate(pairs))
-    c = int(comp.max()) + 1 if g.n_ops else 0
     work = P.fastest_us if P is not None else g.flops.astype(np.float64)
-    cw = np.bincount(comp, weights=work, minlength=c)
-    k = max(1, min(int(n_groups), c))
-    # k - 1 cuts where the cumulative work crosses j/k of the total, moved so that every chunk
-    # keeps at least one component
-    cum = np.cumsum(cw)
-    cuts = np.searchsorted(cum, np.arange(1, k) * cum[-1] / k, side="right").astype(np.int64)
-    for j in range(k - 1):  # cut j is the first component of chunk j + 1
-        lo = cuts[j - 1] + 1 if j else 1
-        cuts[j] = min(max(cuts[j], lo), c - (k - 1 - j))
-    chunk = np.zeros(c, dtype=np.int64)
-    chunk[cuts] = 1
-    return Grouping.partition(np.cumsum(chunk)[comp], "contiguous", meta={"n_groups": int(n_groups)})
+    return Grouping.partition(mirror_chunks(g, work, n_groups), "contiguous", meta={"n_groups": int(n_groups)})
 
 
 # ----------------------------------------------------------------------------- the spec language

@@ -41,7 +41,7 @@ from torch import nn
 
 from placer.errors import InputError
 from placer.graph import BACKWARD, FORWARD, UPDATE
-from placer.grouping.mirrors import mirror_units
+from placer.grouping.mirrors import mirror_chunks
 
 TYPE_BUCKETS = 64
 N_NUMERIC = 13
@@ -65,20 +65,7 @@ def node_of_ops(problem, max_nodes: int) -> np.ndarray:
     """op -> node: colocation groups and backward ops with the forward op they mirror merged; when
     more than ``max_nodes`` components remain, consecutive components (ordered by first op) are cut
     into ``max_nodes`` chunks of about equal work. Nodes are numbered by their first op."""
-    g = problem.graph
-    cid = mirror_units(problem)  # numbered in the order of their first op
-    c = int(cid.max()) + 1 if len(cid) else 0
-    k = max(1, min(int(max_nodes), c))
-    if k == c:
-        return cid.astype(np.int64)
-    work = np.cumsum(np.bincount(cid, weights=problem.fastest_us, minlength=c))
-    cuts = np.searchsorted(work, np.arange(1, k) * work[-1] / k, side="right").astype(np.int64)
-    for j in range(k - 1):  # cut j starts chunk j + 1; every chunk keeps at least one component
-        lo = cuts[j - 1] + 1 if j else 1
-        cuts[j] = min(max(cuts[j], lo), c - (k - 1 - j))
-    chunk = np.zeros(c, dtype=np.int64)
-    chunk[cuts] = 1
-    return np.cumsum(chunk)[cid].astype(np.int64)
+    return mirror_chunks(problem, problem.fastest_us, max_nodes)
 
 
 @dataclass(eq=False)
