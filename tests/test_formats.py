@@ -168,3 +168,42 @@ def test_placement_file_errors(tmp_path):
     doc["placement"] = [0] * (g.n_ops - 1)
     with pytest.raises(InputError, match="entries for"):
         native.placement_from_doc(doc, g, c, "p.json")
+
+
+def _dp_doc(n: int, max_fpgas: int = 2) -> dict:
+    """A small dnn-partitioning input: a chain of ``n`` nodes with ids 10, 11, ..."""
+    nodes = [{"id": 10 + k, "name": f"n{k}", "supportedOnFpga": True, "cpuLatency": 2.0, "fpgaLatency": 1.0,
+              "isBackwardNode": False, "size": 10.0} for k in range(n)]
+    edges = [{"sourceId": 10 + k, "destId": 11 + k, "cost": 0.01, "size": 100.0} for k in range(n - 1)]
+    return {"maxSizePerFPGA": 1e6, "maxFPGAs": max_fpgas, "maxCPUs": 1, "nodes": nodes, "edges": edges}
+
+
+def test_expert_split_paired_by_content_not_name(tmp_path, monkeypatch):
+    """Issue 52: an operator graph sharing its stem with a layer graph got the layer graph's split
+    ("op #0: is not assigned by the split"). A split pairs with the graph whose node ids it assigns
+    exactly once; the same-named split of another graph is passed over; no match means no expert."""
+    monkeypatch.delenv("PLACER_SHARED_GRAPHS", raising=False)
+    ops, layers = tmp_path / "latency-inputs" / "OperatorGraphs", tmp_path / "latency-inputs" / "LayerGraphs"
+    experts = tmp_path / "human-experts"
+    for d in (ops, layers, experts):
+        d.mkdir(parents=True)
+    (ops / "m.json").write_text(json.dumps(_dp_doc(6)))
+    (layers / "m.json").write_text(json.dumps(_dp_doc(3)))
+    # named after both, splits the layer graph (ids 10..12) only
+    (experts / "m_expert.json").write_text(json.dumps({"fpgas": [{"nodes": [10, 11]}, {"nodes": [12]}], "cpus": [{"nodes": []}]}))
+    g_layer = load_any_graph(layers / "m.json")
+    assert g_layer.meta["expert_split"] == {"file": "m_expert.json", "accelerators": [[0, 1], [2]], "cpus": [[]]}
+    g_op = load_any_graph(ops / "m.json")
+    assert "expert_split" not in g_op.meta  # no split of the operator graph: none attached, the graph loads
+    from placer.methods import Budget, run_method
+
+    r = run_method("local-search", Problem(g_op, cluster_for(ops / "m.json")), Budget(placements=20), 0)
+    assert r.placement.devices.shape == (6,)
+    # a split of the operator graph under another name is found by its content
+    (experts / "zz_other_name.json").write_text(json.dumps({"fpgas": [{"nodes": [10, 11, 12]}, {"nodes": [13, 14, 15]}]}))
+    (experts / "broken.json").write_text("{ not json")
+    (experts / "too_many_accelerators.json").write_text(
+        json.dumps({"fpgas": [{"nodes": [10, 11]}, {"nodes": [12, 13]}, {"nodes": [14, 15]}]}))
+    g_op = load_any_graph(ops / "m.json")
+    assert g_op.meta["expert_split"] == {"file": "zz_other_name.json", "accelerators": [[0, 1, 2], [3, 4, 5]], "cpus": []}
+    assert load_any_graph(layers / "m.json").meta["expert_split"]["file"] == "m_expert.json"  # the named file first

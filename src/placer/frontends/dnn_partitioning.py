@@ -94,10 +94,10 @@ def graph_from_doc(doc, path: str, name: str | None = None) -> OpGraph:
     for s, d, b in gedges:
         out[idx[s]] = max(out[idx[s]], b)
     meta_split = {}
-    split_file = expert_split_file(path)
-    if split_file is not None:  # the published human-expert split, for the ``expert`` method
-        meta_split["expert_split"] = read_expert_split(split_file, {nid: idx for nid, idx in
-                                                                    zip((int(n["id"]) for n in nodes), range(len(nodes)))})
+    id_to_op = {int(n["id"]): k for k, n in enumerate(nodes)}
+    split = expert_split_for(path, id_to_op, int(doc["maxFPGAs"]), int(doc.get("maxCPUs", 0)))
+    if split is not None:  # the published human-expert split, for the ``expert`` method
+        meta_split["expert_split"] = split
     return OpGraph.build(names, gedges, name=name or Path(path).stem, op_types=["op"] * len(names), modules=mods,
                          compute_us={"gpu": gpu, "cpu": cpu}, param_bytes=size, output_bytes=out, role=role,
                          colocation=coloc,
@@ -133,10 +133,9 @@ def cluster_for(path) -> Cluster:
     return cluster_from_doc(read_json(path), str(path))
 
 
-def expert_split_file(path) -> Path | None:
-    """The published human-expert split of a dnn-partitioning input, if there is one:
-    ``human-experts/<stem>_expert.json`` beside the ``*-inputs`` folder holding the file (the
-    repository's layout), else under ``$PLACER_SHARED_GRAPHS/dnn-partitioning/human-experts``."""
+def _expert_folders(path) -> list[Path]:
+    """``human-experts`` beside the ``*-inputs`` folder holding ``path`` (the repository's layout),
+    then ``$PLACER_SHARED_GRAPHS/dnn-partitioning/human-experts``."""
     import os
 
     p = Path(str(path)).resolve()
@@ -144,10 +143,66 @@ def expert_split_file(path) -> Path | None:
     env = os.environ.get("PLACER_SHARED_GRAPHS")
     if env:
         where.append(Path(env) / "dnn-partitioning" / "human-experts")
-    for d in where:
-        f = d / f"{p.stem}_expert.json"
+    return [d for d in where if d.is_dir()]
+
+
+def expert_split_file(path) -> Path | None:
+    """The file named like the input's published human-expert split (``human-experts/<stem>_expert.json``),
+    if there is one. A name is no proof of a match: the repository's operator and layer graphs of
+    one model share a stem (``OperatorGraphs/gnmt_training.json``, ``LayerGraphs/gnmt_training.json``)
+    while ``gnmt_training_expert.json`` splits the layer graph only; :func:`expert_split_for` pairs
+    by content."""
+    for d in _expert_folders(path):
+        f = d / f"{Path(str(path)).stem}_expert.json"
         if f.is_file():
             return f
+    return None
+
+
+def _split_ids(doc) -> list[int] | None:
+    """Every node id a split document names (each group's ``nodes``), or None if it is not a split."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("fpgas"), list):
+        return None
+    ids = []
+    for kind in ("fpgas", "cpus"):
+        groups = doc.get(kind, [])
+        if not isinstance(groups, list):
+            return None
+        for grp in groups:
+            nodes = grp.get("nodes", []) if isinstance(grp, dict) else None
+            if not isinstance(nodes, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in nodes):
+                return None
+            ids.extend(nodes)
+    return ids
+
+
+def expert_split_for(path, id_to_op: dict[int, int], max_fpgas: int, max_cpus: int) -> dict | None:
+    """The published human-expert split of a dnn-partitioning input, paired by content: the first
+    split in the ``human-experts`` folders (the file named after the input first, then the others
+    in name order) that assigns every node id of the graph exactly once, names no other id and uses
+    at most the input's ``maxFPGAs`` accelerators and ``maxCPUs`` CPUs. None when no split matches
+    (the ``expert`` method then falls back to its rules), so a split of another graph sharing the
+    file's stem is never attached. A file that is not a readable split is skipped."""
+    files, seen = [], set()
+    named = expert_split_file(path)
+    for f in ([named] if named else []) + [f for d in _expert_folders(path) for f in sorted(d.glob("*.json"))]:
+        key = f.resolve()
+        if key not in seen:
+            seen.add(key)
+            files.append(f)
+    want = sorted(id_to_op)
+    for f in files:
+        try:
+            doc = read_json(f)
+        except (InputError, OSError):
+            continue
+        ids = _split_ids(doc)
+        if ids is None or sorted(ids) != want:
+            continue
+        if (sum(1 for g in doc["fpgas"] if g.get("nodes")) > max_fpgas
+                or sum(1 for g in doc.get("cpus", []) if g.get("nodes")) > max_cpus):
+            continue
+        return read_expert_split(f, id_to_op)
     return None
 
 
