@@ -91,7 +91,8 @@ class ColocRLConfig(PolicyFields, MethodConfig):
         return seq_checks(self) + [(self.max_groups >= 1, "max_groups", ">= 1")]
 
 
-SHAPE_FIELDS = ("hidden", "bidirectional", "device_embed", "attention", "feed_aligned", "n_types", "neighbours")  # network shape
+# the config fields that decide the network's shape (a policy state brings its own)
+SHAPE_FIELDS = ("hidden", "bidirectional", "device_embed", "attention", "feed_aligned", "n_types", "neighbours")
 
 
 # ---------------------------------------------------------------------- what the policy reads (section 2)

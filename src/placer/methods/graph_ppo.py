@@ -107,13 +107,14 @@ def check_policy(kind: PolicyKind, state: dict, cfg=None, n_actions: int | None 
         raise InputError(where, "state", f"is not a {kind.name} checkpoint", fix)
     for key, typ in (("method_config", dict), ("n_actions", int), ("model", dict)):
         if not isinstance(state.get(key), typ):
-            raise InputError(where, f"'{key}'", "is missing or of the wrong type (a damaged or foreign checkpoint)", fix)
+            raise InputError(where, f"'{key}'", "is missing or of the wrong type (a damaged or foreign checkpoint)",
+                             fix)
     saved = state["method_config"]
     if cfg is not None:
         for f in kind.arch_fields:
             if saved.get(f) != getattr(cfg, f):
-                raise InputError(where, "network shape", f"was trained with {f}={saved.get(f)!r}, not {getattr(cfg, f)!r}",
-                                 f"set {f}={saved.get(f)!r}")
+                raise InputError(where, "network shape",
+                                 f"was trained with {f}={saved.get(f)!r}, not {getattr(cfg, f)!r}", f"set {f}={saved.get(f)!r}")
     if n_actions is not None and int(state["n_actions"]) != n_actions:
         raise InputError(where, "devices", f"chooses among {state['n_actions']} devices, this problem has "
                          f"{n_actions} candidates", "use a cluster with as many candidate devices")

@@ -124,6 +124,7 @@ class HierarchicalConfig(PolicyFields, MethodConfig):
 PLACER_STARTS = ("best", "split", "single", "none")
 
 
+# the config fields that decide the networks' shape (a policy state brings its own)
 SHAPE_FIELDS = ("n_groups", "grouper_hidden", "type_embed", "hidden", "bidirectional", "device_embed", "attention",
                 "feed_aligned", "n_types", "neighbours")
 

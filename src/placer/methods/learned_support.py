@@ -85,8 +85,8 @@ class StatePolicyMethod:
 
     def load_policy(self, state: dict, where: str = "policy") -> dict:
         if isinstance(state, (str, bytes)) or hasattr(state, "__fspath__"):
-            raise InputError(where, f"{self.name} policy", "is a file name, not a policy state (a method reads no files)",
-                             "read the file with placer.io.read_checkpoint and give the state it returns")
+            raise InputError(where, f"{self.name} policy", "is a file name, not a policy state (a method reads "
+                             "no files)", "read the file with placer.io.read_checkpoint and give the state it returns")
         try:
             return self.check(state)
         except InputError as e:

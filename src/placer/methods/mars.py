@@ -4,9 +4,9 @@ self-supervision (Deep Graph Infomax), a segment-level sequence-to-sequence plac
 
 Architecture, with our choices where the text we could read gives no number:
 
-* graph encoder (section 3.2): ``gnn_layers`` = 3 GCN layers of ``hidden`` = 128 units
-  (:mod:`placer.nn.encoder`: op type, output size, compute cost and adjacency as node features; the
-  same weights for graphs of any size);
+* graph encoder (a GNN that "captures the topological properties of the computational graph"):
+  ``gnn_layers`` = 3 GCN layers of ``hidden`` = 128 units (:mod:`placer.nn.encoder`: op type, output
+  size, compute cost and adjacency as node features; the same weights for graphs of any size);
 * self-supervised pre-training (section 3.2, :mod:`placer.nn.pretrain`): corruption by feature
   shuffling, readout sigma(mean h), bilinear discriminator, Jensen-Shannon objective. Given a
   pre-trained ``encoder`` (the state ``placer pretrain`` makes from a set of graphs) the network
@@ -15,12 +15,13 @@ Architecture, with our choices where the text we could read gives no number:
   seconds). ``pretrain=False`` starts from random encoder weights. ``finetune_encoder`` keeps
   training the encoder with the placer during RL (the paper: "can be directly used ... and also can
   be fine-tuned");
-* segment-level placer (section 3.3): the node sequence (topological order) is split into segments
-  of ``segment`` = 128 nodes, placed one after the other by the shared LSTM encoder-decoder with
-  attention (:mod:`placer.nn.seq2seq`, ``seq_hidden`` = 256), each segment starting from the
-  recurrent state (encoder, decoder, last device) the previous one ended with; attention covers the
-  current segment. PPO's re-scoring passes score the sampled devices with
-  :func:`placer.nn.seq2seq.teacher_forced` (all positions at once), sampling is the decoder's step loop;
+* segment-level placer ("divides the long operation sequence into smaller segments and places them
+  segment-by-segment"): the node sequence (topological order) is split into segments of ``segment``
+  = 128 nodes, placed one after the other by the shared LSTM encoder-decoder with attention
+  (:mod:`placer.nn.seq2seq`, ``seq_hidden`` = 256), each segment starting from the recurrent state
+  (encoder, decoder, last device) the previous one ended with; attention covers the current segment.
+  PPO's re-scoring passes score the sampled devices with :func:`placer.nn.seq2seq.teacher_forced`
+  (all positions at once); sampling is the decoder's step loop;
 * PPO (section 3.4; :mod:`placer.rl.ppo`, driven by :mod:`placer.methods.graph_ppo`): ``batch`` = 8
   placements per update, clipped objective (eps 0.2), K = 4 epochs, advantages normalised over the
   batch, entropy bonus 0.01, Adam lr 1e-3, reward -sqrt(step time in ms) (the Hierarchical
@@ -101,7 +102,7 @@ def _net_class():
     from placer.nn.seq2seq import Seq2SeqConfig, Seq2SeqPlacer, teacher_forced
 
     class MarsNet(nn.Module):
-        """GCN encoder (section 3.2) -> segment-by-segment seq2seq placer (section 3.3)."""
+        """GCN encoder -> segment-by-segment seq2seq placer (the paper's segment-level sequence processing)."""
 
         def __init__(self, cfg, n_actions: int):
             super().__init__()
