@@ -18,7 +18,7 @@ import logging
 from dataclasses import dataclass
 
 from placer.errors import InputError
-from placer.frontends.recipe import cache_root, capture_with, parse_sets
+from placer.frontends.recipe import cache_root, cached_graph, capture_with, parse_sets
 
 
 @dataclass(frozen=True)
@@ -181,7 +181,6 @@ def hf_graph(spec: str, cache: bool = True):
     import hashlib
     import json
 
-    from placer.frontends.native import load_graph, save_graph
     from placer.frontends.torch import CAPTURE_VERSION
 
     recipe = parse_hf_spec(spec)
@@ -195,13 +194,4 @@ def hf_graph(spec: str, cache: bool = True):
                                      repr(sorted(DEVICE_SPECS.items())), CALIBRATION],
                                     sort_keys=True, default=str).encode()).hexdigest()[:16]
     path = cache_root() / "hf" / f"{recipe['name']}-{key}.json.gz"
-    if cache and path.exists():
-        try:
-            return load_graph(path)
-        except InputError:
-            path.unlink(missing_ok=True)
-    g = capture_with(recipe, build_hf, name=f"hf-{recipe['name']}").graph
-    if cache:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        save_graph(g, path)
-    return g
+    return cached_graph(path if cache else None, lambda: capture_with(recipe, build_hf, name=f"hf-{recipe['name']}").graph)

@@ -25,7 +25,6 @@ import importlib.util
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from placer.errors import InputError
 
@@ -200,6 +199,23 @@ def cache_root() -> Path:
     """Where captured graphs are cached (``$PLACER_CACHE_DIR``, else ``~/.cache/placer``): the zoo's
     under ``zoo/``, Hugging Face models' under ``hf/``, the generated families' under ``families/``."""
     return Path(os.environ.get("PLACER_CACHE_DIR") or Path.home() / ".cache" / "placer")
+
+
+def cached_graph(path: Path | None, capture):
+    """The graph cached at ``path`` when it is there and reads, else ``capture()``'s, written there
+    (a truncated cache file is rebuilt; ``path`` None: no cache)."""
+    from placer.frontends.native import load_graph, save_graph
+
+    if path is not None and path.exists():
+        try:
+            return load_graph(path)
+        except InputError:  # a truncated cache file: rebuild it
+            path.unlink(missing_ok=True)
+    g = capture()
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_graph(g, path)
+    return g
 
 
 def capture_with(recipe: dict, build, name: str | None = None, device: str | None = None):

@@ -127,18 +127,9 @@ class GraphSpec:
 
     def graph(self, cache: bool = True) -> OpGraph:
         """The captured, costed training-step graph, from the disk cache when present."""
-        from placer.frontends.native import load_graph, save_graph
+        from placer.frontends.recipe import cached_graph
 
-        path = self.cache_path() if cache else None
-        if path is not None and path.exists():
-            try:
-                return load_graph(path)
-            except InputError:  # a truncated cache file: rebuild it
-                path.unlink(missing_ok=True)
-        g = self.capture()
-        if path is not None:
-            save_graph(g, path)
-        return g
+        return cached_graph(self.cache_path() if cache else None, self.capture)
 
     def cache_path(self) -> Path:
         from placer.frontends.recipe import cache_root

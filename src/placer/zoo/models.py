@@ -203,15 +203,7 @@ def cached_path(name: str, optimizer: str = "sgd-momentum", **overrides) -> Path
 
 def zoo_graph(name: str, *, cache: bool = True, optimizer: str = "sgd-momentum", **overrides):
     """The captured, costed training-step OpGraph of a zoo model, from the disk cache when present."""
-    from placer.frontends.native import load_graph, save_graph
+    from placer.frontends.recipe import cached_graph
 
-    path = cached_path(name, optimizer, **overrides) if cache else None
-    if path is not None and path.exists():
-        try:
-            return load_graph(path)
-        except InputError:  # a truncated cache file: rebuild it
-            path.unlink(missing_ok=True)
-    g = zoo_capture(name, optimizer=optimizer, **overrides).graph
-    if path is not None:
-        save_graph(g, path)
-    return g
+    return cached_graph(cached_path(name, optimizer, **overrides) if cache else None,
+                        lambda: zoo_capture(name, optimizer=optimizer, **overrides).graph)
