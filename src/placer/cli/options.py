@@ -199,7 +199,10 @@ def objective_spec(ctx: typer.Context, param: typer.CallbackParam, value):
         return value
     from placer.objectives import make_objective
 
-    obj = make_objective(value)
+    try:
+        obj = make_objective(value)
+    except InputError as e:  # the library names its parameter; here it is the option
+        raise e.at(_name(param)) from None
     pieces = getattr(obj, "pieces", None)
     if isinstance(pieces, int) and pieces > MAX_PIECES:
         raise InputError(_name(param), repr(value)[:60], f"pieces is more than {MAX_PIECES:,}, the most placer allows "

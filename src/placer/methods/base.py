@@ -61,11 +61,11 @@ class Budget:
     def __post_init__(self):
         p, s = self.placements, self.seconds
         if p is not None and (isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < 1):
-            raise InputError("--budget", f"{p!r}", "is not a positive whole number of placements",
-                             "give --budget 1 or more")
+            raise InputError("budget", f"placements={p!r}", "is not a positive whole number of placements",
+                             "give placements=1 or more")
         if s is not None and (isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s) or s <= 0):
-            raise InputError("--seconds", f"{s!r}", "is not a positive finite number of seconds",
-                             "give --seconds > 0 or leave it out")
+            raise InputError("budget", f"seconds={s!r}", "is not a positive finite number of seconds",
+                             "give seconds > 0, or None for no wall-clock limit")
 
 
 @dataclass(frozen=True)
@@ -441,12 +441,12 @@ def run_method(name: str, problem, budget: Budget | None = None, seed: int = 0,
     info = get_method(name)
     why = info.available()
     if why:
-        raise InputError("--method", f"method '{name}'", f"cannot run here: {why}", "install the extra it names")
+        raise InputError("method", f"'{name}'", f"cannot run here: {why}", "install the extra it names")
     if config is not None and params:
         raise InputError(name, "parameters", "given both as a config and as keywords", "give one of them")
     cfg = info.make_config(config if config is not None else params)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise InputError("--seed", f"{seed!r}", "is not a non-negative whole number", "give --seed 0 or more")
+        raise InputError("seed", f"{seed!r}", "is not a non-negative whole number", "give a seed of 0 or more")
     budget = budget or Budget()
     limit = budget.placements if budget.placements is not None else getattr(cfg, "placements", None)
     ev = Evaluator(problem, sim_params, n_jobs=n_jobs, limit=limit, seconds=budget.seconds, objective=objective)
@@ -468,10 +468,10 @@ def run_method(name: str, problem, budget: Budget | None = None, seed: int = 0,
 
 
 def get_method(name: str) -> MethodInfo:
-    from placer import methods  # noqa: F401  (fills the registry)
-
+    """The registered method ``name``. (Importing this module imports its package first, whose
+    ``__init__`` imports every method module: the registry is full by the time this runs.)"""
     try:
         return METHODS[name]
     except KeyError:
-        raise InputError("--method", f"method '{name}'", "is not a known method",
-                         f"use one of {', '.join(sorted(METHODS))} (see `placer methods`)") from None
+        raise InputError("method", f"'{name}'", "is not a known method",
+                         f"use one of {', '.join(sorted(METHODS))}") from None

@@ -35,7 +35,7 @@ def make_objective(spec=None, sim_params=None) -> Objective:
     for item in filter(None, rest.split(",")):
         k, eq, v = item.partition("=")
         if not eq:
-            raise InputError("--objective", repr(spec), f"option {item!r} is not KEY=VALUE", "e.g. latency:pieces=2")
+            raise InputError("objective", repr(spec), f"option {item!r} is not KEY=VALUE", "e.g. latency:pieces=2")
         opts[k.strip()] = v.strip()
 
     def take(key, parse, want):
@@ -44,7 +44,7 @@ def make_objective(spec=None, sim_params=None) -> Objective:
         try:
             return parse(opts.pop(key))
         except ValueError:
-            raise InputError("--objective", repr(spec), f"{key} must be {want}", f"e.g. {name}:{key}=...") from None
+            raise InputError("objective", repr(spec), f"{key} must be {want}", f"e.g. {name}:{key}=...") from None
 
     if name == "latency":
         from placer.objectives.published import LatencyObjective
@@ -61,10 +61,10 @@ def make_objective(spec=None, sim_params=None) -> Objective:
 
         obj = PipelineObjective()
     else:
-        raise InputError("--objective", repr(spec), "is not a known objective", f"use one of {', '.join(OBJECTIVES)}")
+        raise InputError("objective", repr(spec), "is not a known objective", f"use one of {', '.join(OBJECTIVES)}")
     if opts:
-        raise InputError("--objective", repr(spec), f"has unknown option(s) {', '.join(opts)}",
-                         "see `placer optimize --help`")
+        raise InputError("objective", repr(spec), f"has unknown option(s) {', '.join(opts)}",
+                         "the options are latency:pieces=N (or any) and throughput:contiguous=true|false")
     return obj
 
 
