@@ -11,24 +11,8 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "placer"
 
-# Imports that close a cycle today, each being cut by someone else (issue 49); they are left out
-# before looking for cycles, so any other cycle, or one of these through another path, fails.
-KNOWN_BACK_EDGES = {
-    # rl/: reinforce, workers, policy and checkpoint import each other (the rl/ engineer)
-    ("placer.rl.reinforce", "placer.rl.checkpoint"): "rl engineer",
-    ("placer.rl.workers", "placer.rl.reinforce"): "rl engineer",
-    # methods.base.get_method imports the package to fill the registry; the package imports base
-    ("placer.methods.base", "placer.methods"): "lead",
-    # methods.learned.get_learned imports the package to fill its registry, as base does (methods engineer)
-    ("placer.methods.learned", "placer.methods"): "methods engineer",
-    # bench.runner imports ray_backend and policies; they import runner back (runner is being
-    # rewritten: run_plan to pass its execute to run_cells_ray, policies to stop importing runner)
-    ("placer.bench.ray_backend", "placer.bench.runner"): "lead",
-    ("placer.bench.policies", "placer.bench.runner"): "lead",
-    # viz.curves / viz.timeline import pyplot from the package, which imports them
-    ("placer.viz.curves", "placer.viz"): "lead",
-    ("placer.viz.timeline", "placer.viz"): "lead",
-}
+# Imports allowed to close a cycle, each with who answers for it: none (issue 49 cut the last ones).
+KNOWN_BACK_EDGES: dict[tuple[str, str], str] = {}
 
 # layer -> the packages (first name under placer) it must not import
 _ABOVE_SOURCES = {"zoo", "grouping", "sim", "objectives", "methods", "rl", "nn", "runtime", "bench", "viz", "cli",

@@ -55,13 +55,10 @@ def ray_init(jobs: int, address: str | None = None):
 
 
 def run_cells_ray(cells: list, jobs: int, address: str | None, finish: Callable[[object, dict], None],
-                  execute: Callable[[dict], dict] | None = None) -> None:
+                  execute: Callable[[dict], dict]) -> None:
     """Execute ``cells`` (each with a ``task``) as Ray tasks running ``execute`` (the runner's); call
     ``finish(cell, doc)`` as each completes (in completion order), after writing its run file, when
     the run wrote one, where the driver wants it."""
-    if execute is None:  # TODO(lead): run_plan passes its execute; then this import (a cycle) goes
-        from placer.bench.runner import execute
-
     ray, started = ray_init(jobs, address)
     try:
         remote = ray.remote(num_cpus=1)(_execute_remote)

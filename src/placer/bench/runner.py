@@ -406,7 +406,7 @@ def run_plan(plan: Plan, jobs: int = 1, on_done: Callable[[Cell, int, int], None
     if backend == "ray" and total:
         from placer.bench.ray_backend import run_cells_ray
 
-        run_cells_ray(todo, jobs, address, finish)
+        run_cells_ray(todo, jobs, address, finish, execute)
     elif jobs <= 1 or total <= 1:
         for cell in todo:
             finish(cell, execute(cell.task))

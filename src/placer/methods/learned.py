@@ -87,11 +87,11 @@ def register_learned(method: LearnedMethod) -> LearnedMethod:
 
 
 def learned_method(name: str) -> LearnedMethod:
-    """The learned method registered under ``name`` (importing the method modules first)."""
-    import placer.methods  # noqa: F401  (registers every method)
+    """The learned method registered under ``name`` (the package's ``__init__``, imported before
+    this module, has imported every method module)."""
     from placer.errors import InputError
 
     if name not in LEARNED:
-        raise InputError("--method", f"method '{name}'", "has no transferable policy (train / place / fine-tune)",
+        raise InputError("method", f"'{name}'", "has no transferable policy (train / place / fine-tune)",
                          f"use one of: {', '.join(sorted(LEARNED)) or '(none installed)'}")
     return LEARNED[name]

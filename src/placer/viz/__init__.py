@@ -6,22 +6,8 @@ of the package never needs it.
 
 from __future__ import annotations
 
-
-def pyplot():
-    """matplotlib.pyplot on the non-interactive Agg backend, or a clear error without the extra."""
-    try:
-        import matplotlib
-    except ModuleNotFoundError:
-        from placer.errors import InputError
-
-        raise InputError("plots", "matplotlib", "is not installed", "pip install 'placer[plot]'") from None
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-from placer.viz.curves import plot_learning_curves  # noqa: E402
-from placer.viz.timeline import plot_timeline  # noqa: E402
+from placer.viz.backend import pyplot
+from placer.viz.curves import plot_learning_curves
+from placer.viz.timeline import plot_timeline
 
 __all__ = ["pyplot", "plot_learning_curves", "plot_timeline"]

@@ -12,7 +12,7 @@ def plot_learning_curves(series: Sequence[tuple[str, Sequence[tuple[float, float
     """``series``: (label, [(placements sampled, best objective in us), ...]) per method/seed.
     Writes a PNG to ``path``; y in milliseconds (the memory-penalised objective the methods minimise,
     equal to the step time when nothing runs out of memory), x logarithmic when it spans more than 100x."""
-    from placer.viz import pyplot
+    from placer.viz.backend import pyplot
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4), dpi=dpi)

@@ -18,7 +18,7 @@ def plot_timeline(sim, device_names, path, roles=None, title: str = "", lower_bo
                   dpi: int = 64) -> Path:
     """Write a PNG of ``sim`` (a :class:`placer.sim.SimResult`) to ``path``. ``roles`` is the graph's
     per-op role array (all forward when omitted). Times are shown in milliseconds."""
-    from placer.viz import pyplot
+    from placer.viz.backend import pyplot
 
     plt = pyplot()
     n_dev = len(device_names)
