@@ -258,7 +258,9 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
     from placer.frontends.native import save_placement
     from placer.methods import Budget, run_method
 
-    kw = method_params(params)
+    from placer.cli.learned_files import open_learned_params
+
+    kw = open_learned_params(method, method_params(params))
     if grouping is not None:
         kw["grouping"] = grouping
     P = load_problem(graph, cluster)

@@ -1,0 +1,32 @@
+"""The files a learned method's ``--set`` parameters name, read and opened here for the method,
+which takes objects only (methods know no files): ``policy=FILE`` (a checkpoint ``placer train``
+or the bench wrote, validated by the method's ``load_policy``), ``encoder=FILE`` (Mars: a
+checkpoint ``placer pretrain`` wrote) and ``log=FILE`` (one JSON line per training update, as
+the method's ``progress`` callback)."""
+
+from __future__ import annotations
+
+from placer.errors import InputError
+
+
+def open_learned_params(method: str, params: dict[str, str]) -> dict:
+    """``params`` with the file parameters above replaced by what the method takes."""
+    from placer.io import JsonLines, check_output_path, read_checkpoint
+    from placer.methods import METHODS
+    from placer.methods.learned import LEARNED
+
+    out = dict(params)
+    fields = set(METHODS[method].config.__dataclass_fields__) if method in METHODS else set()
+    if "policy" in out and "policy" in fields:
+        where = out["policy"]
+        state = read_checkpoint(where, "policy", f"give a checkpoint that `placer train -m {method}` wrote")
+        out["policy"] = LEARNED[method].load_policy(state, where=where) if method in LEARNED else state
+    if "encoder" in out and "encoder" in fields:
+        out["encoder"] = read_checkpoint(out["encoder"], "pre-trained encoder", "give the file `placer pretrain --out` wrote")
+    if "log" in out:
+        if "progress" not in fields:
+            raise InputError("--set", "log", f"is not a parameter of {method} (it logs no training)",
+                             "leave it out")
+        check_output_path(out["log"], "--set log")
+        out["progress"] = JsonLines(out.pop("log")).write
+    return out

@@ -1,0 +1,44 @@
+"""The CLI reads the files a learned method's --set parameters name (methods take objects only)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import run_cli
+
+pytest.importorskip("torch")
+pytest.importorskip("torch_geometric")
+
+
+@pytest.fixture()
+def graph(tmp_path):
+    from placer.frontends.native import save_graph
+    from placer.zoo.synthetic import layered_training_graph
+
+    path = tmp_path / "g.json"
+    save_graph(layered_training_graph(20, seed=1, name="g"), path)
+    return path
+
+
+def test_encoder_and_log_files_reach_mars_as_objects(graph, tmp_path, capsys, monkeypatch):
+    enc, log = tmp_path / "enc.pt", tmp_path / "m.jsonl"
+    code, _, err = run_cli(capsys, monkeypatch, "pretrain", "-g", graph, "--out", enc, "--epochs", "1", "-c", "k80x2")
+    assert code == 0, err
+    code, out, err = run_cli(capsys, monkeypatch, "optimize", graph, "-c", "k80x2", "-m", "mars", "--budget", "24",
+                             "--set", f"encoder={enc}", "--set", f"log={log}", "--json")
+    assert code == 0, err
+    assert json.loads(out)["params"]["encoder"] == "given"
+    lines = [json.loads(li) for li in log.read_text().splitlines()]
+    assert lines and all(isinstance(li, dict) for li in lines)  # one record per PPO update
+
+
+def test_a_file_of_another_kind_or_a_log_for_a_method_that_trains_nothing_is_refused(graph, tmp_path, capsys, monkeypatch):
+    enc = tmp_path / "enc.pt"
+    assert run_cli(capsys, monkeypatch, "pretrain", "-g", graph, "--out", enc, "--epochs", "1", "-c", "k80x2")[0] == 0
+    for args in (("-m", "gdp", "--set", f"policy={enc}"), ("-m", "random", "--set", f"log={tmp_path / 'x.jsonl'}"),
+                 ("-m", "gdp", "--set", f"policy={tmp_path / 'missing.pt'}")):
+        code, out, err = run_cli(capsys, monkeypatch, "optimize", graph, "-c", "k80x2", "--budget", "4", *args)
+        assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, (args, err)
+    assert not (tmp_path / "x.jsonl").exists()
