@@ -12,7 +12,9 @@ The file's semantics are kept for the published objectives (:mod:`placer.objecti
 a node's ``size`` is its whole footprint, so an accelerator's memory use is the sum of ``size`` of
 its ops (no activation buffers on top); ``maxFPGAs`` is a limit (a split may use fewer); each node's
 edge ``cost`` (one per source node) is kept as ``meta['out_cost_us']``, the transfer time the
-latency and throughput models charge. The event simulator (``--objective sim``) still holds each
+latency and throughput models charge. ``meta['node_ids']`` (in the file's node order) and
+``meta['edges_listed']`` (node-id pairs in the file's edge order) keep the listing order, which their
+greedy's visit order depends on (``published-greedy``). The event simulator (``--objective sim``) still holds each
 output buffer and received copy on top of ``size``.
 
 :func:`cluster_for` builds the matching cluster (maxFPGAs accelerators then maxCPUs CPUs, the link
@@ -104,6 +106,7 @@ def graph_from_doc(doc, path: str, name: str | None = None) -> OpGraph:
                          meta={"source": "dnn-partitioning", "file": Path(path).name,
                                "costs": "gpu = fpgaLatency (accelerator), cpu = cpuLatency; ms -> us",
                                "node_ids": {nm: int(n["id"]) for nm, n in zip(names, nodes)},
+                               "edges_listed": [[int(e["sourceId"]), int(e["destId"])] for e in edges],
                                "out_cost_us": {nm: out_cost.get(nm, 0.0) for nm in names},
                                "memory": "size = the node's whole footprint; per accelerator at most maxSizePerFPGA",
                                "max_fpgas": int(doc["maxFPGAs"]), "max_cpus": int(doc.get("maxCPUs", 0)),
