@@ -310,3 +310,12 @@ def test_result_never_worse_than_best_evaluated(problem):
     r_good = ev.best_objective_us
     res = ev.result("x", worse)
     assert res.sim.objective_us <= r_good
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if "placements" in METHODS[n].config.__dataclass_fields__])
+def test_result_records_the_budget_that_ran_not_the_config_default(name, problem):
+    """A result's params say how many placements the method was given (the bench's 20,000, not the
+    config's default), so a committed run's record reads right."""
+    _skip_unavailable(name)
+    r = _run(name, problem, placements=BUDGET - 1)
+    assert r.params["placements"] == BUDGET - 1 != METHODS[name].config().placements
