@@ -61,7 +61,8 @@ def _split(g, n_dev=2):
     return p
 
 
-def test_placed_step_equals_unplaced_model(captured):
+@pytest.mark.parametrize("n_dev", [2, 3])
+def test_placed_step_equals_unplaced_model(captured, n_dev):
     from placer.recipes import build, recipe_of
     from placer.runtime.executor import PlacedStep
     from placer.runtime.measure import initial_state, rebuild
@@ -70,9 +71,10 @@ def test_placed_step_equals_unplaced_model(captured):
     cap, module, inputs = rebuild(g)
     params, buffers, state, xs = initial_state(cap, module, inputs)
     single = PlacedStep(cap, np.zeros(g.n_ops, dtype=np.int64), ["cpu"])
-    split = PlacedStep(cap, _split(g), ["cpu", "cpu"])
+    split = PlacedStep(cap, _split(g, n_dev), ["cpu"] * n_dev)
+    assert split.n_lanes == n_dev and single.n_lanes == 1
     a = single.run(single.place_state(params, buffers, state, xs))
-    b = split.run(split.place_state(params, buffers, state, xs), track_memory=True)
+    b = split.run(split.place_state(params, buffers, state, xs))
     assert b.transfers > 0 and (b.peak_bytes > 0).all()
     assert torch.equal(a.loss, b.loss)
     for ga, gb in zip(a.grads, b.grads):
@@ -95,43 +97,140 @@ def _state_after(step, flat, out):
 
 
 @pytest.mark.parametrize("n_dev", [2, 3])
-def test_threaded_executor_equals_serial_bit_for_bit(captured, n_dev):
-    """One worker thread and one transfer thread per cluster device (all mapped to the CPU here):
-    loss, gradients, new parameters and optimizer state equal the serial executor's exactly, over
-    two steps (the second starts from the first's state), with the buffer write-back ordered."""
+def test_placed_steps_equal_the_single_device_step_bit_for_bit(captured, n_dev):
+    """Every cluster device on its own lane (worker threads, all mapped to the CPU here): loss,
+    gradients, new parameters and optimizer state equal the one-device step's exactly, over two
+    steps (the second starts from the first's state), with the buffer write-back ordered."""
     from placer.runtime.executor import PlacedStep
     from placer.runtime.measure import initial_state, rebuild
 
     _, g = captured
     cap, module, inputs = rebuild(g)
     params, buffers, state, xs = initial_state(cap, module, inputs)
+    one = PlacedStep(cap, np.zeros(g.n_ops, dtype=np.int64), ["cpu"])
     step = PlacedStep(cap, _split(g, n_dev), ["cpu"] * n_dev)
-    assert step.n_out[0] > 0 and step.n_out[1] > 0 and step.mutates  # crossing edges both ways, a write-back
-    flat_s = flat_t = step.place_state(params, buffers, state, xs)
+    assert step.plan.mutates  # a buffer written back in place
+    lanes = {s.lane for segs in step.plan.lanes for s in segs}
+    assert lanes == set(range(n_dev))
+    assert any(j not in step.plan.initial for segs in step.plan.lanes[1:] for s in segs for j, _ in s.recv)
+    flat_s = flat_t = one.place_state(params, buffers, state, xs)
     for _ in range(2):
-        a = step.run(flat_s, executor="serial")
-        b = step.run(flat_t, executor="threaded")
-        assert a.executor == "serial" and b.executor == "threaded"
-        assert b.transfers == a.transfers > 0 and b.transfer_bytes == a.transfer_bytes
+        a = one.run(flat_s)
+        b = step.run(flat_t)
+        assert a.transfers == 0 and b.transfers > 0 and b.transfer_bytes > 0
         assert torch.equal(a.loss, b.loss)
         for xa, xb in zip([*a.grads, *a.params, *[s for per in a.state for s in per]],
                           [*b.grads, *b.params, *[s for per in b.state for s in per]]):
             assert torch.equal(xa, xb)
-        flat_s, flat_t = _state_after(step, flat_s, a), _state_after(step, flat_t, b)
+        flat_s, flat_t = _state_after(one, flat_s, a), _state_after(step, flat_t, b)
         for xa, xb in zip(flat_s, flat_t):  # buffers (running statistics) written back alike
             assert torch.equal(xa, xb)
 
 
-def test_threaded_executor_reports_a_failing_op(captured):
+def test_single_device_step_is_one_generated_function(captured):
+    from placer.runtime.executor import PlacedStep
+    from placer.runtime.measure import rebuild
+
+    _, g = captured
+    cap, _, _ = rebuild(g)
+    step = PlacedStep(cap, np.zeros(g.n_ops, dtype=np.int64), ["cpu"])
+    (seg,), = step.plan.lanes
+    assert seg.nodes == step.plan.order and not seg.recv and not seg.send
+    assert set(seg.outs) == {k for k in step.plan.outputs if k is not None and k not in step.plan.initial}
+
+
+def _topological(plan):
+    pos = {i: t for t, i in enumerate(plan.order)}
+    for i in plan.order:
+        for j in (*plan.ins[i], *plan.ctrl.get(i, ())):
+            if j in pos:
+                assert pos[j] < pos[i]
+
+
+def test_issue_order_follows_the_schedule(captured):
+    """The host issues the nodes in the order of the simulator's start times (ties: program
+    order), a topological order of data and ordering edges; another priority gives another order."""
+    from placer.cluster import preset
+    from placer.problem import Problem
+    from placer.runtime.executor import PlacedStep
+    from placer.runtime.measure import rebuild
+    from placer.sim import simulate
+
+    _, g = captured
+    cap, _, _ = rebuild(g)
+    p = _split(g, 2)
+    sim = simulate(Problem(g, preset("k80x2")), p)
+    step = PlacedStep(cap, p, ["cpu", "cpu"], priority=sim.start_us)
+    plan = step.plan
+    _topological(plan)
+    index = {n: i for i, n in enumerate(plan.nodes)}
+    op = {index[n]: o for n, o in cap.node_op.items()}
+    starts = [float(sim.start_us[op[i]]) for i in plan.order]
+    assert starts == sorted(starts)  # the schedule's order exactly
+    fx_order = PlacedStep(cap, p, ["cpu", "cpu"]).plan.order
+    assert fx_order == sorted(fx_order)
+    late_first = PlacedStep(cap, p, ["cpu", "cpu"], priority=-np.arange(g.n_ops, dtype=float)).plan
+    _topological(late_first)
+    assert late_first.order != fx_order
+    # every lane runs its nodes in the issue order
+    for segs in plan.lanes:
+        seq = [i for s in segs for i in s.nodes]
+        assert seq == [i for i in plan.order if plan.lane_of[plan.ldev[i]] == segs[0].lane]
+
+
+def test_cpu_worker_hands_over_by_events(captured, monkeypatch):
+    """A second CPU device runs on a worker thread of its own; values cross in boxes, once per
+    (value, consuming device); each thread runs its nodes in the issue order, and a consumer starts
+    only after its producer on the other thread finished (recorded through the node ranges)."""
+    import threading
+    import time
+
+    import placer.runtime.executor as ex
+    from placer.runtime.measure import initial_state, rebuild
+
+    _, g = captured
+    cap, module, inputs = rebuild(g)
+    params, buffers, state, xs = initial_state(cap, module, inputs)
+    log = []
+
+    def enter(name):
+        return [name, threading.get_ident(), time.perf_counter_ns()]
+
+    def leave(r, value):
+        log.append((*r, time.perf_counter_ns()))
+
+    monkeypatch.setattr(ex, "_range_enter", enter)
+    monkeypatch.setattr(ex, "_range_exit", leave)
+    step = ex.PlacedStep(cap, _split(g, 2), ["cpu", "cpu"], annotate=True)
+    plan = step.plan
+    crossing = [(j, dd) for (j, dd) in plan.crossings if j not in plan.initial]
+    assert crossing and len(crossing) == len(set(crossing))
+    step.run(step.place_state(params, buffers, state, xs))
+    ran = {int(n.split("#")[1]): (t, a, b) for n, t, a, b in log}
+    assert sorted(ran) == sorted(plan.order)
+    threads = {L: {ran[i][0] for i in plan.order if plan.lane_of[plan.ldev[i]] == L} for L in (0, 1)}
+    assert threads[0] == {threading.get_ident()} and len(threads[1]) == 1 and threads[1] != threads[0]
+    for L in (0, 1):
+        mine = [i for i in plan.order if plan.lane_of[plan.ldev[i]] == L]
+        assert sorted(mine, key=lambda i: ran[i][1]) == mine
+    for j, dd in crossing:
+        users = [i for i in plan.order if plan.ldev[i] == dd and (j in plan.ins[i] or j in plan.ctrl.get(i, ()))]
+        assert min(ran[u][1] for u in users) >= ran[j][2]
+
+
+def test_a_failing_op_in_a_worker_is_raised(captured):
     from placer.runtime.executor import PlacedStep
     from placer.runtime.measure import initial_state, rebuild
 
     _, g = captured
     cap, module, inputs = rebuild(g)
     params, buffers, state, xs = initial_state(cap, module, inputs)
-    step = PlacedStep(cap, _split(g), ["cpu", "cpu"])
+    p = np.zeros(g.n_ops, dtype=np.int64)
+    first_conv = next(i for i, t in enumerate(g.op_types) if "conv" in t)
+    p[first_conv] = 1
+    step = PlacedStep(cap, p, ["cpu", "cpu"])
     flat = step.place_state(params, buffers, state, xs)
-    flat[-1] = flat[-1][:, :2]  # an input of the wrong shape: the first conv fails in a worker thread
+    flat[-1] = flat[-1][:, :2]  # an input of the wrong shape: the conv fails in the worker thread
     with pytest.raises(RuntimeError):
         step.run(flat)
 

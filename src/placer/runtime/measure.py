@@ -2,12 +2,12 @@
 
 The graph's recipe (``meta['recipe']``, see :mod:`placer.frontends.recipe`) rebuilds the model with
 seeded random weights; it is traced again (the op names must match the file's, else the graph
-changed since capture) and run as a :class:`~placer.runtime.executor.PlacedStep`: ``warmup``
-untimed steps (the first one serial, counting memory; the others with ``executor``), then ``steps``
-timed ones with ``executor`` (``threaded``: one worker and one transfer thread per device, the
-simulator's execution model; ``serial``: the fx program in order from one thread). A step is timed
-end to end on the host clock: every GPU used is synchronised before it starts, and it ends when
-every thread finished and every GPU used is synchronised again.
+changed since capture) and run as a :class:`~placer.runtime.executor.PlacedStep` that issues the
+ops in the order of the simulator's schedule (their predicted start times): ``warmup`` untimed
+steps, then ``steps`` timed ones. A step is timed end to end on the host clock: every GPU used is
+synchronised before it starts, and it ends when every thread finished and every GPU used is
+synchronised again. The memory per device is counted along the issue order from the traced shapes
+(:meth:`placer.runtime.plan.StepPlan.counted_peak_bytes`).
 Beside the measurement: the simulator's prediction for the same placement on the graph's cluster.
 """
 
@@ -113,9 +113,10 @@ def _sync(real):
 
 def run_placement(graph, cluster, placement, real: list[str], *, steps: int = 10, warmup: int = 2,
                   threads: int | None = None, sim_params=None, rebuilt=None, keep_outputs: bool = False,
-                  executor: str = "threaded") -> RunReport:
+                  annotate: bool = False) -> RunReport:
     """Execute ``placement`` of ``graph`` on the real devices ``real`` (one per cluster device) and
-    measure it; see the module docstring."""
+    measure it; see the module docstring. ``annotate``: every node in a ``record_function`` range
+    (for :mod:`placer.cost.gpu_profile`; it costs host time)."""
     import torch
 
     from placer.problem import Problem
@@ -135,7 +136,7 @@ def run_placement(graph, cluster, placement, real: list[str], *, steps: int = 10
         torch.set_num_threads(threads)
     cuda_devs = sorted({r for r in real if r.startswith("cuda")})
     try:
-        step = PlacedStep(cap, placement, real, executor=executor)
+        step = PlacedStep(cap, placement, real, priority=sim.start_us, annotate=annotate)
         params, buffers, state, xs = initial_state(cap, module, inputs)
         flat = step.place_state(params, buffers, state, xs)
         n_p, n_b = step.n_p, step.n_b
@@ -145,7 +146,7 @@ def run_placement(graph, cluster, placement, real: list[str], *, steps: int = 10
         peak = None
         transfers, tbytes = 0, 0.0
         for w in range(warmup):
-            out = step.run(flat, track_memory=(w == 0))
+            out = step.run(flat)
             if w == 0:
                 first, peak, transfers, tbytes = out, out.peak_bytes, out.transfers, out.transfer_bytes
                 loss = float(out.loss.detach().cpu())
@@ -166,7 +167,8 @@ def run_placement(graph, cluster, placement, real: list[str], *, steps: int = 10
     rep = RunReport(graph.name, cluster.name, list(cluster.device_names), list(real), counts.tolist(), times,
                     "wall, end to end" + (" (GPUs synchronised)" if cuda_devs else ""), [float(x) for x in peak], cuda_peak, transfers, tbytes,
                     float(sim.makespan_us), [float(x) for x in np.asarray(sim.peak_memory_bytes)], loss, rebuild_s)
-    rep.extra["executor"] = executor
+    rep.extra["lanes"] = step.n_lanes
+    rep.extra["stretches"] = sum(len(s) for s in step.plan.lanes)
     if keep_outputs:
         rep.extra["_first_step"] = first
     return rep
