@@ -252,7 +252,8 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
                                               "--set patience=40; `placer methods --json` lists them"),
              grouping: Optional[str] = typer.Option(None, "--grouping", callback=grouping_spec,
                                                     help="op groups for a method that groups (post, placeto, ...): "
-                                                         "ops, colocate, merge:N, metis:K or contiguous:N"),
+                                                         "ops, colocate, merge:N, metis:K or contiguous:N; "
+                                                         "module[:DEPTH] for any method (module-level placement)"),
              objective: str = ObjectiveOpt):
     """Find a placement with one method."""
     from placer.frontends.native import save_placement
@@ -261,9 +262,13 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
     from placer.cli.learned_files import open_learned_params
 
     kw = open_learned_params(method, method_params(params))
-    if grouping is not None:
-        kw["grouping"] = grouping
     P = load_problem(graph, cluster)
+    if grouping is not None and grouping.startswith("module") and not _groups(method):
+        from placer.grouping.modules import DEFAULT_DEPTH, module_problem
+
+        P = module_problem(P, int(grouping.partition(":")[2] or DEFAULT_DEPTH))  # module units made colocation groups
+    elif grouping is not None:
+        kw["grouping"] = grouping
     with console.status(f"{method} on {safe(P.graph.name)} / {safe(P.cluster.name)} ...", spinner="dots"):
         res = run_method(method, P, Budget(budget, seconds), seed, sim_params(sim), objective=objective, **kw)
     data = res.summary()
@@ -282,6 +287,15 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
             err_console.print(f"wrote {safe(out)}")
 
     _emit(data, as_json, render)
+
+
+def _groups(method: str) -> bool:
+    """Whether a method takes a ``grouping`` parameter (the others place module units as colocation groups)."""
+    from dataclasses import fields
+
+    from placer.methods import METHODS
+
+    return any(f.name == "grouping" for f in fields(METHODS[method].config))
 
 
 @app.command()
@@ -366,7 +380,7 @@ def _load_plugins() -> None:
     import importlib
 
     for mod in ("placer.cli.zoo", "placer.cli.bench", "placer.cli.learn", "placer.cli.capture", "placer.cli.run",
-                "placer.cli.pretrain"):
+                "placer.cli.pretrain", "placer.cli.export"):
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as e:

@@ -15,6 +15,8 @@ This module is the one place where ops are merged into groups: every method that
 * ``metis:K``: METIS coarsening into K groups (:func:`metis_groups`).
 * ``contiguous:N``: colocation groups and backward/forward mirror pairs merged, then cut into N
   chunks of about equal work in op order (:func:`contiguous`; the group graph may have cycles).
+* ``module[:DEPTH]``: the module subtrees at DEPTH (default 2) of a captured PyTorch model, each with
+  its backward and optimizer ops (:mod:`placer.grouping.modules`; the group graph may have cycles).
 
 Ways to build a :class:`Grouping`, all starting from the colocation rules:
 
@@ -266,10 +268,11 @@ def contiguous(source, n_groups: int) -> Grouping:
 
 
 # ----------------------------------------------------------------------------- the spec language
-GROUPING_KINDS = {"ops": False, "colocate": False, "merge": True, "metis": True, "contiguous": True}
+GROUPING_KINDS = {"ops": False, "colocate": False, "merge": True, "metis": True, "contiguous": True, "module": True}
+OPTIONAL_ARG = {"module"}  # kinds whose number may be left out (module: depth 2)
 GROUPING_HELP = ("ops (each op, colocation groups merged), colocate (colocation rules), merge:N (Placeto A.6 "
                  "Merge-and-Colocate to N groups), metis:K (METIS coarsening to K groups), contiguous:N "
-                 "(N chunks of equal work)")
+                 "(N chunks of equal work), module[:DEPTH] (module subtrees at DEPTH, default 2)")
 
 
 @dataclass(frozen=True)
@@ -292,18 +295,23 @@ class GroupingSpec:
             return merge_and_colocate(source, self.n)
         if self.kind == "metis":
             return metis_groups(source, self.n, seed=seed)
+        if self.kind == "module":
+            from placer.grouping.modules import DEFAULT_DEPTH, module_grouping
+
+            return module_grouping(source, self.n or DEFAULT_DEPTH)
         return contiguous(source, self.n)
 
 
 def parse_grouping(spec, where: str = "--grouping") -> GroupingSpec:
     """The one parser of grouping specs, for the CLI and every method: ``ops``, ``colocate``,
-    ``merge:N``, ``metis:K`` or ``contiguous:N`` (N, K >= 1). Raises InputError otherwise."""
+    ``merge:N``, ``metis:K``, ``contiguous:N`` or ``module[:DEPTH]`` (N, K, DEPTH >= 1). Raises
+    InputError otherwise."""
     if isinstance(spec, GroupingSpec):
         return spec
     text = str(spec).strip().lower()
     kind, sep, arg = text.partition(":")
     if kind in GROUPING_KINDS:
-        if not GROUPING_KINDS[kind] and not sep:
+        if (not GROUPING_KINDS[kind] or kind in OPTIONAL_ARG) and not sep:
             return GroupingSpec(kind)
         if GROUPING_KINDS[kind] and arg.isdigit() and 0 < int(arg) < 10**9:
             return GroupingSpec(kind, int(arg))

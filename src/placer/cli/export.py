@@ -1,0 +1,67 @@
+"""`placer export`: a module-level placement as a module -> device map or as pipeline stages.
+
+    placer export g.json --cluster k80x2 --placement p.json --format device-map -o map.json
+    placer export g.json --cluster k80x4 --placement p.json --format pipeline -o stages.json --map gpu:0=cuda:0
+
+A placement that splits a module below ``--depth`` is refused with one line (exit 2) naming the
+module and how to get a module-level placement (:mod:`placer.export`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+import typer
+
+from placer.cli import ClusterOpt, GraphArg, JsonOpt, SimOpt, _emit, app, console, err_console, load_problem, \
+    placement_arg, safe, sim_params
+from placer.cli.options import at_least, one_of, output_file
+
+
+@app.command()
+def export(graph: str = GraphArg, cluster: str = ClusterOpt,
+           placement: str = typer.Option(..., "--placement", "-p", help="placement JSON, or 'single:<device index>'"),
+           fmt: str = typer.Option("device-map", "--format", help="'device-map' (module -> torch device, for "
+                                   "placer.apply / accelerate.dispatch_model) or 'pipeline' (stages named by their "
+                                   "first module: torch.distributed.pipelining split points)",
+                                   callback=one_of("device-map", "pipeline")),
+           depth: int = typer.Option(2, "--depth", help="module depth of the map (as --grouping module:DEPTH)",
+                                     callback=at_least(1, 2, 64, "module paths are not deeper")),
+           map_: Optional[str] = typer.Option(None, "--map", help="cluster device -> real device, e.g. "
+                                              "gpu:0=cuda:0,cpu:0=cpu (default as placer run: i-th cluster GPU -> "
+                                              "cuda:i if present, else cpu)"),
+           out: Optional[str] = typer.Option(None, "--out", "-o", help="write the JSON here", callback=output_file),
+           sim: str = SimOpt, as_json: bool = JsonOpt):
+    """Write a module-level placement as a module -> device map or as pipeline split points."""
+    from placer import export as ex
+    from placer.io import write_text_atomic
+    from placer.runtime.devices import device_map, parse_map
+
+    P = load_problem(graph, cluster)
+    p = placement_arg(P, placement)
+    real = device_map(P.cluster, parse_map(map_, P.cluster))
+    if fmt == "device-map":
+        data = ex.device_map(P, p, real, depth, where=placement, graph_arg=graph)
+    else:
+        data = ex.pipeline(P, p, real, depth, sim_params(sim), where=placement, graph_arg=graph)
+    if out is not None:
+        write_text_atomic(out, json.dumps(data, indent=1) + "\n")
+
+    def render(d):
+        if d["format"] == "device-map":
+            devs = sorted(set(d["device_map"].values()))
+            console.print(f"{len(d['device_map'])} modules at depth {d['depth']} on {', '.join(devs)}")
+            for m, dv in d["device_map"].items():
+                console.print(f"  {safe(m)} -> {dv} ({safe(d['cluster_devices'][m])})")
+        else:
+            console.print(f"{len(d['stages'])} stages, split points: {', '.join(safe(s) for s in d['split_points']) or 'none'}"
+                          f"{'  OOM' if d['oom'] else ''}")
+            for s in d["stages"]:
+                console.print(f"  stage {s['stage']} on {s['device']} ({safe(s['cluster_device'])}): from {safe(s['first_module'])}, "
+                              f"{len(s['modules'])} modules, parameters + optimizer state {s['param_bytes'] / 2**30:.2f} GiB, "
+                              f"device peak {s['device_peak_bytes'] / 2**30:.2f} of {s['device_memory_bytes'] / 2**30:.2f} GiB")
+        if out is not None:
+            err_console.print(f"wrote {safe(out)}")
+
+    _emit(data, as_json, render)
