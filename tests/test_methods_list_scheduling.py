@@ -189,3 +189,35 @@ def test_pipedream_resnet50_fits_memory(shared_graphs):
     for name in ("heft", "m-etf", "m-sct"):
         r = run_method(name, pr, Budget(), 0)
         assert not r.sim.oom, (name, r.notes)
+
+
+def _pinned_cases():
+    import json
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).parent / "fixtures"
+    sys.path.insert(0, str(here))
+    try:
+        import list_sched_cases
+    finally:
+        sys.path.remove(str(here))
+    rows = json.loads(list_sched_cases.FIXTURE.read_text())["cases"]
+    return list_sched_cases, rows
+
+
+def test_placements_pinned_from_the_old_schedulers():
+    """The list schedulers give the placements (and model step times) the code before their
+    O((n + e) log n) rewrite gave, on 108 small problems: layered graphs of 40-160 ops on k80x2,
+    k80x4 and v100x8, GPU memory as preset, tight and too small, both memory and comm models, the
+    default, Placeto's and a p2p simulator's settings, GPUs only or all devices."""
+    mod, rows = _pinned_cases()
+    assert len(rows) == len(mod.cases()) == 108
+    for row, case in zip(rows, mod.cases()):
+        assert {k: row[k] for k in case} == case
+        got = mod.schedules(case)
+        for name in mod.METHODS:
+            p, ms = got[name]
+            assert mod.encode(p) == row[name], (name, case)
+            if ms is not None:
+                assert round(ms, 3) == pytest.approx(row[name + " us"], abs=2e-3), (name, case)
