@@ -17,7 +17,8 @@ runs it: the placed step on one device with every fx node inside a ``record_func
   range's own duration is the node's host time. A node that ran several times (several steps
   recorded) gets the mean per step.
 * **Issue time** per node: from the start of its range to the start of the next range on the same
-  thread (the Python between two aten calls included), the last one of a step its own duration.
+  thread (the Python between two aten calls included), or its own duration where the next range
+  begins more than :data:`MAX_GAP_US` after it ends (the last node of a step, a wait).
   :func:`scale_issue` scales them to the issue time of an unprofiled step (the profiler's ranges
   cost host time of their own), measured in the same run.
 * **Costs** (:func:`chain_costs`). On one device the host issues node after node (the issue chain)
@@ -41,6 +42,7 @@ import numpy as np
 PREFIX = "placer#"
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
+MAX_GAP_US = 50.0  # a longer pause between two ranges of a thread is not issue work (a step boundary, a wait)
 
 
 @dataclass
@@ -97,9 +99,7 @@ def attribute(trace, n_nodes: int) -> NodeProfile:
             host[k] += dur
             runs[k] += 1
             nxt = rs[q + 1][0] if q + 1 < len(rs) else ts + dur
-            # the next range starts a new step (or the thread waited) when it is far later: own duration then
-            gap = nxt - ts
-            issue[k] += gap if gap <= max(4 * dur, dur + 200.0) else dur
+            issue[k] += nxt - ts if nxt - (ts + dur) <= MAX_GAP_US else dur
 
     def enclosing(pid, tid, ts) -> int | None:
         rs = ranges.get((pid, tid))
