@@ -173,3 +173,65 @@ def test_json_stdout_is_not_corrupted_by_what_metis_prints(shared_graphs):
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["method"] == "post"
     assert "Cannot bisect" in r.stderr
+
+
+def test_default_line_up_is_bounded():
+    """Issue 52: compare's line-up finishes in bounded time on any input. Every default method runs
+    with a bound it states: a placement count, one construction, or (the solvers, whose own
+    deterministic limits bound no clock) a wall-clock cap."""
+    from placer.bench.compare import SECONDS, default_methods, method_bound
+    from placer.methods import METHODS
+
+    for name in default_methods() + sorted(SECONDS):
+        budget, bound = method_bound(name, None)
+        if name in SECONDS:
+            assert budget.seconds == SECONDS[name] and bound == f"{SECONDS[name]:g} s wall clock"
+        elif getattr(METHODS[name].config(), "placements", None) is not None:
+            assert bound.endswith(" placements")
+        else:
+            assert bound == "one construction"
+    assert "cp-sat" in default_methods() and SECONDS["cp-sat"] <= 60
+    assert method_bound("local-search", 77) == (method_bound("local-search", 77)[0], "77 placements")
+
+
+def test_cp_sat_in_compare_runs_under_its_wall_clock_cap():
+    pytest.importorskip("ortools")
+    from placer.bench.compare import SECONDS, compare_methods
+    from placer.cluster import preset
+    from placer.problem import Problem
+    from placer.zoo.synthetic import layered_training_graph
+
+    d = compare_methods(Problem(layered_training_graph(12, seed=1), preset("k80x2")), ["cp-sat"], None, 0, None,
+                        objective="latency")
+    (row,) = d["rows"]
+    assert row["bound"] == f"{SECONDS['cp-sat']:g} s wall clock"
+    assert any(f"{SECONDS['cp-sat']:g} s wall-clock limit" in n for n in row["notes"])
+    assert row["wall_s"] < SECONDS["cp-sat"] + 30
+
+
+@needs_shared
+def test_compare_nothing_valid_under_the_objective(capsys, monkeypatch):
+    """Issue 52: under --objective pipeline, a compare where no method finds a valid pipeline says
+    so and exits 1 (not best=random with an infinite objective), and the single GPU that does not
+    fit shows as OOM, never as a ratio against its repaired placement."""
+    g = SHARED_GRAPHS / "dnn-partitioning" / "latency-inputs" / "LayerGraphs" / "inceptionv3_inference.json"
+    args = ["compare", g, "--cluster", "auto", "--methods", "single-gpu,random", "--budget", "5", "--objective", "pipeline"]
+    code, out, err = run(capsys, monkeypatch, *args, "--json")
+    assert code == 1, err
+    d = json.loads(out)
+    assert d["best"] is None and d["valid_found"] is False and d["single_gpu_oom"] is True
+    assert all(r["speedup_vs_single_gpu"] is None for r in d["rows"])
+    assert "no method found a placement valid under pipeline" in err and "Traceback" not in err
+    code, out, err = run(capsys, monkeypatch, *args)
+    assert code == 1
+    assert "best: none: no method found a placement valid under pipeline" in out and "not valid" in out
+    # with a valid one (all on the CPU), it is the best; the OOM single GPU still gives no ratio
+    code, out, err = run(capsys, monkeypatch, *args[:5], "single-gpu,random,cpu-only", *args[6:], "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["best"] == "cpu-only" and d["valid_found"] and all(r["speedup_vs_single_gpu"] is None for r in d["rows"])
+    # under latency, single-gpu's placement is repaired off one GPU: still OOM, no ratio
+    code, out, err = run(capsys, monkeypatch, *args[:8], "--objective", "latency", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["single_gpu_oom"] is True and all(r["speedup_vs_single_gpu"] is None for r in d["rows"])

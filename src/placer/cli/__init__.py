@@ -323,7 +323,12 @@ def compare(graph: str = typer.Argument("default", help="graph file or built-in 
             budget: Optional[int] = typer.Option(None, help="placements per search method (1 to 10,000,000)",
                                                  callback=budget_option),
             seed: int = SeedOpt, sim: str = SimOpt, as_json: bool = JsonOpt, objective: str = ObjectiveOpt):
-    """The main job: place a graph with the best available methods and print it beside the baselines."""
+    """The main job: place a graph with the best available methods and print it beside the baselines.
+
+    Every method runs within a bound it states (the table's last column): its placements, one
+    construction, or a wall-clock cap for the solvers (cp-sat 30 s, exact-published 60 s). Exit status
+    0 with a best placement; 1 when, under a published --objective, no method found a placement valid
+    under it (the table is still printed; --json gives best: null, valid_found: false)."""
     from rich.progress import Progress
 
     from placer.bench.compare import compare_methods, default_methods
@@ -337,29 +342,40 @@ def compare(graph: str = typer.Argument("default", help="graph file or built-in 
         data = compare_methods(P, names, budget, seed, sim_params(sim), objective=objective,
                                on_start=lambda m, k, n: prog.update(task, description=f"{m} ({k}/{n})", total=n, completed=k - 1))
     data["warmup_s"] = warmup_s  # numba compile time, kept out of every method's seconds
-    data["single_gpu_oom"] = any(r["method"] == "single-gpu" and r.get("oom") for r in data["rows"])
+    custom = objective not in (None, "sim")
 
     def render(d):
-        t = Table("method", "step time", "vs single GPU", "vs lower bound", "OOM", "placements", "sim calls", "seconds",
-                  title=f"{safe(d['graph'])} ({d['ops']:,} ops) on {safe(d['cluster'])}; lower bound {_us(d['lower_bound_us'])}")
+        head = ["method"] + ([safe(objective)] if custom else []) + ["step time", "vs single GPU", "vs lower bound",
+                                                                     "OOM", "placements", "sim calls", "seconds", "bound"]
+        t = Table(*head, title=f"{safe(d['graph'])} ({d['ops']:,} ops) on {safe(d['cluster'])}; lower bound "
+                               f"{_us(d['lower_bound_us'])}")
         for r in d["rows"]:
             if "error" in r:
-                t.add_row(r["method"], "n/a", "", "", "", "", "", "", end_section=False)
+                t.add_row(r["method"], *([""] if custom else []), "n/a", "", "", "", "", "", "", r["bound"], end_section=False)
                 continue
             best = " *" if r["method"] == d["best"] else ""
             vs_single = (f"{r['speedup_vs_single_gpu']:.2f}x" if r.get("speedup_vs_single_gpu")
                          else "single GPU OOM" if d["single_gpu_oom"] else "")
-            t.add_row(r["method"] + best, _us(r["step_time_us"]), vs_single,
+            value = ([_us(r["objective"]) if np.isfinite(r["objective"]) else "not valid"] if custom else [])
+            t.add_row(r["method"] + best, *value, _us(r["step_time_us"]), vs_single,
                       f"{r['step_time_us'] / d['lower_bound_us']:.2f}x", "OOM" if r["oom"] else "",
-                      f"{r['placements_sampled']:,}", f"{r['sim_calls']:,}", f"{r['wall_s']:.2f}")
+                      f"{r['placements_sampled']:,}", f"{r['sim_calls']:,}", f"{r['wall_s']:.2f}", r["bound"])
         console.print(t)
         for r in d["rows"]:
             if "error" in r:
                 console.print(f"[dim]{r['method']}: {safe(r['error'], 2000)}[/dim]")
-        console.print(f"best: {d['best']} (* above); 'vs' columns are ratios of step times (x); seconds exclude "
-                      f"{d['warmup_s']:.1f} s compiling the simulator first")
+        if d["best"] is None:
+            console.print(f"best: none: no method found a placement valid under {safe(objective)} (exit status 1)")
+        else:
+            console.print(f"best: {d['best']} (* above{f', by its {safe(objective)} value' if custom else ''}); "
+                          f"'vs' columns are ratios of simulated step times (x); seconds exclude "
+                          f"{d['warmup_s']:.1f} s compiling the simulator first")
 
     _emit(data, as_json, render)
+    if custom and data["best"] is None:  # the table is the answer, but there is no placement to use
+        err_console.print(f"placer compare: no method found a placement valid under {safe(objective)}",
+                          markup=False, highlight=False)
+        raise typer.Exit(1)
 
 
 def _warm_up_simulator(P, params) -> float:
