@@ -55,6 +55,9 @@ def run(graph: str = GraphArg, cluster: str = ClusterOpt,
         allow_any_code: bool = typer.Option(False, "--allow-any-code",
                                             help="import and run whatever code the graph's recipe names: only for "
                                                  "graph files you trust"),
+        apply_: bool = typer.Option(False, "--apply", help="also time the plain eager step (forward, backward, "
+                                    "optimizer step) of the model with the placement applied as a module -> device "
+                                    "map (placer.apply; the placement must be module-level at depth 2)"),
         sim: str = SimOpt, as_json: bool = JsonOpt):
     """Run a placement of a captured model for real: measured step time and peak memory per device,
     beside the simulator's prediction. Rebuilding the model runs the Python code its recipe names:
@@ -77,11 +80,22 @@ def run(graph: str = GraphArg, cluster: str = ClusterOpt,
     if recipe is not None:  # checked before anything is imported or built
         check_recipe(recipe, graph)
         check_code(recipe, graph, allow_code, allow_any_code)
+    applied = None
+    if apply_:  # refused before anything runs when the placement is not module-level
+        from placer.export import device_map as module_map
+
+        applied = module_map(P, p, real, where=placement, graph_arg=graph)["device_map"]
     with console.status(f"running {safe(P.graph.name)} on {', '.join(sorted(set(real)))} ...", spinner="dots"), \
             user_code(graph, "recipe factory"):
         rep = run_placement(P.graph, P.cluster, p, real, steps=steps, warmup=warmup, threads=threads,
                             sim_params=sim_params(sim))
     data = rep.summary()
+    if applied is not None:
+        from placer.dispatch import time_applied
+
+        with console.status("timing the eager step with the map applied ...", spinner="dots"), \
+                user_code(graph, "recipe factory"):
+            data.update(time_applied(P.graph, applied, steps=steps, warmup=warmup))
 
     def render(d):
         from rich.table import Table
@@ -96,5 +110,8 @@ def run(graph: str = GraphArg, cluster: str = ClusterOpt,
             t.add_row(safe(dv["name"]), dv["real"], f"{dv['ops']:,}", _gib(dv["peak_bytes"]), _gib(dv["predicted_peak_bytes"]),
                       _gib(dv["cuda_peak_bytes"]) if "cuda_peak_bytes" in dv else "")
         console.print(t)
+        if "applied_median_us" in d:
+            console.print(f"eager step with the module map applied (placer.apply): {_us(d['applied_median_us'])} "
+                          f"(median of {d['applied_steps']}), loss {d['applied_loss']:.5g}")
 
     _emit(data, as_json, render)
