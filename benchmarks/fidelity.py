@@ -3,40 +3,29 @@
     python benchmarks/fidelity.py cpu [--models resnet50,bert_base] [--small] [--calibrate] [--threads 1]
                                       [--model-budget-s 120] [--json FILE]
     python benchmarks/fidelity.py cpu --merge A.json B.json ... [--json FILE]
-    python benchmarks/fidelity.py gpu [--models resnet50,bert_base,nmt2] [--placements 3] [--calibrate]
-                                      [--small] [--json FILE]
+    python benchmarks/fidelity.py gpu --out DIR [--models resnet50,bert_base,nmt2] [--placements 2]
+                                      [--table-only] [--cache DIR] [--budget-s 420] [--small --device cpu]
 
-Both modes capture zoo models, measure every op on the real devices (``placer.cost.profile``),
-build a cluster of those devices whose compute costs are the measured medians plus the per-node
-overhead of node-by-node execution (``OP_OVERHEAD_US``, charged per executed fx node, see
-:func:`placer.cost.profile.with_measured_costs`; ``--calibrate`` fits it here instead on the
-single-device runs: CPU by least squares of measured minus summed medians over executed nodes, GPU
-the host-issue bound whose single-GPU steps match), predict each placement's step with the
-simulator and run it for real with :func:`placer.runtime.run_placement` (``--executor threaded``,
-the default: one worker and one transfer thread per device, the simulator's execution model).
-Reported: per run predicted / measured, and per mode the MAPE (mean |predicted - measured| /
-measured) and the Spearman rank correlation, over all runs and over the mixed placements alone.
-
-* ``cpu``: every zoo model (``--small``: reduced configurations that run in seconds) on one device,
-  one torch thread for the profile and the steps unless ``--threads`` says otherwise (the profile
-  and the run must agree). ``--model-budget-s`` fits each model's timed steps (at least 3) into a
+* ``cpu``: every zoo model (``--small``: reduced configurations that run in seconds) on one CPU
+  device. Every op of the captured step is measured alone (``placer.cost.profile``), the compute
+  costs are the measured medians plus the per-node overhead of executing the step
+  (``OP_OVERHEAD_US``, charged per executed fx node, :func:`placer.cost.profile.with_measured_costs`;
+  ``--calibrate`` fits it here by least squares of measured minus summed medians over executed
+  nodes), the simulator predicts the step and :func:`placer.runtime.run_placement` runs it. One
+  torch thread for the profile and the steps unless ``--threads`` says otherwise (the profile and
+  the run must agree). ``--model-budget-s`` fits each model's timed steps (at least 3) into a
   wall-clock budget from its profiled estimate. Reported per model beside the prediction without
   the overhead: the committed ``OP_OVERHEAD_US['cpu']``, the overhead fitted on all models, and the
   one fitted on the other models alone (leave one out, :func:`placer.cost.profile.leave_one_out_overhead`:
   the honest check of the fitted value). ``--merge`` summarises the ``--json`` files of several
   runs together (one model per process keeps each model's memory to itself).
-* ``gpu``: 2 devices, ``cuda:0`` and ``cpu``; per model the single-device placements, random ones
-  (10 / 30 / 50% of the ops on the CPU, colocation kept), structured ones (a contiguous prefix or
-  suffix of the topological order on the CPU; the update ops on the CPU) and the methods' own
-  (``local-search``, ``heft``, ``m-etf``, ``metis``) on that cluster. The CPU <-> GPU link is
-  measured per direction with the executor's own transfers (CPU -> GPU: copy into pinned memory,
-  non-blocking copy on a stream; GPU -> CPU: non-blocking copy into pinned memory, blocking wait on
-  its event). The CPU device gets all usable cores but two (the GPU's issuing thread and the
-  transfer threads need theirs) unless ``--threads`` says otherwise; ops are profiled with the same
-  count. ``--small`` (with ``--device cpu``) runs the whole gpu mode on the CPU with small models,
-  to check the script where no GPU is at hand (both devices then map to the CPU).
+* ``gpu`` (``benchmarks/fidelity_gpu.py``): per configuration of issue 50 the eager PyTorch step,
+  our executor's single-GPU step and the prediction from a profile of real steps
+  (:mod:`placer.cost.gpu_profile`), then mixed GPU + host-CPU placements measured against their
+  predictions (MAPE, Spearman); ``--out DIR`` receives ``fidelity_gpu.json`` and ``summary.md``.
+  ``--small --device cpu`` runs it all on the CPU with small models, to check the script.
 
-``--json FILE`` writes ``{"settings": ..., "rows": [...]}``. Numbers depend on the machine and its load.
+``--json FILE`` (cpu) writes ``{"settings": ..., "rows": [...]}``. Numbers depend on the machine and its load.
 """
 
 from __future__ import annotations
@@ -88,55 +77,6 @@ def mape(pred, meas) -> float:
     return float(np.mean(np.abs(pred - meas) / meas))
 
 
-def costed(graph, profiles: dict, overhead: dict, nodes=None):
-    """The graph with compute_us['m-<kind>'] = measured medians + per-node overhead, per real device
-    (``profiles``: real device -> OpProfile; ``overhead``: kind -> us per executed node)."""
-    g = graph
-    for dev, prof in profiles.items():
-        kind = dev.split(":")[0]
-        g = with_measured_costs(g, prof, f"m-{kind}", overhead_us=overhead[kind], nodes=nodes)
-    return g
-
-
-def link_costs(dev: str = "cuda:0", small: int = 4096, big: int = 32 * 2**20) -> dict:
-    """Bandwidth (bytes/us) and latency (us) per direction, timed through the executor's own
-    transfers (:func:`placer.runtime.executor.copy_to_device` / ``copy_to_host``) one tensor at a
-    time as its transfer thread sends them: latency from back-to-back small tensors, bandwidth from
-    the extra time of large ones."""
-    import torch
-
-    from placer.runtime.executor import copy_to_device, copy_to_host
-
-    stream = torch.cuda.Stream(dev)
-    xs, xb = torch.randn(small // 4), torch.randn(big // 4)
-    gs, gb = xs.to(dev), xb.to(dev)
-
-    def h2d(x, k):
-        for _ in range(k):
-            copy_to_device(x, torch.device(dev), stream)
-        torch.cuda.synchronize(dev)
-
-    def d2h(x, k):
-        for _ in range(k):
-            copy_to_host(x, stream)
-
-    out = {}
-    for name, fn, s_, b_ in (("h2d", h2d, xs, xb), ("d2h", d2h, gs, gb)):
-        fn(s_, 5), fn(b_, 2)  # warm (pinned host blocks cached)
-        ts, tb = [], []
-        for _ in range(3):
-            t0 = time.perf_counter(); fn(s_, 50); ts.append((time.perf_counter() - t0) * 1e6 / 50)
-            t0 = time.perf_counter(); fn(b_, 4); tb.append((time.perf_counter() - t0) * 1e6 / 4)
-        lat, tbig = float(np.median(ts)), float(np.median(tb))
-        out[name] = {"latency_us": lat, "bytes_per_us": (big - small) / max(tbig - lat, 1e-3)}
-    return out
-
-
-def cpu_link_costs() -> dict:
-    """``--small --device cpu``: both devices are the CPU, a transfer is a hand-over between threads."""
-    return {k: {"latency_us": 5.0, "bytes_per_us": 1e6} for k in ("h2d", "d2h")}
-
-
 def fit_overhead(rows, kind: str) -> float:
     """Per-node CPU overhead from the single-CPU runs: measured = sum(medians) + nodes * o, least
     squares of the relative error."""
@@ -145,23 +85,6 @@ def fit_overhead(rows, kind: str) -> float:
         return OP_OVERHEAD_US[kind]
     return fit_node_overhead([x["sum_median_us"] for x in r], [x["nodes_run"] for x in r],
                              [x["measured_us"] for x in r])
-
-
-def fit_issue_overhead(rows, kernels: dict, nodes: dict) -> float:
-    """Per-node host issue time on the GPU from the single-GPU runs: the ``h`` for which
-    sum(max(kernel, nodes * h)) (the simulated step on one GPU) best matches the measured steps
-    (least squares of the relative error over a 0.05 us grid)."""
-    r = [x for x in rows if x["single"] == "cuda"]
-    if not r:
-        return OP_OVERHEAD_US["cuda"]
-    grid = np.arange(0.0, 400.0, 0.05)
-    err = np.zeros_like(grid)
-    for x in r:
-        k, n = kernels[x["model"]], nodes[x["model"]].astype(float)
-        ran = n > 0
-        pred = np.maximum(k[ran][None, :], grid[:, None] * n[ran][None, :]).sum(1) + k[~ran].sum()
-        err += ((pred - x["measured_us"]) / x["measured_us"]) ** 2
-    return float(grid[int(np.argmin(err))])
 
 
 # ---------------------------------------------------------------------- cpu
@@ -246,7 +169,7 @@ def cpu_mode(a) -> tuple[list[dict], dict]:
         rb = rebuild(g)
         u0 = _usage()
         rep = run_placement(g0, host, z, ["cpu"], steps=steps, warmup=warmup, threads=threads, rebuilt=rb,
-                            executor=a.executor)
+                            )
         u_run = _usage(u0)
         s = rep.summary()
         rows.append({"model": name, "config": cfg or dict(ZOO[name].config), "ops": g.n_ops,
@@ -267,7 +190,7 @@ def cpu_mode(a) -> tuple[list[dict], dict]:
               f"{rep.median_us / 1e3:>11.1f} {s['measured_iqr_us'] / 1e3:>7.1f} {steps:>5}", flush=True)
         del cap, rb, g, g0, g100, prof
     summary = cpu_summary(rows, committed, a.calibrate)
-    settings = {"mode": "cpu", "threads": threads, "executor": a.executor, "small": a.small,
+    settings = {"mode": "cpu", "threads": threads, "executor": "plan (issue 50)", "small": a.small,
                 "profile": {"warmup": 1, "repeats": a.repeats, "clock": "wall"}, "steps": a.steps,
                 "warmup": a.warmup, "model_budget_s": a.model_budget_s, "machine": _machine(),
                 "wall_s": round(time.perf_counter() - t_start, 1), "summary": summary}
@@ -395,157 +318,6 @@ def merge(a) -> tuple[list[dict], dict]:
     return rows, settings
 
 
-# ---------------------------------------------------------------------- gpu
-def placements_for(P, rng, n_random: int) -> list[tuple[str, np.ndarray]]:
-    from placer.methods import Budget, run_method
-
-    g, n = P.graph, P.n_ops
-    gpu, cpu = 0, 1
-
-    def coloc(p, member=0):  # a colocation group goes where its first (or last: -1) member is
-        for c in np.unique(g.colocation[g.colocation >= 0]):
-            idx = np.flatnonzero(g.colocation == c)
-            p[idx] = p[idx[member]]
-        return p
-
-    out = [("single-gpu", np.full(n, gpu)), ("single-cpu", np.full(n, cpu))]
-    for frac in (0.1, 0.3, 0.5)[:max(1, n_random)]:
-        for k in range(max(1, n_random // 3)):
-            out.append((f"random-{int(frac * 100)}%-{k}", coloc(np.where(rng.random(n) < frac, cpu, gpu))))
-    for frac in (0.1, 0.25, 0.5):
-        p = np.full(n, gpu)
-        p[:int(frac * n)] = cpu
-        out.append((f"prefix-{int(frac * 100)}%-cpu", coloc(p)))
-        p = np.full(n, gpu)
-        p[n - int(frac * n):] = cpu
-        out.append((f"suffix-{int(frac * 100)}%-cpu", coloc(p, -1)))
-    out.append(("update-on-cpu", coloc(np.where(g.role == 2, cpu, gpu), -1)))
-    for m in ("local-search", "heft", "m-etf", "metis"):
-        try:
-            r = run_method(m, P, Budget(placements=200), seed=0)
-            out.append((m, np.asarray(r.placement.devices)))
-        except Exception as e:  # a method that does not apply here
-            print(f"    ({m}: {type(e).__name__}: {e})")
-    return out
-
-
-def gpu_mode(a) -> tuple[list[dict], dict]:
-    import torch
-
-    from placer.sim import simulate
-
-    gpu_dev = "cuda:0" if a.device == "cuda" else "cpu"
-    if a.device == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("gpu mode needs a CUDA device (or --small --device cpu to check the script)")
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        cores = os.cpu_count() or 1
-    threads = a.threads or max(1, cores - 2)
-    link = link_costs() if gpu_dev.startswith("cuda") else cpu_link_costs()
-    name_gpu = torch.cuda.get_device_name(0) if gpu_dev.startswith("cuda") else "the CPU (script check)"
-    print(f"GPU fidelity on {name_gpu} + host CPU ({threads} CPU threads of {cores} cores, executor {a.executor}); "
-          f"CPU->GPU {link['h2d']['bytes_per_us'] / 1e3:.1f} GB/s + {link['h2d']['latency_us']:.1f} us, "
-          f"GPU->CPU {link['d2h']['bytes_per_us'] / 1e3:.1f} GB/s + {link['d2h']['latency_us']:.1f} us", flush=True)
-    gpu, cpu = 0, 1
-    cluster = make_cluster("cuda0+cpu", [Device("gpu:0", "gpu", "m-cuda", 70e9), Device("cpu:0", "cpu", "m-cpu", 100e9)],
-                           link["h2d"]["bytes_per_us"], link["h2d"]["latency_us"],
-                           pairs={(gpu, cpu): (link["d2h"]["bytes_per_us"], link["d2h"]["latency_us"]),
-                                  (cpu, gpu): (link["h2d"]["bytes_per_us"], link["h2d"]["latency_us"])})
-    sizes = GPU_SMALL if a.small else GPU_MODELS
-    models = [m for m in a.models.split(",") if m] if a.models else list(GPU_MODELS)
-    rng = np.random.default_rng(0)
-    raw, per_model = [], {}
-    t_start = time.perf_counter()
-    for name in models:
-        t0 = time.perf_counter()
-        cap = zoo_capture(name, **sizes.get(name, {}))
-        profs = {gpu_dev: profile_capture(cap, gpu_dev, warmup=2, repeats=a.repeats, threads=threads),
-                 "cpu" if gpu_dev.startswith("cuda") else "cpu:1": profile_capture(cap, "cpu", warmup=1, repeats=a.repeats,
-                                                                                  threads=threads)}
-        if not gpu_dev.startswith("cuda"):  # script check: the "gpu" is the CPU, costed as the GPU kind
-            profs = {"cuda": profs[gpu_dev], "cpu": profs["cpu:1"]}
-        g = cap.graph
-        nodes = executed_nodes(cap)
-        per_model[name] = {"graph": g, "profs": profs, "nodes": nodes}
-        P0 = Problem(costed(g, profs, dict(OP_OVERHEAD_US), nodes), cluster)
-        rb = rebuild(g)
-        kg, kc = [p for k, p in profs.items() if k.startswith("cuda")][0], profs["cpu"]
-        print(f"  {name}: {g.n_ops} ops, {int(nodes.sum())} executed fx nodes, profiled in {time.perf_counter() - t0:.1f} s "
-              f"(gpu sum {np.nansum(kg.median_us) / 1e3:.1f} ms, cpu sum {np.nansum(kc.median_us) / 1e3:.1f} ms)", flush=True)
-        for label, p in placements_for(P0, rng, a.placements):
-            p = P0.validate_placement(p, label)
-            late = a.deadline_s and time.perf_counter() - t_start > a.deadline_s
-            rep = run_placement(P0.graph, cluster, p, [gpu_dev, "cpu"], steps=min(a.steps, 3) if late else a.steps,
-                                warmup=a.warmup, threads=threads, rebuilt=rb, executor=a.executor)
-            single = "cuda" if label == "single-gpu" else "cpu" if label == "single-cpu" else None
-            on = (p == cpu) if single == "cpu" else (p == gpu)
-            raw.append({"model": name, "placement": label, "ops": g.n_ops, "ops_run": int((nodes > 0).sum()),
-                        "nodes_run": int(nodes[on].sum()), "single": single,
-                        "cpu_ops": int((p == cpu).sum()), "cpu_nodes": int(nodes[p == cpu].sum()),
-                        "measured_us": rep.median_us, "step_us": [round(x, 1) for x in rep.step_us],
-                        "spread_us": rep.summary()["measured_iqr_us"], "transfers": rep.transfers,
-                        "transfer_bytes": rep.transfer_bytes,
-                        "sum_median_us": float(np.nansum((kc if single == "cpu" else kg).median_us)), "_p": p})
-            print(f"    {label:<22} cpu ops {int((p == cpu).sum()):>5}  measured {rep.median_us / 1e3:9.2f} ms "
-                  f"(iqr {rep.summary()['measured_iqr_us'] / 1e3:.2f})", flush=True)
-    over = dict(OP_OVERHEAD_US)
-    if a.calibrate:
-        kernels = {m: costed(v["graph"], v["profs"], {"cuda": 0.0, "cpu": 0.0}).compute_us["m-cuda"]
-                   for m, v in per_model.items()}
-        over = {"cuda": fit_issue_overhead(raw, kernels, {m: v["nodes"] for m, v in per_model.items()}),
-                "cpu": fit_overhead(raw, "cpu")}
-    print(f"  per-node overhead: cuda (host issue) {over['cuda']:.2f} us, cpu {over['cpu']:.2f} us "
-          f"({'fitted here on the single-device runs' if a.calibrate else 'OP_OVERHEAD_US'})")
-    cache = {}
-    for r in raw:
-        if r["model"] not in cache:
-            v = per_model[r["model"]]
-            cache[r["model"]] = (Problem(costed(v["graph"], v["profs"], over, v["nodes"]), cluster),
-                                 Problem(costed(v["graph"], v["profs"], {"cuda": 0.0, "cpu": 0.0}), cluster))
-        P1, P0 = cache[r["model"]]
-        r["predicted_us"] = float(simulate(P1, r["_p"]).makespan_us)
-        r["predicted_no_overhead_us"] = float(simulate(P0, r["_p"]).makespan_us)
-        del r["_p"]
-    report(raw, "gpu", over)
-    settings = {"device": name_gpu, "threads": threads, "cores": cores, "executor": a.executor, "link": link,
-                "overhead_us_per_node": over, "calibrated": bool(a.calibrate), "steps": a.steps, "warmup": a.warmup,
-                "models": {m: sizes.get(m, {}) for m in models}, "wall_s": round(time.perf_counter() - t_start, 1),
-                "torch": torch.__version__}
-    if a.calibrate:
-        print(f"  calibrated: OP_OVERHEAD_US = {{\"cpu\": {over['cpu']:.1f}, \"cuda\": {over['cuda']:.2f}}}")
-    return raw, settings
-
-
-def report(rows, mode, overhead) -> dict:
-    print(f"\n{mode} results (predicted / measured):")
-    for r in rows:
-        print(f"  {r['model']:<14} {r.get('placement', 'single-cpu'):<22} predicted {r['predicted_us'] / 1e3:9.2f} ms  "
-              f"measured {r['measured_us'] / 1e3:9.2f} ms  ratio {r['predicted_us'] / r['measured_us']:5.2f}  "
-              f"(no overhead {r['predicted_no_overhead_us'] / r['measured_us']:5.2f})")
-
-    def stats(sub):
-        p, m = [r["predicted_us"] for r in sub], [r["measured_us"] for r in sub]
-        return mape(p, m), spearman(p, m)
-
-    pred, meas = [r["predicted_us"] for r in rows], [r["measured_us"] for r in rows]
-    pred0 = [r["predicted_no_overhead_us"] for r in rows]
-    print(f"  {mode}: {len(rows)} runs; MAPE {mape(pred, meas):.1%} (without the overhead term {mape(pred0, meas):.1%}); "
-          f"Spearman {spearman(pred, meas):.3f} (without {spearman(pred0, meas):.3f}); overhead {overhead}")
-    out = {"runs": len(rows), "mape": mape(pred, meas), "spearman": spearman(pred, meas)}
-    if mode == "gpu":
-        mixed = [r for r in rows if r["single"] is None]
-        if mixed:
-            e, rho = stats(mixed)
-            print(f"  mixed placements only (not used by --calibrate): {len(mixed)} runs, MAPE {e:.1%}, Spearman {rho:.3f}")
-            out.update(mixed_runs=len(mixed), mixed_mape=e, mixed_spearman=rho)
-        for m in sorted({r["model"] for r in rows}):
-            sub = [r for r in rows if r["model"] == m]
-            e, rho = stats(sub)
-            print(f"    {m}: {len(sub)} runs, MAPE {e:.1%}, Spearman {rho:.3f}")
-    return out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("mode", choices=("cpu", "gpu"))
@@ -553,7 +325,7 @@ def main() -> None:
     ap.add_argument("--small", action="store_true", help="reduced configurations (gpu mode: a script check)")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                     help="gpu mode: the real device of gpu:0 (cpu only to check the script, with --small)")
-    ap.add_argument("--placements", type=int, default=3, help="gpu: random placements per model")
+    ap.add_argument("--placements", type=int, default=2, help="gpu: random placements per CPU fraction and model")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3)
@@ -564,9 +336,12 @@ def main() -> None:
                          "(at least 3 steps; 0: --steps as given)")
     ap.add_argument("--merge", nargs="+", default=None, metavar="JSON",
                     help="cpu: summarise the rows of these --json files together (fit, leave-one-out) instead of running")
-    ap.add_argument("--executor", choices=("threaded", "serial"), default="threaded")
-    ap.add_argument("--deadline-s", type=float, default=150.0,
-                    help="gpu: past this many seconds the remaining placements time 3 steps (0: never)")
+    ap.add_argument("--budget-s", type=float, default=420.0,
+                    help="gpu: past this many seconds the remaining placements time 2 steps and the methods are skipped")
+    ap.add_argument("--out", default=None, help="gpu: write fidelity_gpu.json and summary.md into this folder")
+    ap.add_argument("--cache", default=os.path.join(os.path.expanduser("~"), ".cache", "placer", "fidelity-gpu"),
+                    help="gpu: profiles cached here ('' for none)")
+    ap.add_argument("--table-only", action="store_true", help="gpu: the single-GPU table, no mixed placements")
     ap.add_argument("--calibrate", action="store_true", help="fit the per-node overhead on the single-device runs")
     ap.add_argument("--json", default=None, help="write the settings and every run here")
     a = ap.parse_args()
@@ -575,8 +350,10 @@ def main() -> None:
     elif a.mode == "cpu":
         rows, settings = cpu_mode(a)
     else:
+        from fidelity_gpu import gpu_mode
+
         rows, settings = gpu_mode(a)
-    if a.json:
+    if a.json and a.mode == "cpu":
         with open(a.json, "w") as f:
             json.dump({"settings": settings, "rows": rows}, f, indent=1, default=str)
 

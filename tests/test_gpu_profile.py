@@ -32,6 +32,20 @@ def test_kernels_are_attributed_to_their_nodes_on_a_cuda_trace():
     assert p.summary()["launches"] == 5
 
 
+def test_launches_on_another_thread_id_are_attributed_by_their_host_op(tmp_path):
+    import json
+
+    d = json.loads(FIXTURE.read_text())
+    for e in d["traceEvents"]:
+        if e.get("cat") in ("cuda_runtime", "cuda_driver"):
+            e["tid"] = 99  # CUPTI's thread id, not the profiler's
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(d))
+    p = attribute(path, 12)
+    assert p.kernel_us[NODES] == pytest.approx([32.0, 5.0, 0.0, 9.0, 4.0])
+    assert p.unattributed_kernel_us == pytest.approx(2.0)
+
+
 def test_chain_costs_take_the_later_of_issue_and_kernels():
     p = attribute(FIXTURE, 12)
     c = chain_costs(p.issue_us, p.kernel_us, NODES)

@@ -13,6 +13,9 @@ runs it: the placed step on one device with every fx node inside a ``record_func
   (``cuda_runtime`` / ``cuda_driver``: ``cudaLaunchKernel``, ``cudaMemcpyAsync``, ...) by
   ``args.correlation``. The runtime call runs on a host thread inside the node's range (same
   ``pid``/``tid``, its ``ts`` within the range): the kernel's duration is charged to that node.
+  Where a launch's thread id does not match the host ops' (CUPTI and the profiler name threads
+  apart on some systems), its ``External id`` names the host op that launched it, and that op's
+  range gives the node.
   Host-side ``cpu_op`` events inside a range are kept too (the aten ops a node ran), and the
   range's own duration is the node's host time. A node that ran several times (several steps
   recorded) gets the mean per step.
@@ -110,25 +113,39 @@ def attribute(trace, n_nodes: int) -> NodeProfile:
             return rs[q][2]
         return None
 
-    launch_node: dict = {}
+    ext_node: dict = {}  # "External id" of a host op (or a node's range) -> its node
     cpu_ops: dict[int, list[str]] = {}
     for e in events:
         cat = e.get("cat")
-        if cat in RUNTIME_CATS:
-            corr = (e.get("args") or {}).get("correlation")
-            k = enclosing(e.get("pid"), e.get("tid"), float(e["ts"]))
-            if corr is not None and k is not None:
-                launch_node[corr] = k
+        ext = (e.get("args") or {}).get("External id")
+        if cat == "user_annotation":
+            k = _node_of(str(e.get("name", "")))
+            if k is not None and ext is not None and 0 <= k < n_nodes:
+                ext_node[ext] = k
         elif cat == "cpu_op":
             k = enclosing(e.get("pid"), e.get("tid"), float(e["ts"]))
             if k is not None:
                 cpu_ops.setdefault(k, []).append(str(e.get("name")))
+                if ext is not None:
+                    ext_node[ext] = k
+    launch_node: dict = {}
+    for e in events:
+        if e.get("cat") in RUNTIME_CATS:
+            args = e.get("args") or {}
+            k = enclosing(e.get("pid"), e.get("tid"), float(e["ts"]))
+            if k is None:  # the launch's thread id not matched to the host ops': by the op that launched it
+                k = ext_node.get(args.get("External id"))
+            if args.get("correlation") is not None and k is not None:
+                launch_node[args["correlation"]] = k
     kernel = np.zeros(n_nodes)
     launches = np.zeros(n_nodes)
     lost = 0.0
     for e in events:
         if e.get("cat") in DEVICE_CATS:
-            k = launch_node.get((e.get("args") or {}).get("correlation"))
+            args = e.get("args") or {}
+            k = launch_node.get(args.get("correlation"))
+            if k is None and args.get("correlation") is None:
+                k = ext_node.get(args.get("External id"))
             if k is None:
                 lost += float(e.get("dur", 0.0))
             else:

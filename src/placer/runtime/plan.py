@@ -187,7 +187,7 @@ class StepPlan:
         return j if self.ldev[j] == d else self.N + j * self.n_dev + d
 
     def _segments(self):
-        ldev, D, N = self.ldev, self.n_dev, self.N
+        ldev = self.ldev
         need: dict[tuple[int, int], bool] = {}  # (producer, consuming device) -> carries data
         first_need: dict[tuple[int, int], int] = {}
         for i in self.order:
