@@ -191,6 +191,7 @@ def test_min_max_partition():
     assert min_max_partition([1, 1, 1, 1, 10, 1, 1], 3) == [0, 4, 5]
     assert min_max_partition([5, 5, 5, 5], 2) == [0, 2]
     assert min_max_partition([3], 4) == [0]
+    assert min_max_partition([0, 0, 6, 0], 3) == [0, 1, 2]  # a part per stage even where weights are 0
 
 
 def test_hf_gpt2_ties_embedding_and_head():

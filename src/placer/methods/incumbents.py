@@ -234,8 +234,9 @@ def accelerate_balanced(problem, seed: int, ev: Evaluator, cfg: AccelerateBalanc
 
 # ---------------------------------------------------------------------- DeepSpeed
 def min_max_partition(weights, parts: int) -> list[int]:
-    """Start index of each contiguous part (at most ``parts``) of ``weights`` minimising the largest
-    part's sum: the bottleneck found by bisection, then the greedy cut that meets it."""
+    """Start index of each of ``parts`` contiguous parts of ``weights`` (fewer only when there are
+    fewer items) minimising the largest part's sum: the bottleneck found by bisection, the greedy cut
+    that meets it, then parts split until there are ``parts``."""
     w = np.asarray(weights, dtype=np.float64)
     k = max(1, int(parts))
 
@@ -261,7 +262,18 @@ def min_max_partition(weights, parts: int) -> list[int]:
             lo = mid
         else:
             hi = mid
-    return cuts_for(hi) or [0]
+    starts = cuts_for(hi) or [0]
+    # one part per stage as DeepSpeed makes them: while parts are missing, split the heaviest part of
+    # two or more items where its halves are most even (the bottleneck cannot grow)
+    while len(starts) < min(k, len(w)):
+        ends = starts[1:] + [len(w)]
+        sums = [w[a:b].sum() if b - a > 1 else -1.0 for a, b in zip(starts, ends)]
+        j = int(np.argmax(sums))
+        a, b = starts[j], ends[j]
+        left = np.cumsum(w[a:b])[:-1]
+        cut = a + 1 + int(np.argmin(np.maximum(left, left[-1] + w[b - 1] - left)))
+        starts = sorted(starts + [cut])
+    return starts
 
 
 @register("param-balanced", "DeepSpeed's pipeline partition by parameter count: the module sequence cut into one "
