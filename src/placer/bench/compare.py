@@ -51,14 +51,16 @@ def method_bound(name: str, budget: int | None) -> tuple[Budget, str]:
 
 
 def compare_methods(problem, names: Sequence[str] | None, budget: int | None, seed: int, sim_params,
-                    on_start: Callable[[str, int, int], None] | None = None, objective=None) -> dict:
+                    on_start: Callable[[str, int, int], None] | None = None, objective=None,
+                    on_result: Callable[[str, object], None] | None = None) -> dict:
     """Run ``names`` (every available method when None) on ``problem`` and line them up. Each row
     carries the ``bound`` its run had (:func:`method_bound`). ``best`` is the method with the lowest
     objective among those with a valid answer (under the simulator: fitting in memory first; under a
     published objective: a finite value), None when no method found a valid placement
     (``valid_found`` False). ``single_gpu_oom``: the single-GPU reference does not fit (it runs out
     of memory, or the objective rejects it, so its placement was repaired off one GPU); the
-    ``speedup_vs_single_gpu`` ratios are then None, never a ratio against a repaired placement."""
+    ``speedup_vs_single_gpu`` ratios are then None, never a ratio against a repaired placement.
+    ``on_result(name, PlacementResult)`` sees each answer (the HTML report keeps them)."""
     names = list(names) if names is not None else [m for m in sorted(METHODS) if METHODS[m].available() is None]
     for n in names:
         check_method(n, "--methods")
@@ -73,6 +75,8 @@ def compare_methods(problem, names: Sequence[str] | None, budget: int | None, se
             rows.append({"method": name, "error": str(e), "bound": bound})
             continue
         rows.append({**r.summary(), "bound": bound})
+        if on_result:
+            on_result(name, r)
     ok = [r for r in rows if "error" not in r]
     custom = objective not in (None, "sim")  # a published objective: its value decides (invalid = inf)
     ref = next((r for r in ok if r["method"] == "single-gpu"), None)

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from placer.cli.options import (MAX_SECONDS, budget_option, grouping_spec, method_name, objective_spec, one_of,
                                 output_file, positive_finite, seed_option)
+from placer.cli.report import HtmlOpt
 from placer.errors import InputError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -211,7 +212,7 @@ def simulate(graph: str = GraphArg, cluster: str = ClusterOpt,
              placement: str = typer.Option(..., "--placement", "-p", help="placement JSON, or 'single:<device index>'"),
              trace: Optional[str] = typer.Option(None, help="write a Chrome trace (Perfetto, chrome://tracing)",
                                                  callback=output_file),
-             sim: str = SimOpt, as_json: bool = JsonOpt):
+             sim: str = SimOpt, as_json: bool = JsonOpt, html: Optional[str] = HtmlOpt):
     """Simulate one training step of a placement: makespan, utilisation, peak memory."""
     from placer.io import write_text_atomic
     from placer.sim import simulate as run_sim
@@ -223,6 +224,10 @@ def simulate(graph: str = GraphArg, cluster: str = ClusterOpt,
     data["lower_bound_us"] = P.lower_bound_us
     if trace is not None:
         write_text_atomic(trace, json.dumps(r.chrome_trace(P.graph.op_names, P.cluster.device_names)))
+    if html is not None:
+        from placer.cli import report
+
+        data["html"] = report.for_simulate(html, P, placement, p, r, sim_params(sim))
 
     def render(d):
         console.print(f"step time {_us(d['makespan_us'])}  (lower bound {_us(d['lower_bound_us'])}, "
@@ -234,6 +239,7 @@ def simulate(graph: str = GraphArg, cluster: str = ClusterOpt,
         console.print(t)
         if trace is not None:
             err_console.print(f"wrote trace {safe(trace)}")
+        _said_html(d)
 
     _emit(data, as_json, render)
 
@@ -254,7 +260,7 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
                                                     help="op groups for a method that groups (post, placeto, ...): "
                                                          "ops, colocate, merge:N, metis:K or contiguous:N; "
                                                          "module[:DEPTH] for any method (module-level placement)"),
-             objective: str = ObjectiveOpt):
+             objective: str = ObjectiveOpt, html: Optional[str] = HtmlOpt):
     """Find a placement with one method."""
     from placer.frontends.native import save_placement
     from placer.methods import Budget, run_method
@@ -275,6 +281,10 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
     data["lower_bound_us"] = P.lower_bound_us
     if out is not None:
         save_placement(out, P.graph, P.cluster, res.placement.devices, result=data)
+    if html is not None:
+        from placer.cli import report
+
+        data["html"] = report.for_optimize(html, P, res, sim_params(sim))
 
     def render(d):
         console.print(f"{d['method']}: step time {_us(d['step_time_us'])} (lower bound {_us(d['lower_bound_us'])})"
@@ -285,8 +295,16 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
         console.print("ops per device: " + ", ".join(f"{safe(k)}={v}" for k, v in d["device_counts"].items()))
         if out is not None:
             err_console.print(f"wrote {safe(out)}")
+        _said_html(d)
 
     _emit(data, as_json, render)
+
+
+def _said_html(d: dict) -> None:
+    if "html" in d:
+        from placer.cli.report import said
+
+        err_console.print(safe(said(d["html"])))
 
 
 def _groups(method: str) -> bool:
@@ -322,7 +340,8 @@ def compare(graph: str = typer.Argument("default", help="graph file or built-in 
             methods: str = typer.Option("default", help="comma-separated method names, or 'default' / 'all'"),
             budget: Optional[int] = typer.Option(None, help="placements per search method (1 to 10,000,000)",
                                                  callback=budget_option),
-            seed: int = SeedOpt, sim: str = SimOpt, as_json: bool = JsonOpt, objective: str = ObjectiveOpt):
+            seed: int = SeedOpt, sim: str = SimOpt, as_json: bool = JsonOpt, objective: str = ObjectiveOpt,
+            html: Optional[str] = HtmlOpt):
     """The main job: place a graph with the best available methods and print it beside the baselines.
 
     Every method runs within a bound it states (the table's last column): its placements, one
@@ -336,11 +355,17 @@ def compare(graph: str = typer.Argument("default", help="graph file or built-in 
 
     P = load_problem(default_graph_name() if graph == "default" else graph, cluster)
     names = default_methods() if methods == "default" else None if methods == "all" else methods.split(",")
+    results: dict = {}  # the answers, kept for --html
     with Progress(console=err_console, transient=True, disable=not err_console.is_terminal) as prog:
         task = prog.add_task("compiling the simulator", total=None)
         warmup_s = _warm_up_simulator(P, sim_params(sim))
         data = compare_methods(P, names, budget, seed, sim_params(sim), objective=objective,
-                               on_start=lambda m, k, n: prog.update(task, description=f"{m} ({k}/{n})", total=n, completed=k - 1))
+                               on_start=lambda m, k, n: prog.update(task, description=f"{m} ({k}/{n})", total=n, completed=k - 1),
+                               on_result=results.__setitem__ if html is not None else None)
+    if html is not None and results:
+        from placer.cli import report
+
+        data["html"] = report.for_compare(html, P, data, results)
     data["warmup_s"] = warmup_s  # numba compile time, kept out of every method's seconds
     custom = objective not in (None, "sim")
 
@@ -370,6 +395,7 @@ def compare(graph: str = typer.Argument("default", help="graph file or built-in 
             console.print(f"best: {d['best']} (* above{f', by its {safe(objective)} value' if custom else ''}); "
                           f"'vs' columns are ratios of simulated step times (x); seconds exclude "
                           f"{d['warmup_s']:.1f} s compiling the simulator first")
+        _said_html(d)
 
     _emit(data, as_json, render)
     if custom and data["best"] is None:  # the table is the answer, but there is no placement to use
