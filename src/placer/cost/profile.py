@@ -193,6 +193,9 @@ def profile_capture(capture, device: str = "cpu", warmup: int = 2, repeats: int 
 # held-out values span 253-379 us and predict the held-out step with MAPE 7.0% (113 us: 7.2%;
 # none: 8.5%; Spearman 1.0 for all three). The gain is within the noise; the value changed because it
 # is measured per executed node with the executor that runs the steps.
+# Issue 50 replaced that executor (now fx-generated stretches, no per-node interpreter loop or thread
+# hand-over) and costs GPUs from real steps instead (placer.cost.gpu_profile: kernels and issue time
+# per node, chain costs); both values are kept for graphs costed per op, not re-fitted since.
 OP_OVERHEAD_US: dict[str, float] = {"cpu": 285.0, "cuda": 11.2}
 
 
