@@ -221,3 +221,37 @@ def test_search_from_out_of_memory_seeds_heads_for_a_fit(shared_graphs, name):
     for seed in range(3):
         r = run_method(name, pr, Budget(placements=2000), seed)
         assert not r.sim.oom, (seed, r.sim.objective_us, r.notes)
+
+
+@pytest.mark.parametrize("n,weights", [(1, None), (2, None), (3, None), (7, None), (8, [1000.0] + [1.0] * 7),
+                                       (15, [5000.0] + [1.0] * 14), (30, [1e4, 1e4] + [1.0] * 28)])
+def test_metis_says_nothing_on_small_or_lopsided_graphs(capfd, n, weights):
+    """Issue 52: METIS printed '***Cannot bisect a graph with 0 vertices!' and '***You are trying to
+    partition a graph into too many parts!' on graphs with fewer units than GPUs (now not called:
+    one unit a GPU) and on lopsided weights (its lines dropped, its partition kept)."""
+    from placer.methods.partitioning import metis_placement
+
+    names = [f"op{i}" for i in range(n)]
+    gpu = weights or [10.0] * n
+    g = OpGraph.build(names, [(names[i], names[i + 1], 1e6) for i in range(n - 1)], name="small",
+                      compute_us={"k80": gpu, "cpu": [10 * x for x in gpu]})
+    P = Problem(g, preset("k80x8"))
+    capfd.readouterr()
+    p = metis_placement(P, list(range(8)), seed=0)
+    r = run_method("metis", P, Budget(), 0)
+    out, err = capfd.readouterr()
+    assert "***" not in out and "***" not in err, (out, err)
+    assert p.shape == (n,) and not r.sim.oom
+    if n < 8:
+        assert sorted(p.tolist()) == list(range(n))  # one unit a GPU
+
+
+def test_metis_passes_other_output_on(capfd):
+    from placer.methods.partitioning import _metis_quiet
+
+    with _metis_quiet():
+        import os
+
+        os.write(1, b"\t***Cannot bisect a graph with 0 vertices!\nkept line\n")
+    out, _ = capfd.readouterr()
+    assert out == "kept line\n"

@@ -16,6 +16,8 @@ a byte on each link (inverse bandwidth), Scotch's dual recursive bipartitioning 
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,14 +76,59 @@ def metis_placement(problem, devices: list[int], seed: int = 0, ufactor: int = 3
     devs = _runnable_targets(problem, units, list(devices))
     if len(devs) == 1 or units.n_groups <= 1:
         return _finish_parts(problem, units, np.full(units.n_groups, devs[0]))
+    if units.n_groups < len(devs):
+        # fewer units than parts: METIS refuses ("You are trying to partition a graph into too many
+        # parts", after "Cannot bisect a graph with 0 vertices") and returns an arbitrary labelling;
+        # a k-way partition into more parts than vertices is one vertex a part: unit i on devs[i]
+        return _finish_parts(problem, units, np.asarray(devs[:units.n_groups], dtype=np.int64))
     xadj, adj, w = units.undirected_csr(problem.graph)
     vw = _int_weights(_unit_cost(problem, units, devs), 10**5)
     ew = _int_weights(w, 10**5) if len(w) else w.astype(np.int64)
     opts = pymetis.Options(seed=int(seed) % (2**31), ufactor=int(ufactor))
     graph = pymetis.CSRAdjacency(xadj.tolist(), adj.tolist()) if hasattr(pymetis, "CSRAdjacency") else None
     kw = {"adjacency": graph} if graph is not None else {"xadj": xadj.tolist(), "adjncy": adj.tolist()}
-    _, parts = pymetis.part_graph(len(devs), vweights=vw.tolist(), eweights=ew.tolist(), options=opts, **kw)
+    with _metis_quiet():
+        _, parts = pymetis.part_graph(len(devs), vweights=vw.tolist(), eweights=ew.tolist(), options=opts, **kw)
     return _finish_parts(problem, units, np.asarray(devs)[np.asarray(parts, dtype=np.int64)])
+
+
+class _metis_quiet:
+    """METIS prints its complaints with C's printf (to file descriptor 1, which the CLI points at
+    stderr): with enough units it still reaches a recursive bisection with nothing to bisect when one
+    unit outweighs a part ("***Cannot bisect a graph with 0 vertices!", "***You are trying to
+    partition a graph into too many parts!") and returns a partition all the same. Such lines
+    written during the call are dropped; anything else written to descriptor 1 meanwhile is passed
+    on. The C buffers are flushed before the descriptor is restored, so no line leaks out later."""
+
+    def __enter__(self):
+        import tempfile
+
+        sys.stdout.flush()
+        self._tmp = tempfile.TemporaryFile()
+        self._saved = os.dup(1)
+        os.dup2(self._tmp.fileno(), 1)
+        return self
+
+    def __exit__(self, *exc):
+        _flush_c_stdio()
+        os.dup2(self._saved, 1)
+        os.close(self._saved)
+        self._tmp.seek(0)
+        text = self._tmp.read()
+        self._tmp.close()
+        rest = b"".join(line for line in text.splitlines(keepends=True) if not line.lstrip().startswith(b"***"))
+        if rest:
+            os.write(1, rest)
+        return False
+
+
+def _flush_c_stdio() -> None:
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):  # no C library to reach: nothing buffered there that we could flush
+        pass
 
 
 # ---------------------------------------------------------------------- Scotch
