@@ -228,6 +228,12 @@ def gpu_mode(a) -> tuple[list[dict], dict]:
                                   (1, 0): (link["h2d"]["bytes_per_us"], link["h2d"]["latency_us"])})
     wanted = [m for m in a.models.split(",") if m] if a.models else None
     rows_table, runs = [], []
+
+    def settings_of() -> dict:
+        return {"mode": "gpu", "device": gname, "threads": threads, "cores": cores, "torch": torch.__version__,
+                "link": link, "small": a.small, "steps": a.steps, "placements_per_fraction": a.placements,
+                "budget_s": a.budget_s, "wall_s": round(time.perf_counter() - t_start, 1),
+                "date": time.strftime("%Y-%m-%d %H:%M %Z"), "summary": summarise(rows_table, runs)}
     rng = np.random.default_rng(0)
     for t, (name, cfg) in enumerate(TABLE):
         if wanted and name not in wanted:
@@ -267,6 +273,7 @@ def gpu_mode(a) -> tuple[list[dict], dict]:
               f"{row['executor_us'] / 1e3:.2f} ms (iqr {row['executor_iqr_pct']:.1f}%), predicted {row['predicted_us'] / 1e3:.2f} ms, "
               f"kernels {row['kernel_us'] / 1e3:.2f} ms, issue {row['issue_us'] / 1e3:.2f} ms "
               f"[{time.perf_counter() - t_start:.0f} s]", flush=True)
+        save(a, settings_of(), rows_table, runs)
         if not mixed:
             del cap, module, inputs, rb
             continue
@@ -284,23 +291,28 @@ def gpu_mode(a) -> tuple[list[dict], dict]:
                  "iqr_pct": iqr_pct(rep.step_us) if len(rep.step_us) > 1 else 0.0, "steps_us": [round(x, 1) for x in rep.step_us],
                  "transfers": rep.transfers, "stretches": rep.extra.get("stretches")}
             runs.append(r)
+            if len(runs) % 5 == 0:
+                save(a, settings_of(), rows_table, runs)
             print(f"    {lab:<18} cpu ops {r['cpu_ops']:>5}  measured {r['measured_us'] / 1e3:9.2f} ms  predicted "
                   f"{r['predicted_us'] / 1e3:9.2f} ms  ratio {r['predicted_us'] / r['measured_us']:5.2f}  "
                   f"[{time.perf_counter() - t_start:.0f} s]", flush=True)
+        save(a, settings_of(), rows_table, runs)
         del cap, module, inputs, rb
-    summary = summarise(rows_table, runs)
-    settings = {"mode": "gpu", "device": gname, "threads": threads, "cores": cores, "torch": torch.__version__, "link": link,
-                "small": a.small, "steps": a.steps, "placements_per_fraction": a.placements, "budget_s": a.budget_s,
-                "wall_s": round(time.perf_counter() - t_start, 1), "date": time.strftime("%Y-%m-%d %H:%M %Z"),
-                "summary": summary}
-    if a.out:
-        os.makedirs(a.out, exist_ok=True)
-        with open(os.path.join(a.out, "fidelity_gpu.json"), "w") as f:
-            json.dump({"settings": settings, "table": rows_table, "runs": runs}, f, indent=1, default=str)
-        with open(os.path.join(a.out, "summary.md"), "w") as f:
-            f.write(markdown(settings, rows_table, runs))
+    settings = settings_of()
+    save(a, settings, rows_table, runs)
     print(f"\n{markdown(settings, rows_table, runs)}")
     return runs, settings
+
+
+def save(a, settings, table, runs) -> None:
+    """Write what is measured so far (a run cut short by its time limit keeps it)."""
+    if not a.out:
+        return
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "fidelity_gpu.json"), "w") as f:
+        json.dump({"settings": settings, "table": table, "runs": runs}, f, indent=1, default=str)
+    with open(os.path.join(a.out, "summary.md"), "w") as f:
+        f.write(markdown(settings, table, runs))
 
 
 def summarise(table, runs) -> dict:

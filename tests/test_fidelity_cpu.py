@@ -71,3 +71,38 @@ def test_two_term_fit_is_non_negative():
     X = np.column_stack([n, -n])  # a term that could only help with a negative overhead
     o = fit_overheads(b, X, m)
     assert (o >= 0).all() and o[0] == pytest.approx(37.5, rel=1e-6)
+
+
+def _fidelity_gpu():
+    import importlib
+    import sys
+    from pathlib import Path
+
+    bench = str(Path(__file__).resolve().parents[1] / "benchmarks")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    return importlib.import_module("fidelity_gpu")
+
+
+def test_gpu_summary_scores_the_mixed_placements_only(tmp_path):
+    """benchmarks/fidelity_gpu.py's report: MAPE and Spearman over the placements that use both
+    devices; the table's ratios to the eager step; what it writes under --out."""
+    import json
+    from types import SimpleNamespace
+
+    fg = _fidelity_gpu()
+    table = [{"label": "m (batch 1)", "eager_us": 100.0, "executor_us": 105.0, "executor_iqr_pct": 2.0,
+              "predicted_us": 95.0, "kernel_us": 40.0, "issue_us": 90.0}]
+    runs = [{"model": "m", "label": "m (batch 1)", "placement": f"p{k}", "kind": "random", "cpu_ops": k,
+             "mixed": k > 0, "measured_us": 100.0 * (k + 1), "predicted_us": 110.0 * (k + 1), "iqr_pct": 1.0}
+            for k in range(5)]
+    runs[0]["predicted_us"] = 1e6  # a single-device run: not in the mixed score
+    s = fg.summarise(table, runs)
+    assert s["mixed_runs"] == 4 and s["mixed_mape"] == pytest.approx(0.1) and s["mixed_spearman"] == pytest.approx(1.0)
+    assert s["executor_over_eager"] == [1.05] and s["predicted_over_eager"] == [0.95]
+    settings = {"device": "X", "threads": 2, "torch": "t", "wall_s": 1.0, "date": "d", "summary": s}
+    fg.save(SimpleNamespace(out=str(tmp_path / "gpu")), settings, table, runs)
+    d = json.loads((tmp_path / "gpu" / "fidelity_gpu.json").read_text())
+    assert d["settings"]["summary"]["mixed_runs"] == 4 and len(d["runs"]) == 5
+    md = (tmp_path / "gpu" / "summary.md").read_text()
+    assert "MAPE 10.0%" in md and "| m (batch 1) | 0.10 ms |" in md
