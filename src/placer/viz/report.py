@@ -156,7 +156,7 @@ def render_html(data: dict) -> str:
     from placer.viz.report_page import page
 
     blob = json.dumps(data, separators=(",", ":"), allow_nan=False, default=_plain)
-    return page(_plotly_js(), blob.replace("</", "<\\/"), data["title"])
+    return page(_plotly_js(), blob.replace("<", "\\u003c"), data["title"])  # no "</script>" nor "<!--" inside
 
 
 def _plain(x):

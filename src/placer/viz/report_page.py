@@ -367,7 +367,7 @@ duration and bytes; drag to zoom.</div>
 
 
 def page(plotly_js: str, data_json: str, title: str) -> str:
-    """The whole document. ``data_json`` must already have ``</`` escaped (``<\\/``)."""
+    """The whole document. ``data_json`` must hold no ``<`` (written ``\\u003c``)."""
     t = html.escape(title)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
             f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{t}</title>\n"
