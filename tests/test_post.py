@@ -381,3 +381,32 @@ def test_seeded_start_begins_at_the_best_classical_heuristic_and_improves_on_it(
     assert r.value_us < 0.97 * min(seeds.values())
     old = run_method("post", P, Budget(placements=300), 0, None, start="best", start_mass=0.5)
     assert r.value_us < old.value_us
+
+
+@pytest.mark.parametrize("variant", ["post", "ce", "ppo", "pg"])
+@pytest.mark.parametrize("objective", ["latency", "throughput", "pipeline"])
+def test_no_nan_under_a_published_objective(variant, objective):
+    """Issue 52: under latency / throughput / pipeline most samples are rejected (value inf); the
+    baseline became inf and every advantage NaN ('invalid value encountered in subtract / divide').
+    Now no warning, finite distributions to the end."""
+    import warnings
+
+    from placer.zoo.synthetic import layered_training_graph
+
+    P = Problem(layered_training_graph(40, seed=2), preset("k80x2"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = run_method(variant, P, Budget(placements=120), 0, objective=objective, seeds="single-gpu,metis")
+    assert np.isfinite(r.cost.extra["final_probs_max_mean"])
+    assert all(np.isfinite(x) for x in r.cost.extra["iterations"]["best_so_far_us"][-1:]) or objective == "pipeline"
+
+
+def test_step_times_of_rejected_placements():
+    from placer.methods.post import step_times
+
+    obj = np.array([5.0, np.inf, 7.0, np.inf])
+    oom = np.array([False, True, True, False])
+    assert step_times(obj, oom, 100.0).tolist() == [5.0, 107.0, 107.0, 107.0]  # rejected: worst finite (7) + penalty
+    assert step_times(np.array([np.inf, np.inf]), np.array([False, False]), 100.0).tolist() == [100.0, 100.0]
+    finite = np.array([1.0, 2.0])
+    assert step_times(finite, np.array([False, True]), 10.0).tolist() == (finite + 10.0 * np.array([0, 1])).tolist()

@@ -211,6 +211,21 @@ def pg_update(u: np.ndarray, S: np.ndarray, lr: float) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- Algorithm 1
+def step_times(objective_us: np.ndarray, oom: np.ndarray, penalty_us: float) -> np.ndarray:
+    """T of each sample for the baseline and the advantages: its objective plus ``penalty_us`` when it
+    runs out of memory. A placement a published objective rejects (not contiguous, over memory:
+    value inf) counts as the worst finite T of its batch plus the penalty (the penalty alone when
+    none is finite): an inf T made the baseline inf and every advantage (b - T) / b NaN, so PPO and
+    PG steps filled the logits with NaN (version 1). Under the simulator every value is finite and T
+    is as before. The cross-entropy elite still ranks the values themselves (inf last), so ``ce``
+    is unchanged."""
+    finite = np.isfinite(objective_us)
+    if finite.all():
+        return objective_us + penalty_us * oom
+    worst = float(objective_us[finite].max()) if finite.any() else 0.0
+    return np.where(finite, objective_us, worst + penalty_us) + penalty_us * (oom & finite)
+
+
 def run_post(problem, seed: int, ev: Evaluator, cfg: PostConfig, variant: str = "post",
              grouping: Grouping | None = None):
     """Algorithm 1 (``variant="post"``) or one of its ablations ``ce``, ``ppo``, ``pg``. The units
@@ -260,11 +275,12 @@ def run_post(problem, seed: int, ev: Evaluator, cfg: PostConfig, variant: str = 
         if it == 0 and cfg.start_mode and mass > 0:
             samples[0] = np.argmax(u, axis=1)  # the start's mode: every unit on its favoured device
         batch = ev.evaluate_batch(samples[:, units.op_group])
-        times = batch.objective_us + cfg.oom_penalty_us * batch.oom
+        times = batch.objective_us + cfg.oom_penalty_us * batch.oom  # inf: rejected by a published objective
+        finite_t = step_times(batch.objective_us, batch.oom, cfg.oom_penalty_us)  # for the baseline and advantages
         it += 1
         if b is None:
-            b = float(times.mean())
-        adv = (b - times) / (max(b, 1e-9) if cfg.advantage == "relative" else 1e6)  # b - T in units of b or s
+            b = float(finite_t.mean())
+        adv = (b - finite_t) / (max(b, 1e-9) if cfg.advantage == "relative" else 1e6)  # b - T in units of b or s
         eps = cfg.eps_start + (cfg.eps_end - cfg.eps_start) * ev.fraction_used()
         window_units.append(samples)
         window_t.append(times)
@@ -284,7 +300,7 @@ def run_post(problem, seed: int, ev: Evaluator, cfg: PostConfig, variant: str = 
             update = "none"
         if variant in ("ppo", "pg"):
             window_units, window_t = [], []
-        b = cfg.baseline_decay * b + (1.0 - cfg.baseline_decay) * float(times.mean())
+        b = cfg.baseline_decay * b + (1.0 - cfg.baseline_decay) * float(finite_t.mean())
         curves["placements"].append(ev.placements)
         curves["mean_us"].append(float(times.mean()))
         curves["median_us"].append(float(np.median(times)))
@@ -311,9 +327,9 @@ def _method(variant: str):
 
 
 register("post", "Post: cross-entropy updates (Eq. 10) joined with PPO (Eq. 11) over softmax placement "
-         "distributions", "learned", PostConfig, PAPER, version=1)(_method("post"))
+         "distributions", "learned", PostConfig, PAPER, version=2)(_method("post"))
 register("ce", "Post's ablation: cross-entropy minimisation (Eq. 10) + uniform mixing only", "learned", PostConfig, PAPER, version=1)(_method("ce"))
 register("ppo", "Post's ablation: PPO (Eq. 11) over softmax placement distributions only", "learned", PostConfig,
-         PAPER, version=1)(_method("ppo"))
+         PAPER, version=2)(_method("ppo"))
 register("pg", "Post's ablation: REINFORCE policy gradient over softmax placement distributions", "learned",
-         PostConfig, PAPER, version=1)(_method("pg"))
+         PostConfig, PAPER, version=2)(_method("pg"))
