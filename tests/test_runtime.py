@@ -218,6 +218,41 @@ def test_cpu_worker_hands_over_by_events(captured, monkeypatch):
         assert min(ran[u][1] for u in users) >= ran[j][2]
 
 
+def test_an_in_place_write_waits_for_readers_on_other_devices():
+    """A buffer written in place on one device is read before (write-after-read) and after
+    (read-after-write) by ops on another device's worker thread: ordering edges cross as "done"."""
+    from types import SimpleNamespace
+
+    import torch.fx as fx
+
+    from placer.runtime.executor import PlacedStep
+
+    aten = torch.ops.aten
+
+    def step(x, z):
+        r1 = aten.mul.Tensor(x, 2)  # reads the old x
+        y = aten.add.Tensor(z, 1)
+        aten.copy_.default(x, y)  # x := z + 1
+        r2 = aten.add.Tensor(x, 1)  # reads the new x
+        loss = aten.add.Tensor(aten.sum.default(r1), aten.mul.Tensor(aten.sum.default(r2), 1000))
+        return (loss,)
+
+    gm = fx.symbolic_trace(step)
+    nodes = [n for n in gm.graph.nodes if n.op != "output"]
+    cap = SimpleNamespace(gm=gm, node_op={n: k for k, n in enumerate(nodes)},
+                          info={"params": [], "buffers": [], "slots": 0, "inputs": 2})
+    dev = np.ones(len(nodes), dtype=np.int64)  # everything on device 1 ...
+    dev[0] = 0  # ... but x, so the write runs on device 0 (where x lives)
+    plan = PlacedStep(cap, dev, ["cpu", "cpu"]).plan
+    w = next(i for i, n in enumerate(plan.nodes) if n.target is aten.copy_.default)
+    assert plan.ldev[w] == 0 and plan.ctrl and any(not data for data in plan.crossings.values())
+    for _ in range(3):
+        step_ = PlacedStep(cap, dev, ["cpu", "cpu"])
+        x = torch.ones(4)
+        out = step_.run([x, torch.full((4,), 5.0)])
+        assert out.loss.item() == 8 + 1000 * 28 and torch.equal(x, torch.full((4,), 6.0))
+
+
 def test_a_failing_op_in_a_worker_is_raised(captured):
     from placer.runtime.executor import PlacedStep
     from placer.runtime.measure import initial_state, rebuild
