@@ -84,7 +84,15 @@ def apply(model, device_map):
     devices = set(dm.values())
     main = next(iter(dm.values()))
     if "cpu" not in devices or devices == {"cpu"}:
-        return accelerate.dispatch_model(model, dm, main_device=main, force_hooks=True)
+        import logging
+
+        log = logging.getLogger("accelerate.big_modeling")  # its "offloaded to the cpu" warning: nothing is offloaded
+        level = log.level
+        log.setLevel(logging.ERROR)
+        try:
+            return accelerate.dispatch_model(model, dm, main_device=main, force_hooks=True)
+        finally:
+            log.setLevel(level)
     tied = find_tied_parameters(model)
     execution = {**dm, "": main}
     attach_align_device_hook_on_blocks(model, execution_device=execution, offload={k: False for k in execution})
