@@ -33,217 +33,22 @@ peak overflows while that helps, so a memory-feasible placement is returned when
 
 from __future__ import annotations
 
-import bisect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
-from placer.errors import InputError
-from placer.grouping import colocation_units
 from placer.methods.base import Evaluator, MethodConfig, register
+from placer.methods.list_state import COMM, Schedule, Slots, State  # noqa: F401 (COMM, Schedule: public here)
 from placer.methods.sct_lp import favourite_children
-from placer.methods.support import (bottom_level, gpu_devices, link_arrays, mean_comm_us,
-                                    op_gap_us, op_memory_bytes, relieve_oom, usable_devices)
+from placer.methods.support import bottom_level, gpu_devices, relieve_oom
 
 BAECHI = "Jeon et al., Baechi: Fast Device Placement of Machine Learning Graphs, SoCC 2020"
 HEFT_PAPER = "Topcuoglu, Hariri, Wu, Performance-Effective and Low-Complexity Task Scheduling, IEEE TPDS 2002"
 
 
-@dataclass
-class Schedule:
-    """A list scheduler's answer under its own cost model (not the simulator's)."""
-
-    placement: np.ndarray
-    start_us: np.ndarray
-    finish_us: np.ndarray
-    order: np.ndarray  # ops in the order they were scheduled
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def makespan_us(self) -> float:
-        return float(self.finish_us.max()) if len(self.finish_us) else 0.0
-
-
-COMM = ("sim", "free")
-
-
-class _Scheduler:
-    """State shared by the list schedulers: costs, links, colocation pins, memory in use."""
-
-    def __init__(self, problem, sim_params=None, devices: list[int] | None = None, memory: str = "conservative",
-                 comm: str = "free"):
-        if comm not in COMM:
-            raise InputError("list scheduler", f"comm={comm!r}", "is not a communication model",
-                             f"use one of {', '.join(COMM)}")
-        self.problem = problem
-        g = problem.graph
-        self.n, self.D = g.n_ops, problem.n_devices
-        self.units = colocation_units(problem)
-        self.ok = usable_devices(problem, devices, self.units)
-        self.cost = np.where(self.ok, problem.compute_us, np.inf)
-        gap = op_gap_us(sim_params)
-        self.occupy = self.cost + np.where(self.cost > 0, gap, 0.0)  # device busy time incl. the op gap
-        self.bw, self.lat = link_arrays(problem, sim_params)
-        # comm="sim": each device sends one tensor at a time on its outgoing bus, as the simulator does
-        self.sim_comm = comm == "sim"
-        self.bus: list[list[tuple[float, float]]] = [[] for _ in range(self.D)]  # booked sends, sorted
-        self.bus_gap = float(getattr(sim_params, "bus_gap_us", 0.0) or 0.0)
-        self.sent_at = np.full(self.n, np.nan)  # arrival time of an op's tensor once it was booked
-        self.max_out = np.zeros(self.n)  # the simulator's transfer size: the largest out-edge
-        if g.n_edges:
-            np.maximum.at(self.max_out, g.edge_src, g.edge_bytes)
-        self.unit_of = self.units.op_group
-        self.umem = np.bincount(self.unit_of, weights=op_memory_bytes(problem, memory), minlength=self.units.n_groups)
-        self.count_received = memory == "conservative"  # received copies are never freed either
-        self._recv: dict[int, np.ndarray] = {}
-        self.has_copy = set()  # (op, device): a received copy already charged there
-        self.upar = self.units.param_bytes(problem.graph)
-        self.udev = np.full(self.units.n_groups, -1, dtype=np.int64)
-        self.cap = problem.memory_bytes.astype(np.float64)
-        self.used = np.zeros(self.D)
-        self.placement = np.full(self.n, -1, dtype=np.int64)
-        self.start = np.full(self.n, np.nan)
-        self.finish = np.full(self.n, np.nan)
-        self.order: list[int] = []
-        self.notes: list[str] = []
-        self.cand_devices = sorted(set(np.flatnonzero(self.ok.any(axis=0)).tolist()))
-
-    # -------------------------------------------------------------- costs
-    def mean_cost(self) -> np.ndarray:
-        """Each op's compute cost averaged over the devices it may use (HEFT's w-bar)."""
-        c = np.where(self.ok, self.cost, 0.0)
-        return c.sum(axis=1) / np.maximum(self.ok.sum(axis=1), 1)
-
-    def mean_edge_comm(self) -> np.ndarray:
-        return mean_comm_us(self.problem.graph.edge_bytes, self.bw, self.lat, self.cand_devices)
-
-    def data_ready(self, i: int) -> np.ndarray:
-        """(D,) time op i's inputs are all on each device, given its scheduled parents."""
-        g = self.problem.graph
-        a, b = g.pred_ptr[i], g.pred_ptr[i + 1]
-        t = np.zeros(self.D)
-        unsent = []
-        for p, e in zip(g.pred_idx[a:b], g.pred_edge[a:b]):
-            x = self.placement[p]
-            if not self.sim_comm:
-                arr = self.finish[p] + self.lat[x] + g.edge_bytes[e] / self.bw[x]
-            elif np.isnan(self.sent_at[p]):  # not on its way yet: booked below, per device
-                unsent.append(int(p))
-                continue
-            else:  # already on its way to every remote consumer
-                arr = np.full(self.D, self.sent_at[p])
-            arr[x] = self.finish[p]
-            np.maximum(t, arr, out=t)
-        if unsent:
-            unsent.sort(key=lambda p: (self.finish[p], p))
-            for d in np.flatnonzero(self.ok[i]).tolist():
-                extra: dict[int, list] = {}
-                for p in unsent:
-                    x = int(self.placement[p])
-                    if x == d:
-                        t[d] = max(t[d], self.finish[p])
-                        continue
-                    dur = self.lat[x, d] + self.max_out[p] / self.bw[x, d]
-                    t0 = self._bus_slot(x, self.finish[p], dur + self.bus_gap, extra.setdefault(x, []))
-                    extra[x].append((t0, t0 + dur + self.bus_gap))
-                    t[d] = max(t[d], t0 + dur)
-        return t
-
-    def waits_on_a_bus(self, i: int) -> bool:
-        """comm="sim": some parent's tensor is not booked yet (op i's data-ready times move with the buses)."""
-        g = self.problem.graph
-        return self.sim_comm and bool(np.isnan(self.sent_at[g.pred_idx[g.pred_ptr[i]:g.pred_ptr[i + 1]]]).any())
-
-    def _bus_slot(self, x: int, ready: float, dur: float, extra=()) -> float:
-        """Earliest start >= ready of an idle gap of length dur on device x's bus (``extra``:
-        intervals booked on it in a trial, not yet committed)."""
-        t = ready
-        while True:
-            t = _earliest_slot(self.bus[x], t, dur)
-            clash = [e1 for (e0, e1) in extra if e0 < t + dur and t < e1]
-            if not clash:
-                return t
-            t = max(clash)
-
-    def send_inputs(self, i: int, d: int) -> None:
-        """comm="sim": book the transfers op i on device d needs on its parents' buses, in the order
-        the parents ended (as :meth:`data_ready` assumed)."""
-        g = self.problem.graph
-        ps = [int(p) for p in g.pred_idx[g.pred_ptr[i]:g.pred_ptr[i + 1]]
-              if self.placement[p] != d and np.isnan(self.sent_at[p])]
-        for p in sorted(ps, key=lambda p: (self.finish[p], p)):
-            x = int(self.placement[p])
-            dur = self.lat[x, d] + self.max_out[p] / self.bw[x, d]
-            t0 = self._bus_slot(x, self.finish[p], dur + self.bus_gap)
-            bisect.insort(self.bus[x], (t0, t0 + dur + self.bus_gap))
-            self.sent_at[p] = t0 + dur
-
-    # -------------------------------------------------------------- memory and pins
-    def eligible(self, ops: np.ndarray) -> np.ndarray:
-        """(len(ops), D) bool: runnable, not pinned elsewhere by a colocation group, and the group
-        fits the device's remaining memory (else, for an op no device would take, its parameters do)."""
-        u = self.unit_of[ops]
-        pinned = self.udev[u]
-        dev = np.arange(self.D)[None, :]
-        fresh = pinned[:, None] < 0
-        recv = np.stack([self.received(int(i)) for i in ops]) if self.count_received else 0.0
-        need = np.where(fresh, self.umem[u][:, None], 0.0) + recv
-        fits = (self.used[None, :] + need) <= self.cap[None, :]
-        el = self.ok[ops] & fits & np.where(fresh, True, dev == pinned[:, None])
-        starved = ~el.any(axis=1)
-        if starved.any():
-            loose = (self.used[None, :] + self.upar[u][:, None]) <= self.cap[None, :]
-            el2 = self.ok[ops] & np.where(fresh, loose, dev == pinned[:, None])
-            el[starved] = el2[starved]
-            still = ~el.any(axis=1)
-            if still.any():  # nothing fits: keep the op runnable somewhere, the simulator will report OOM
-                el[still] = (self.ok[ops] & np.where(fresh, True, dev == pinned[:, None]))[still]
-                if "memory" not in " ".join(self.notes):
-                    self.notes.append("memory: some op fit on no device; placed regardless")
-        return el
-
-    def received(self, i: int) -> np.ndarray:
-        """(D,) bytes of the copies op i would add on each device: one per parent on another device
-        whose tensor has no copy there yet, as large as the simulator's transfer (its largest out-edge)."""
-        r = self._recv.get(i)
-        if r is None:
-            g = self.problem.graph
-            r = np.zeros(self.D)
-            for p in g.pred_idx[g.pred_ptr[i]:g.pred_ptr[i + 1]]:
-                x = self.placement[p]
-                if x >= 0:
-                    r += self.max_out[p]
-                    r[x] -= self.max_out[p]
-                    for d in range(self.D):
-                        if (int(p), d) in self.has_copy:
-                            r[d] -= self.max_out[p]
-            self._recv[i] = r
-        return r
-
-    def assign(self, i: int, d: int, start: float) -> None:
-        u = self.unit_of[i]
-        if self.count_received:
-            self.used[d] += self.received(i)[d]
-            g = self.problem.graph
-            for p in g.pred_idx[g.pred_ptr[i]:g.pred_ptr[i + 1]]:
-                if self.placement[p] != d and (int(p), d) not in self.has_copy:
-                    self.has_copy.add((int(p), d))
-                    for c in g.succ_idx[g.succ_ptr[p]:g.succ_ptr[p + 1]]:  # siblings share the copy now
-                        self._recv.pop(int(c), None)
-        if self.udev[u] < 0:
-            self.udev[u] = d
-            self.used[d] += self.umem[u]
-        if self.sim_comm:
-            self.send_inputs(i, d)
-        self.placement[i] = d
-        self.start[i] = start
-        self.finish[i] = start + self.cost[i, d]
-        self.order.append(i)
-
-    def schedule(self) -> Schedule:
-        return Schedule(self.placement.copy(), self.start.copy(), self.finish.copy(),
-                        np.array(self.order, dtype=np.int64), list(self.notes))
+# the scheduler state (costs, pins, memory, the buses kept incrementally) lives in list_state.py
+_Scheduler = State
 
 
 # ---------------------------------------------------------------------- HEFT
@@ -255,40 +60,27 @@ def heft_schedule(problem, sim_params=None, devices: list[int] | None = None, me
     Ties (after rounding to 1e-6): lower op index first, then lower device index. ``comm="free"``
     is the paper's contention-free communication; ``"sim"`` books each tensor on its device's
     outgoing bus, one at a time, as the simulator does (module docstring)."""
-    s = _Scheduler(problem, sim_params, devices, memory, comm)
+    s = State(problem, sim_params, devices, memory, comm)
     rank = bottom_level(problem, s.mean_cost(), s.mean_edge_comm())
     order = np.lexsort((np.arange(s.n), -_fuzz(rank)))
-    busy: list[list[tuple[float, float]]] = [[] for _ in range(s.D)]  # per device, sorted (start, end)
+    busy = [Slots() for _ in range(s.D)]  # per device, sorted (start, end)
+    occupy, cost = s.occupy, s.cost
     for i in order.tolist():
-        drt = s.data_ready(i)
-        el = s.eligible(np.array([i]))[0]
-        best = (np.inf, np.inf, -1)
-        for d in np.flatnonzero(el).tolist():
-            t = _earliest_slot(busy[d], drt[d], s.occupy[i, d])
-            eft = t + s.cost[i, d]
-            if _fuzz(eft) < _fuzz(best[0]):
-                best = (eft, t, d)
-        _, t, d = best
+        drt = s.data_ready(i).tolist()
+        el = s.eligible_row(i)
+        occ, ci = occupy[i].tolist(), cost[i].tolist()
+        ts = [busy[d].earliest(drt[d], occ[d]) for d in el]
+        eft = np.array([t + ci[d] for t, d in zip(ts, el)])
+        j = int(np.argmin(_fuzz(eft)))  # the first device of the earliest finish, after rounding
+        d, t = el[j], ts[j]
         s.assign(i, d, t)
-        bisect.insort(busy[d], (t, t + s.occupy[i, d]))
+        busy[d].insert((t, t + occ[d]))
     return s.schedule()
 
 
 def _fuzz(x):
     """Round away floating-point noise so that equal ranks or times (sums in another order) tie."""
     return np.round(x, 6)
-
-
-def _earliest_slot(slots: list[tuple[float, float]], ready: float, dur: float) -> float:
-    """Earliest start >= ready of a free gap of length dur among sorted busy intervals."""
-    k = bisect.bisect_right(slots, (ready, np.inf))
-    t = ready if k == 0 else max(ready, slots[k - 1][1])
-    while k < len(slots):
-        if t + dur <= slots[k][0]:
-            return t
-        t = max(t, slots[k][1])
-        k += 1
-    return t
 
 
 # ---------------------------------------------------------------------- ETF / SCT
@@ -302,53 +94,81 @@ def etf_schedule(problem, sim_params=None, devices: list[int] | None = None, mem
     With ``favourite_child`` (m-SCT, Baechi section 4.3, after Hanen and Munier 1995): an op whose
     favourite parent was the last op run on device d, and whose inputs are all on d by the time d
     is free, is *urgent*: it may only go to d, and wins ties on start time. ``comm``: as in HEFT
-    (with ``"sim"`` the data-ready times of ready ops waiting on an unbooked tensor are recomputed
-    every step, the buses having moved)."""
-    s = _Scheduler(problem, sim_params, devices, memory, comm)
+    (with ``"sim"`` the data-ready times of ready ops waiting on an unbooked tensor move with the
+    buses: they are recomputed when a booking touches the part of a bus they probed).
+
+    Each step is one vectorised pass over the ready ops and devices (start times, memory
+    eligibility); data-ready times and received bytes are kept per op and recomputed only when
+    what they read changed (:mod:`placer.methods.list_state`)."""
+    s = State(problem, sim_params, devices, memory, comm)
+    s.track = s.sim_comm
     g = problem.graph
     zero = np.zeros(g.n_edges)
-    level = bottom_level(problem, s.mean_cost(), zero)
+    flevel = _fuzz(bottom_level(problem, s.mean_cost(), zero))
     fav_parent = np.full(s.n, -1, dtype=np.int64)
     if favourite_child is not None:
         has = favourite_child >= 0
         fav_parent[favourite_child[has]] = np.flatnonzero(has)
-    missing = np.diff(g.pred_ptr).astype(np.int64)
-    free = np.zeros(s.D)
-    last = np.full(s.D, -1, dtype=np.int64)
+        fav_child = favourite_child.tolist()
+        fav_parent_l = fav_parent.tolist()
+    missing = np.diff(g.pred_ptr).astype(np.int64).tolist()
+    succ_ptr, succ_idx = s.succ_ptr, s.succ_idx
+    D = s.D
+    free = np.zeros(D)
+    last = [-1] * D
     ready = [i for i in range(s.n) if missing[i] == 0]
-    drt = {i: s.data_ready(i) for i in ready}
+    pos = {i: k for k, i in enumerate(ready)}
+    drt = np.zeros((s.n, D))
+    for i in ready:
+        drt[i] = s.data_ready(i)
     while ready:
         R = np.array(ready, dtype=np.int64)
         el = s.eligible(R)
-        if s.sim_comm:  # the buses moved: tensors not booked yet arrive later
-            for i in ready:
-                if s.waits_on_a_bus(i):
-                    drt[i] = s.data_ready(i)
-        D_rt = np.stack([drt[i] for i in ready])
+        if s.dirty:  # the buses moved: tensors not booked yet arrive later
+            for i in sorted(s.dirty):
+                drt[i] = s.data_ready(i)
+            s.dirty.clear()
+        D_rt = drt[R]
         est = np.maximum(D_rt, free[None, :])
-        urgent = np.zeros_like(el)
+        urgent = None
         if favourite_child is not None:
-            fp = fav_parent[R]
-            for k in np.flatnonzero(fp >= 0):
-                d = s.placement[fp[k]]
-                if d >= 0 and last[d] == fp[k] and el[k, d] and D_rt[k, d] <= free[d]:
-                    urgent[k, d] = True
-                    el[k] = False
-                    el[k, d] = True
-        est = np.where(el, est, np.inf)
-        kk, dd = np.nonzero(np.isfinite(est))
-        pick = np.lexsort((dd, R[kk], -_fuzz(level[R[kk]]), ~urgent[kk, dd], _fuzz(est[kk, dd])))[0]
-        k, d = int(kk[pick]), int(dd[pick])
-        i = int(R[k])
+            for d in range(D):
+                p = last[d]
+                c = fav_child[p] if p >= 0 else -1
+                if c >= 0 and fav_parent_l[c] == p and c in pos:
+                    k = pos[c]
+                    if el[k, d] and D_rt[k, d] <= free[d]:
+                        if urgent is None:
+                            urgent = np.zeros_like(el)
+                        urgent[k, d] = True
+                        el[k] = False
+                        el[k, d] = True
+        valid = el & np.isfinite(est)
+        F = np.where(valid, _fuzz(est), np.inf)
+        mask = F == F.min()
+        if urgent is not None and (mask & urgent).any():
+            mask &= urgent
+        rows = np.flatnonzero(mask.any(axis=1))
+        if len(rows) > 1:
+            lv = flevel[R[rows]]
+            rows = rows[lv == lv.max()]
+            rows = rows[[int(np.argmin(R[rows]))]]
+        k = int(rows[0])
+        d = int(np.argmax(mask[k]))
+        i = ready[k]
         t = float(est[k, d])
         s.assign(i, d, t)
         free[d] = t + s.occupy[i, d]
         last[d] = i
-        ready.pop(k)
-        del drt[i]
-        for c in g.succ_idx[g.succ_ptr[i]:g.succ_ptr[i + 1]].tolist():
+        tail = ready.pop()  # swap-remove: the order of the ready list decides nothing
+        del pos[i]
+        if tail != i:
+            ready[k] = tail
+            pos[tail] = k
+        for c in succ_idx[succ_ptr[i]:succ_ptr[i + 1]]:
             missing[c] -= 1
             if missing[c] == 0:
+                pos[c] = len(ready)
                 ready.append(c)
                 drt[c] = s.data_ready(c)
     return s.schedule()
@@ -358,7 +178,7 @@ def sct_schedule(problem, sim_params=None, devices: list[int] | None = None, mem
                  comm: str = "free") -> Schedule:
     """m-SCT: favourite children from the relaxed SCT linear program (solved by HiGHS), then the
     ETF list scheduler that keeps a favourite child on its parent's device (Baechi section 4.3)."""
-    s = _Scheduler(problem, sim_params, devices, memory)
+    s = State(problem, sim_params, devices, memory)
     fav = favourite_children(problem, s.mean_cost(), s.mean_edge_comm())
     sched = etf_schedule(problem, sim_params, devices, memory, favourite_child=fav, comm=comm)
     kept = int(np.sum((fav >= 0) & (sched.placement == np.where(fav >= 0, sched.placement[np.maximum(fav, 0)], -2))))
@@ -373,7 +193,7 @@ def topo_placement(problem, devices: list[int] | None = None, memory: str = "con
     next op's colocation group would overflow its memory. A colocation group goes where its first
     op went; an op the current device cannot run goes to the least loaded device that can."""
     devs = list(devices) if devices is not None else gpu_devices(problem)
-    s = _Scheduler(problem, None, devs, memory)
+    s = State(problem, None, devs, memory)
     fastest = np.where(s.ok, s.cost, np.inf).min(axis=1)
     target = fastest.sum() / len(devs)
     load = np.zeros(s.D)
@@ -383,7 +203,8 @@ def topo_placement(problem, devices: list[int] | None = None, memory: str = "con
         if s.udev[u] >= 0:
             d = int(s.udev[u])
         else:
-            el = s.eligible(np.array([i]))[0]
+            el = np.zeros(s.D, dtype=bool)
+            el[s.eligible_row(i)] = True
             # the current device is full once it holds its compute share, or when the op could run
             # there but its group no longer fits; an op it cannot run at all does not end it
             while k < len(devs) - 1 and (load[devs[k]] >= target or (s.ok[i, devs[k]] and not el[devs[k]])):
