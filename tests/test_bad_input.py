@@ -84,8 +84,38 @@ def policy_for_devices(t: Path, n: int) -> str:
     from placer.rl.env import EnvConfig
     from placer.methods.placeto import PlacetoConfig
 
-    return checkpoint(t, policy_config=PolicyConfig(n_actions=n).to_dict(), env_config=EnvConfig().to_dict(),
-                      rl_config=PlacetoConfig().reinforce(0).to_dict(), model={})
+    return policy_file(t, PolicyConfig(n_actions=n))
+
+
+def policy_file(t: Path, cfg=None, weights=None, edit=None) -> str:
+    """A Placeto checkpoint with network settings ``cfg`` (default the paper's) and ``weights`` (default a
+    fresh network's for ``cfg``); ``edit(state)`` spoils it."""
+    from placer.methods.placeto import PlacetoConfig
+    from placer.nn.placeto import PlacetoNet, PolicyConfig
+    from placer.rl.env import EnvConfig
+
+    cfg = cfg or PolicyConfig()
+    state = {"policy_config": cfg.to_dict(), "env_config": EnvConfig().to_dict(),
+             "rl_config": PlacetoConfig().reinforce(0).to_dict(),
+             "model": weights if weights is not None else dict(PlacetoNet(cfg).state_dict())}
+    if edit is not None:
+        edit(state)
+    return checkpoint(t, **state)
+
+
+def _nan_weight(state):
+    k = next(iter(state["model"]))
+    state["model"][k] = state["model"][k].clone().fill_(float("nan"))
+
+
+def _drop_weight(state):
+    state["model"].pop(next(iter(state["model"])))
+
+
+def _wrong_shape(state):
+    from placer.nn.placeto import PlacetoNet, PolicyConfig
+
+    state["model"] = dict(PlacetoNet(PolicyConfig(hidden=16)).state_dict())  # the settings say hidden=8
 
 
 def a_file(t: Path) -> str:
@@ -283,6 +313,30 @@ TORCH_CASES = [
     ("checkpoint missing keys", lambda t: ["place", G, "--policy", checkpoint(t)], "missing"),
     ("policy for another device count", lambda t: ["place", G, "--cluster", "k80x4", "--policy", policy_for_devices(t, 2)],
      "chooses among 2 devices"),
+    # issue 52: bounds on train / place counts, seeds through the one seed option, bad policy files
+    ("train --episodes 10**7", lambda t: ["train", "--graph", G, "--out", str(t / "p.pt"), "--episodes", str(10**7)],
+     "1,000,000"),
+    ("train --workers 2000", lambda t: ["train", "--graph", G, "--out", str(t / "p.pt"), "--workers", "2000"], "1,024"),
+    ("train --processes 10**6", lambda t: ["train", "--graph", G, "--out", str(t / "p.pt"), "--backend", "process",
+                                           "--processes", str(10**6)], "4 per CPU core"),
+    ("train --stop-window > --episodes", lambda t: ["train", "--graph", G, "--out", str(t / "p.pt"), "--episodes", "10",
+                                                    "--stop-window", "50"], "--stop-window"),
+    ("train --seed 2**40", lambda t: ["train", "--graph", G, "--out", str(t / "p.pt"), "--seed", str(2**40)],
+     "4,294,967,295"),
+    ("place --finetune 10**7", lambda t: ["place", G, "--policy", policy_file(t), "--finetune", str(10**7)], "1,000,000"),
+    ("place --episodes 10**7", lambda t: ["place", G, "--policy", policy_file(t), "--episodes", str(10**7)], "1,000,000"),
+    ("place --workers 5000", lambda t: ["place", G, "--policy", policy_file(t), "--workers", "5000"], "1,024"),
+    ("place --seed 2**40", lambda t: ["place", G, "--policy", policy_file(t), "--seed", str(2**40)], "4,294,967,295"),
+    ("place policy of the wrong shape", lambda t: ["place", G, "--policy", policy_file(t, edit=_wrong_shape)], "has shape"),
+    ("place policy missing a weight", lambda t: ["place", G, "--policy", policy_file(t, edit=_drop_weight)],
+     "missing weight"),
+    ("place policy with NaN weights", lambda t: ["place", G, "--policy", policy_file(t, edit=_nan_weight)], "NaN"),
+    ("place policy with a negative hidden size", lambda t: ["place", G, "--policy", policy_file(
+        t, edit=lambda s: s["policy_config"].update(hidden=-3))], "'hidden'"),
+    ("place policy with a huge hidden size", lambda t: ["place", G, "--policy", policy_file(
+        t, edit=lambda s: s["policy_config"].update(hidden=10**9))], "4,096"),
+    ("place policy with a non-integer round count", lambda t: ["place", G, "--policy", policy_file(
+        t, edit=lambda s: s["policy_config"].update(rounds=2.5))], "'rounds'"),
 ]
 
 
@@ -506,3 +560,20 @@ def test_leaving_after_an_interrupt_keeps_what_was_printed():
             "sys.stdout.write('out'); sys.stderr.write('err'); leave_now(130)")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert (p.returncode, p.stdout, p.stderr) == (130, "out", "err")
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="no torch")
+def test_a_log_says_it_stays_on_ctrl_c(tmp_path, monkeypatch):
+    """train / place --log writes one line per episode: Ctrl-C keeps it, and the interrupted line says so."""
+    from placer.cli import guard
+    from placer.cli.learn import _log
+
+    monkeypatch.setattr(guard, "_kept", [])
+    assert guard.interrupted_message() == guard.INTERRUPTED
+    lines, write = _log(str(tmp_path / "run.jsonl"))
+    try:
+        write({"episode": 1, "objective_us": float("inf")})
+    finally:
+        lines.close()
+    msg = guard.interrupted_message()
+    assert "kept: the log" in msg and "run.jsonl" in msg

@@ -5,17 +5,24 @@ Registered on :data:`placer.cli.app` when imported (``placer.cli._load_plugins``
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
 from placer.cli import GroupingOpt, _emit, _us, app, console, err_console, load_problem, sim_params
-from placer.cli.options import at_least, finite_at_least_zero, fraction, one_of, output_file, positive_finite
+from placer.cli.options import (at_least, finite_at_least_zero, fraction, one_of, output_file, positive_finite,
+                                 seed_option)
 from placer.errors import InputError
 
 DEVICE_SETS = ("gpus", "all")
 SimChoice = one_of("default", "placeto")
+MAX_EPISODES = 1_000_000  # train / fine-tune / place episodes: days of simulation on a large graph
+MAX_WORKERS = 1024  # episodes per update: each holds its episode's trajectory in memory until the update
+MAX_PROCESSES = 4 * (os.cpu_count() or 1)  # worker processes, as threads elsewhere: 4 per core
+EpisodesOpt = at_least(1, 400, MAX_EPISODES, "days of simulation on a large graph")
+WorkersOpt = at_least(1, 8, MAX_WORKERS, "each worker keeps its episode's trajectory until the update")
 
 
 def _need_torch() -> None:
@@ -51,6 +58,9 @@ def _log(path):
     if path is None:
         return None, None
     lines = JsonLines(path)
+    from placer.cli.guard import keep_on_interrupt
+
+    keep_on_interrupt(f"the log {path} (one line per finished episode)")
 
     def write(record: dict) -> None:
         lines.write({k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in record.items()})
@@ -80,13 +90,14 @@ def train(graph: Optional[List[str]] = typer.Option(None, "--graph", "-g", help=
           out: str = typer.Option(..., "--out", "-o", help="checkpoint to write (weights_only-safe state dict)",
                                   callback=output_file),
           cluster: str = typer.Option("k80x2", "--cluster", "-c", help="preset name or cluster JSON"),
-          episodes: int = typer.Option(400, help="training episodes in all", callback=at_least(1, 400)),
-          workers: int = typer.Option(8, help="episodes per update (synchronous workers, gradients summed)",
-                                      callback=at_least(1, 8)),
+          episodes: int = typer.Option(400, help=f"training episodes in all (1 to {MAX_EPISODES:,})", callback=EpisodesOpt),
+          workers: int = typer.Option(8, help=f"episodes per update (synchronous workers, gradients summed; 1 to {MAX_WORKERS:,})",
+                                      callback=WorkersOpt),
           backend: str = typer.Option("serial", help="serial, process (local worker processes) or ray",
                                       callback=one_of("serial", "process", "ray")),
-          processes: Optional[int] = typer.Option(None, help="worker processes for the process/ray backends",
-                                                  callback=at_least(1, 2)),
+          processes: Optional[int] = typer.Option(None, help=f"worker processes for the process/ray backends (1 to "
+                                                  f"{MAX_PROCESSES}: 4 per core)",
+                                                  callback=at_least(1, 2, MAX_PROCESSES, "4 per CPU core")),
           grouping: str = GroupingOpt,
           devices: str = typer.Option("gpus", help="candidate devices: gpus or all", callback=one_of(*DEVICE_SETS)),
           sweeps: int = typer.Option(1, help="times each group is revisited per episode (n)", callback=at_least(1, 1)),
@@ -105,11 +116,11 @@ def train(graph: Optional[List[str]] = typer.Option(None, "--graph", "-g", help=
                                                     "candidates, plus ln(A - 1) on A (default: PlacetoConfig's; the "
                                                     "generalization table's family policies: 0.5)",
                                                     callback=finite_at_least_zero),
-          stop_window: int = typer.Option(0, help="stop when the objective changes < 2%% over this many episodes (0: off)",
-                                          callback=at_least(0)),
+          stop_window: int = typer.Option(0, help="stop when the objective changes < 2%% over this many episodes (0: off; "
+                                                  "at most --episodes)", callback=at_least(0, 0, MAX_EPISODES)),
           resume: Optional[Path] = typer.Option(None, help="resume from this checkpoint (same graphs and settings)"),
           log: Optional[str] = typer.Option(None, help="JSON lines log, one line per episode", callback=output_file),
-          seed: int = typer.Option(0, callback=at_least(0)),
+          seed: int = typer.Option(0, callback=seed_option),
           sim: str = typer.Option("placeto", "--sim", help="'default' or 'placeto'", callback=SimChoice),
           as_json: bool = typer.Option(False, "--json")):
     """Train a Placeto policy with REINFORCE and write a checkpoint."""
@@ -121,6 +132,9 @@ def train(graph: Optional[List[str]] = typer.Option(None, "--graph", "-g", help=
     if bool(graph) == bool(family):
         raise InputError("placer train", "graphs", "give --graph (one or more) or --family, not both or neither",
                          "e.g. --family cifar10 or --graph inception_v3.txt")
+    if stop_window > episodes:
+        raise InputError("--stop-window", str(stop_window), f"is more than --episodes ({episodes:,}): it could never stop early",
+                         f"give --stop-window {min(episodes, 50)} or less than --episodes")
     problems = [load_problem(g, cluster) for g in graph] if graph else family_problems(family, cluster, "train")
     given = dict(lr_start=lr, lr_end=None if lr is None else lr / 10, gamma=gamma, entropy_start=entropy,
                  entropy_end=None if entropy is None else entropy / 50, keep_bias=keep_bias)
@@ -181,10 +195,11 @@ def _check_policy_fits(policy, P, devices: str) -> None:
 def place(graph: str = typer.Argument(..., help="graph file or built-in name"),
           policy: Path = typer.Option(..., "--policy", help="checkpoint written by `placer train`"),
           cluster: str = typer.Option("k80x2", "--cluster", "-c"),
-          finetune: int = typer.Option(0, help="fine-tune this many episodes on the graph first", callback=at_least(0)),
-          workers: int = typer.Option(8, help="episodes per update while fine-tuning", callback=at_least(1, 8)),
-          episodes: int = typer.Option(8, help="placement episodes (the best placement evaluated wins)",
-                                       callback=at_least(1, 8)),
+          finetune: int = typer.Option(0, help=f"fine-tune this many episodes on the graph first (0 to {MAX_EPISODES:,})",
+                                       callback=at_least(0, 100, MAX_EPISODES, "days of simulation on a large graph")),
+          workers: int = typer.Option(8, help=f"episodes per update while fine-tuning (1 to {MAX_WORKERS:,})", callback=WorkersOpt),
+          episodes: int = typer.Option(8, help=f"placement episodes (the best placement evaluated wins; 1 to {MAX_EPISODES:,})",
+                                       callback=at_least(1, 8, MAX_EPISODES, "days of simulation on a large graph")),
           sample: bool = typer.Option(True, "--sample/--greedy",
                                       help="sample devices (default), or take the most likely: a trained policy's "
                                            "most likely device is mostly where a group already is"),
@@ -192,7 +207,7 @@ def place(graph: str = typer.Argument(..., help="graph file or built-in name"),
           devices: str = typer.Option("gpus", callback=one_of(*DEVICE_SETS)),
           out: Optional[str] = typer.Option(None, "--out", "-o", help="write the placement JSON here", callback=output_file),
           log: Optional[str] = typer.Option(None, help="JSON lines log of the fine-tuning episodes", callback=output_file),
-          seed: int = typer.Option(0, callback=at_least(0)), sim: str = typer.Option("placeto", "--sim", callback=SimChoice),
+          seed: int = typer.Option(0, callback=seed_option), sim: str = typer.Option("placeto", "--sim", callback=SimChoice),
           as_json: bool = typer.Option(False, "--json")):
     """Place a graph with a trained Placeto policy (zero-shot, or after --finetune N episodes)."""
     _need_torch()

@@ -18,6 +18,35 @@ from placer.sim import SimParams, memory_first
 
 REQUIRED = {"policy_config": dict, "env_config": dict, "rl_config": dict, "model": dict}
 FIX = "give the file `placer train --out` wrote, or train again"
+# the network's integer settings a policy file may hold: devices up to a cluster's 4,096; widths far
+# above the paper's 8-16 (A.7) yet small enough that building the network cannot exhaust memory
+NET_BOUNDS = {"n_actions": 4096, "embed_dim": 4096, "hidden": 4096, "policy_hidden": 4096, "rounds": 64}
+
+
+def _check_weights(policy: "PlacetoPolicy", where: str) -> None:
+    """The weights fit the network the settings describe (every key, every shape: a strict load)
+    and are finite."""
+    import torch
+
+    for k, v in policy.weights.items():
+        if not torch.is_tensor(v):
+            raise InputError(where, f"policy weight '{k}'", "is not a tensor", FIX)
+        if v.is_floating_point() and not bool(torch.isfinite(v).all()):
+            raise InputError(where, f"policy weight '{k}'", "holds NaN or infinite values", FIX)
+    try:
+        net = PlacetoNet(policy.net_config)
+        want = net.state_dict()
+        missing = sorted(set(want) - set(policy.weights))
+        extra = sorted(set(policy.weights) - set(want))
+        if missing or extra:
+            raise KeyError(f"missing weight '{missing[0]}'" if missing else f"unexpected weight '{extra[0]}'")
+        for k, v in want.items():
+            if tuple(policy.weights[k].shape) != tuple(v.shape):
+                raise ValueError(f"weight '{k}' has shape {tuple(policy.weights[k].shape)}, the network's is {tuple(v.shape)}")
+        net.load_state_dict(policy.weights, strict=True)
+    except (RuntimeError, KeyError, TypeError, ValueError) as e:
+        why = e.args[0] if isinstance(e, KeyError) and e.args else first_sentence(e)
+        raise InputError(where, "policy", f"weights do not fit its network ({why})", FIX) from None
 
 
 class PlacetoPolicy:
@@ -46,6 +75,14 @@ class PlacetoPolicy:
             policy.rl_config()
         except (TypeError, ValueError) as e:
             raise InputError(where, "policy configuration", f"cannot be read ({first_sentence(e)})", FIX) from None
+        cfg = policy.net_config
+        for name, most in NET_BOUNDS.items():  # before any weight is allocated from them
+            v = getattr(cfg, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= most:
+                raise InputError(where, f"policy_config '{name}'", f"is {v!r}, not a whole number from 1 to {most:,}", FIX)
+        if cfg.pool not in ("sum", "mean") or not isinstance(cfg.keep_bias, (int, float)) or not np.isfinite(cfg.keep_bias):
+            raise InputError(where, "policy_config", f"has pool {cfg.pool!r} / keep_bias {cfg.keep_bias!r}", FIX)
+        _check_weights(policy, where)
         return policy
 
     def rl_config(self, **overrides) -> ReinforceConfig:
