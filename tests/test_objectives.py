@@ -183,3 +183,35 @@ def test_importer_keeps_the_files_semantics():
     e = doc["edges"][0]
     src = next(n for n in doc["nodes"] if n["id"] == e["sourceId"])
     assert costs[str(src.get("name", src["id"]))] == pytest.approx(e["cost"] * 1000)
+
+
+def test_make_objective_bounds_pieces():
+    """Issue 52: latency:pieces=10**30 reached the compiled kernel (an integer too large for it):
+    make_objective itself refuses more than 2**31 - 1 pieces, naming the bound."""
+    from placer.errors import InputError
+    from placer.objectives import MAX_PIECES, make_objective
+
+    assert make_objective(f"latency:pieces={MAX_PIECES}").pieces == MAX_PIECES
+    assert make_objective("latency:pieces=any").pieces is None
+    for bad in (MAX_PIECES + 1, 10**30, 0):
+        with pytest.raises(InputError, match="2,147,483,647"):
+            make_objective(f"latency:pieces={bad}")
+
+
+def test_every_cached_kernel_module_finds_a_writable_cache_first():
+    """Issue 52: numba refuses to define a cache=True function it cannot cache; each module that
+    defines one calls placer.sim.numba_cache.ensure_writable_cache() before its first one."""
+    from pathlib import Path
+
+    import placer
+
+    root = Path(placer.__file__).parent
+    for f in sorted(root.rglob("*.py")):
+        text = f.read_text()
+        first = text.find("@njit(cache=True")
+        if first < 0 or f.name == "numba_cache.py":
+            continue
+        if f.parent.name == "sim" and f.name != "kernel.py":  # placer.sim's __init__ imports sim.kernel (which calls it) first
+            continue
+        call = text.find("ensure_writable_cache()")
+        assert 0 <= call < first, f"{f.relative_to(root)}: ensure_writable_cache() before the first cached kernel"

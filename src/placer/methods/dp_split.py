@@ -32,6 +32,9 @@ from placer.graph import BACKWARD
 from placer.methods.base import Evaluator, MethodConfig, register
 from placer.objectives.model import model_for
 from placer.objectives.units import blocks_for, linear_order
+from placer.sim.numba_cache import ensure_writable_cache
+
+ensure_writable_cache()  # before the first cache=True function below: numba refuses one it cannot cache
 
 
 @njit(cache=True)

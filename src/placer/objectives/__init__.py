@@ -49,7 +49,9 @@ def make_objective(spec=None, sim_params=None) -> Objective:
     if name == "latency":
         from placer.objectives.published import LatencyObjective
 
-        q = take("pieces", lambda s: None if s == "any" else _positive(s), "a whole number >= 1 or 'any'")
+        q = take("pieces", lambda s: None if s == "any" else _positive(s, MAX_PIECES),
+                 f"a whole number from 1 to {MAX_PIECES:,} (the compiled kernel's integers), or any "
+                 "(latency:pieces=any: no limit)")
         obj = LatencyObjective(pieces=1 if "pieces" not in rest else q)
     elif name == "throughput":
         from placer.objectives.published import ThroughputObjective
@@ -68,9 +70,12 @@ def make_objective(spec=None, sim_params=None) -> Objective:
     return obj
 
 
-def _positive(s: str) -> int:
+MAX_PIECES = 2**31 - 1  # latency:pieces=N reaches the compiled latency kernel as a 32-bit-safe integer
+
+
+def _positive(s: str, most: int | None = None) -> int:
     v = int(s)
-    if v < 1:
+    if v < 1 or (most is not None and v > most):
         raise ValueError
     return v
 

@@ -10,6 +10,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from placer.sim.numba_cache import ensure_writable_cache
+
+ensure_writable_cache()  # before the first cache=True function below: numba refuses one it cannot cache
+
 OK, CYCLE, NONCONTIGUOUS, UNRUNNABLE, OOM = 0, 1, 2, 3, 4
 STATUS_TEXT = {
     CYCLE: "the graph contracted by its device pieces has a cycle, so no piece can run atomically "
