@@ -6,9 +6,10 @@
 1. **Single GPU, per configuration** (:data:`TABLE`, the five of issue 50): the eager step (the zoo
    module itself on ``cuda:0``: forward, loss, backward, ``torch.optim.SGD`` with momentum 0.9 and
    ``foreach=False``, the update the captured program runs; median of 20 synchronised steps after
-   5 warm-up), the GPU step profile (:func:`placer.runtime.profile_step.record_step`: kernel time,
-   the host's issue time), our executor's single-GPU step (:func:`placer.runtime.run_placement`,
-   3 warm-up and 10 timed steps) and the simulator's prediction from the profile's chain costs.
+   5 warm-up; beside it the same with ``foreach=True``, PyTorch's default on a GPU), the GPU step
+   profile (:func:`placer.runtime.profile_step.record_step`: kernel time, the host's issue time),
+   our executor's single-GPU step (:func:`placer.runtime.run_placement`, 3 warm-up and 10 timed
+   steps) and the simulator's prediction from the profile's chain costs.
 2. **Mixed placements** on the moderate configurations (:data:`MIXED`): the host CPU profiled the
    same way (a real all-CPU step, the CPU's torch threads), the CPU <-> GPU link measured through
    the executor's own copies; random placements (10 / 30 / 50% of the ops on the CPU, colocation
@@ -81,15 +82,16 @@ def capture(name: str, cfg: dict):
     return cap, module, inputs
 
 
-def eager_step(name: str, cfg: dict, dev: str, warmup: int = 5, steps: int = 20) -> list[float]:
-    """Wall times (us) of synchronised eager training steps of the zoo model on ``dev``."""
+def eager_step(name: str, cfg: dict, dev: str, warmup: int = 5, steps: int = 20, foreach: bool = False) -> list[float]:
+    """Wall times (us) of synchronised eager training steps of the zoo model on ``dev`` (``foreach``:
+    the optimizer's multi-tensor update, PyTorch's default on a GPU, instead of the per-parameter one)."""
     import torch
 
     from placer.recipes import build
 
     recipe = {"kind": "zoo", "name": name, "overrides": cfg, "loss": "auto", "seed": 0}
     m, xs, loss_fn = build(recipe, dev)
-    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9, foreach=False)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9, foreach=foreach)
 
     def step():
         loss = loss_fn(m(*xs))
@@ -249,6 +251,7 @@ def gpu_mode(a) -> tuple[list[dict], dict]:
         t_cap = time.perf_counter() - t0
         tag = f"{name}|{sorted(cfg.items())}|{gname}|{threads}|{torch.__version__}"
         eager = eager_step(name, cfg, dev, warmup=5, steps=20 if not a.small else 5)
+        eager_fe = eager_step(name, cfg, dev, warmup=3, steps=10 if not a.small else 3, foreach=True)
         gcost, gsum = profiled_costs(cap, module, inputs, dev, "m-cuda", a.cache, "gpu|" + tag)
         g = with_step_costs(cap.graph, gcost, "m-cuda", gsum)
         csum = None
@@ -264,6 +267,7 @@ def gpu_mode(a) -> tuple[list[dict], dict]:
                             warmup=3, threads=threads, rebuilt=rb)
         row = {"model": name, "config": cfg, "label": label, "ops": g.n_ops, "nodes": len(cap.gm.graph.nodes),
                "eager_us": statistics.median(eager), "eager_iqr_pct": iqr_pct(eager), "eager_steps_us": [round(x, 1) for x in eager],
+               "eager_foreach_us": statistics.median(eager_fe),
                "executor_us": one.median_us, "executor_iqr_pct": iqr_pct(one.step_us),
                "executor_steps_us": [round(x, 1) for x in one.step_us], "predicted_us": one.predicted_us,
                "kernel_us": gsum["kernel_us"], "issue_us": gsum["issue_us"], "profile": gsum, "cpu_profile": csum,
@@ -334,10 +338,12 @@ def summarise(table, runs) -> dict:
 def markdown(settings, table, runs) -> str:
     s = settings["summary"]
     lines = [f"# GPU fidelity: {settings['device']}, {settings['threads']} CPU threads, torch {settings['torch']}", "",
-             "| model (config) | eager step | kernel time | issue time | executor step (IQR) | prediction | executor / eager | prediction / eager |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "| model (config) | eager step | eager, foreach update | kernel time | issue time | executor step (IQR) | prediction "
+             "| executor / eager | prediction / eager |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in table:
-        lines.append(f"| {r['label']} | {r['eager_us'] / 1e3:.2f} ms | {r['kernel_us'] / 1e3:.2f} ms | {r['issue_us'] / 1e3:.2f} ms | "
+        lines.append(f"| {r['label']} | {r['eager_us'] / 1e3:.2f} ms | {r.get('eager_foreach_us', float('nan')) / 1e3:.2f} ms | "
+                     f"{r['kernel_us'] / 1e3:.2f} ms | {r['issue_us'] / 1e3:.2f} ms | "
                      f"{r['executor_us'] / 1e3:.2f} ms ({r['executor_iqr_pct']:.1f}%) | {r['predicted_us'] / 1e3:.2f} ms | "
                      f"{r['executor_us'] / r['eager_us']:.3f} | {r['predicted_us'] / r['eager_us']:.3f} |")
     lines += ["", f"Mixed GPU + CPU placements: {s['mixed_runs']} runs, MAPE {s['mixed_mape']:.1%}, "
