@@ -156,8 +156,8 @@ def profiled_costs(cap, module, inputs, dev: str, key: str, cache: str | None, t
             d = json.load(f)
         if d.get("tag") == tag and len(d["op_cost_us"]) == cap.graph.n_ops:
             return np.asarray(d["op_cost_us"]), {**d["summary"], "cached": True}
-    sp = record_step(cap, module, inputs, dev, steps=2, warmup=3 if dev.startswith("cuda") else 1,
-                     timed=5 if dev.startswith("cuda") else 2)
+    sp = record_step(cap, module, inputs, dev, steps=2, warmup=3 if dev.startswith("cuda") else 2,
+                     timed=5 if dev.startswith("cuda") else 3)
     summary = {**sp.summary(), "key": key, "step_iqr_pct": round(iqr_pct(sp.step_us), 1) if len(sp.step_us) > 1 else 0.0}
     if path:
         os.makedirs(cache, exist_ok=True)
