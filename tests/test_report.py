@@ -89,13 +89,24 @@ def test_bars_stay_under_the_limit_and_cover_every_op():
     start = np.sort(rng.random(n)) * 1e4
     end = start + 0.5
     key = rng.integers(0, 50, n)
-    seg, tol, keyed = rd.bars(lane, start, end, key, limit=300, makespan_us=1e4)
-    assert seg.max() + 1 <= 300 and tol > 0 and not keyed
+    seg, tol, level = rd.bars(lane, start, end, [key, key // 10], limit=300, makespan_us=1e4)
+    assert seg.max() + 1 <= 300 and tol > 0 and level == 2  # the keys alone split too finely: no key
     b = rd.summarise_bars(seg, lane, start, end, np.arange(n), end - start, key)
     assert b["n"].sum() == n and b["weight"].sum() == pytest.approx(n * 0.5)
     assert np.all(b["start"] <= b["end"])
-    small, tol0, _ = rd.bars(lane[:100], start[:100], end[:100], key[:100], limit=300)
+    small, tol0, _ = rd.bars(lane[:100], start[:100], end[:100], [key[:100]], limit=300)
     assert tol0 == -1.0 and len(np.unique(small)) == 100
+    # back-to-back on one lane: the finest key that fits is used, with no idle time closed
+    s2 = np.arange(1000.0)
+    seg2, tol2, level2 = rd.bars(np.zeros(1000, np.int64), s2, s2 + 1, [np.arange(1000), np.arange(1000) // 10,
+                                                                      np.arange(1000) // 100], limit=150)
+    assert (tol2, level2, seg2.max() + 1) == (0.0, 1, 100)
+
+
+def test_module_levels():
+    lv = rd.module_levels(["a.b.c", "a.b.d", "a.e", "", "f"])
+    assert len(lv) == 3
+    assert len(set(lv[0].tolist())) == 5 and lv[1][0] == lv[1][1] and lv[2][0] == lv[2][2] != lv[2][4]
 
 
 # ---------------------------------------------------------------------- module tree, placements

@@ -38,7 +38,7 @@ def _r(a, digits: int = 2) -> list:
     return np.round(np.asarray(a, dtype=np.float64), digits).tolist()
 
 
-def _entry_data(P, e: ReportEntry, op_module: np.ndarray, n_modules: int, max_bars: int) -> dict:
+def _entry_data(P, e: ReportEntry, op_module: np.ndarray, levels: list, max_bars: int) -> dict:
     g, sim = P.graph, e.sim
     n_dev = P.n_devices
     notes = []
@@ -51,12 +51,14 @@ def _entry_data(P, e: ReportEntry, op_module: np.ndarray, n_modules: int, max_ba
     share = max_bars * len(take) // max(1, len(take) + n_send) if n_send else max_bars
     role = np.asarray(g.role, dtype=np.int64)
     key = op_module[take] * 3 + role[take]
-    seg, tol, keyed = rd.bars(dev[take], start[take], end[take], key, limit=max(share, 1), makespan_us=sim.makespan_us)
+    keys = [lv[take] * 3 + role[take] for lv in levels] + [role[take]]
+    seg, tol, level = rd.bars(dev[take], start[take], end[take], keys, limit=max(share, 1), makespan_us=sim.makespan_us)
     b = rd.summarise_bars(seg, dev[take], start[take], end[take], take, end[take] - start[take], key)
     if tol >= 0:
-        notes.append(f"timeline: {len(take):,} ops drawn as {len(b['n']):,} bars (back-to-back ops of one module and "
-                     "role merged" + (f", then any ops with idle gaps under {tol:,.1f} us between them" if not keyed else "")
-                     + ")")
+        how = (f"of one module (cut to depth {len(levels) - level}) and role" if level < len(levels)
+               else "of one role" if level == len(levels) else "of any module and role")
+        notes.append(f"timeline: {len(take):,} ops drawn as {len(b['n']):,} bars: back-to-back ops {how} merged"
+                     + (f", then across idle gaps under {tol:,.1f} us" if tol > 0 else ""))
     if len(take) < g.n_ops:
         notes.append(f"timeline: {g.n_ops - len(take):,} ops that take no time are not drawn")
     ops = {"lane": b["lane"].tolist(), "start": _r(b["start"]), "end": _r(b["end"]), "n": b["n"].tolist(),
@@ -68,12 +70,11 @@ def _entry_data(P, e: ReportEntry, op_module: np.ndarray, n_modules: int, max_ba
         src, dst = np.asarray(t["src"], dtype=np.int64), np.asarray(t["dst"], dtype=np.int64)
         ts, te = np.asarray(t["start_us"], dtype=np.float64), np.asarray(t["end_us"], dtype=np.float64)
         nb = np.asarray(t.get("bytes", np.zeros(n_send)), dtype=np.float64)
-        seg, tol, keyed = rd.bars(src, ts, te, dst, limit=max(max_bars - len(b["n"]), 1), makespan_us=sim.makespan_us)
+        seg, tol, _ = rd.bars(src, ts, te, [dst], limit=max(max_bars - len(b["n"]), 1), makespan_us=sim.makespan_us)
         s = rd.summarise_bars(seg, src, ts, te, np.asarray(t["tensor"], dtype=np.int64), nb, dst)
         if tol >= 0:
-            notes.append(f"timeline: {n_send:,} transfers drawn as {len(s['n']):,} bars (overlapping or back-to-back "
-                         "sends to one device merged" + (f", then any with idle gaps under {tol:,.1f} us" if not keyed else "")
-                         + ")")
+            notes.append(f"timeline: {n_send:,} transfers drawn as {len(s['n']):,} bars: overlapping or back-to-back "
+                         "sends to one device merged" + (f", then across idle gaps under {tol:,.1f} us" if tol > 0 else ""))
         sends = {"lane": s["lane"].tolist(), "start": _r(s["start"]), "end": _r(s["end"]), "n": s["n"].tolist(),
                  "bytes": _r(s["weight"], 0), "first": s["first"].tolist(), "dst": s["key"].tolist()}
     # memory over the step against capacity
@@ -113,6 +114,7 @@ def report_data(problem, entries: Sequence[ReportEntry], title: str = "", comman
         best = min(entries, key=lambda e: (bool(e.sim.oom), float(e.sim.objective_us))).name
     mod_names, op_module = np.unique(np.asarray([m or "" for m in g.modules], dtype=object), return_inverse=True)
     op_module = op_module.astype(np.int64)
+    levels = rd.module_levels(g.modules) if any(g.modules) else []
     size = np.asarray(P.fastest_us, dtype=np.float64)
     size = np.where(np.isfinite(size), size, 0.0)
     notes = []
@@ -131,7 +133,7 @@ def report_data(problem, entries: Sequence[ReportEntry], title: str = "", comman
         "op_names": [n[:120] for n in g.op_names], "op_module": op_module.tolist(),
         "modules": [str(m) for m in mod_names], "op_role": np.asarray(g.role, dtype=np.int64).tolist(),
         "op_size": _r(size), "op_bytes": _r(g.output_bytes, 0), "tree": tree, "best": best,
-        "entries": [_entry_data(P, e, op_module, len(mod_names), max_bars) for e in entries],
+        "entries": [_entry_data(P, e, op_module, levels, max_bars) for e in entries],
         "errors": [{"method": str(r.get("method", "")), "error": str(r.get("error", ""))[:500]} for r in errors],
         "notes": notes,
     }

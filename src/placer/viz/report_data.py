@@ -94,26 +94,46 @@ def merge_runs(lane, start, end, key, tol: float) -> np.ndarray:
     return out
 
 
-def bars(lane, start, end, key, limit: int = MAX_BARS, makespan_us: float = 0.0):
-    """Merge items into at most about ``limit`` bars. First pass: each item its own bar; then runs of
-    one ``key`` (a module, a destination) with no idle time between them; then, while still over
-    the limit, runs of any key with idle gaps up to a tolerance that doubles from makespan/limit/8.
-    Returns ``(seg, tol, keyed)``: each item's bar id, the idle time closed (us; 0 when only
-    back-to-back runs were merged, -1 when nothing was merged) and whether bars still keep one key."""
+def bars(lane, start, end, keys, limit: int = MAX_BARS, makespan_us: float = 0.0):
+    """Merge items into at most ``limit`` bars. Each item its own bar when they are few; else runs
+    of back-to-back items (no idle time between them) with one key, trying ``keys`` from the finest
+    (e.g. the module and role) to the coarsest (e.g. the role alone); while even the coarsest leaves
+    too many bars, runs of that key with idle gaps up to a tolerance doubling from makespan/limit/8,
+    and if the key alone still splits them too finely, runs of any key the same way. Returns
+    ``(seg, tol, level)``: each item's bar id, the idle time closed (us; 0 when only back-to-back
+    runs were merged, -1 when nothing was merged) and the index of the key used (-1: none;
+    ``len(keys)``: no key)."""
     n = len(start)
     if n <= limit:
-        return np.arange(n, dtype=np.int64), -1.0, True
-    seg = merge_runs(lane, start, end, key, 0.0)
-    if seg.max(initial=-1) + 1 <= limit:
-        return seg, 0.0, True
-    tol = max(makespan_us, float(end.max(initial=0.0))) / limit / 8 or 1e-3
-    flat = np.zeros(n, dtype=np.int64)
-    for _ in range(64):
-        seg = merge_runs(lane, start, end, flat, tol)
+        return np.arange(n, dtype=np.int64), -1.0, -1
+    for level, key in enumerate(keys):
+        seg = merge_runs(lane, start, end, key, 0.0)
+        if seg.max(initial=-1) + 1 <= limit:
+            return seg, 0.0, level
+    span = max(makespan_us, float(end.max(initial=0.0))) or 1.0
+    for level, key in ((len(keys) - 1, keys[-1]), (len(keys), np.zeros(n, dtype=np.int64))):
+        tol = span / limit / 8
+        while True:
+            seg = merge_runs(lane, start, end, key, tol)
+            if seg.max(initial=-1) + 1 <= limit or tol > span:
+                break
+            tol *= 2
         if seg.max(initial=-1) + 1 <= limit:
             break
-        tol *= 2
-    return seg, tol, False
+    return seg, tol, level
+
+
+def module_levels(modules, max_levels: int = 32) -> list[np.ndarray]:
+    """Per op, an id of its module cut to depth D, D from the deepest recorded down to 1 (at most
+    ``max_levels`` of them, the deepest kept): the keys :func:`bars` merges by, finest first."""
+    uniq, inv = np.unique(np.asarray([m or "" for m in modules], dtype=object), return_inverse=True)
+    deepest = max((u.count(".") + 1 for u in uniq if u), default=1)
+    out = []
+    for depth in range(deepest, max(0, deepest - max_levels), -1):
+        cut = [".".join(u.split(".")[:depth]) for u in uniq]
+        _, ids = np.unique(np.asarray(cut, dtype=object), return_inverse=True)
+        out.append(ids.astype(np.int64)[inv])
+    return out
 
 
 def summarise_bars(seg, lane, start, end, first_key, weight, key) -> dict:

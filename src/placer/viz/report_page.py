@@ -313,7 +313,8 @@ function main() {
   buildTable();
   var notes = document.getElementById("notes");
   D.notes.forEach(function (n) { notes.appendChild(el("li", n)); });
-  if (!D.notes.length) notes.appendChild(el("li", "nothing aggregated in the module tree"));
+  D.entries.forEach(function (e) { e.notes.forEach(function (n) { notes.appendChild(el("li", e.name + ": " + n)); }); });
+  if (!notes.childNodes.length) notes.appendChild(el("li", "nothing: every op, transfer and module is drawn"));
   document.getElementById("tree-what").textContent = D.tree ?
     "The model's module tree (module paths the capture records), box area = compute time on the fastest device; click a box to zoom." :
     "This graph records no modules: its ops in topological order, coloured by device.";
