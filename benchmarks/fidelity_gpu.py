@@ -14,8 +14,8 @@
    same way (a real all-CPU step, the CPU's torch threads), the CPU <-> GPU link measured through
    the executor's own copies; random placements (10 / 30 / 50% of the ops on the CPU, colocation
    kept), structured ones (a prefix or suffix of the topological order on the CPU, the update on
-   the CPU, the forward pass on the CPU) and the methods' own (local search, HEFT, m-ETF, METIS on
-   that cluster), each measured by our executor (2 warm-up, 5 timed steps) and predicted; MAPE and
+   the CPU, the forward pass on the CPU) and the methods' own (local search, HEFT, m-ETF, m-SCT,
+   METIS on that cluster; local search and METIS need pymetis), each measured by our executor (2 warm-up, 5 timed steps) and predicted; MAPE and
    Spearman over the placements that use both devices.
 
 Profiles are cached under ``--cache`` (keyed by model, configuration, device name, CPU threads and
@@ -192,7 +192,7 @@ def placements(P, rng, n_random: int):
         out.append((f"suffix-{int(frac * 100)}%-cpu", "structured", coloc(p, -1)))
     out.append(("update-on-cpu", "structured", coloc(np.where(g.role == 2, cpu, gpu), -1)))
     out.append(("forward-on-cpu", "structured", coloc(np.where(g.role == 0, cpu, gpu))))
-    for m in ("local-search", "heft", "m-etf", "metis"):
+    for m in ("local-search", "heft", "m-etf", "m-sct", "metis"):
         try:
             r = run_method(m, P, Budget(placements=200), seed=0)
             out.append((m, "method", np.asarray(r.placement.devices)))
