@@ -221,3 +221,40 @@ def test_placements_pinned_from_the_old_schedulers():
             assert mod.encode(p) == row[name], (name, case)
             if ms is not None:
                 assert round(ms, 3) == pytest.approx(row[name + " us"], abs=2e-3), (name, case)
+
+
+def _earliest_slot_scan(slots, ready, dur):
+    """The step-by-step scan the list schedulers used before Slots (reference)."""
+    import bisect
+
+    k = bisect.bisect_right(slots, (ready, np.inf))
+    t = ready if k == 0 else max(ready, slots[k - 1][1])
+    while k < len(slots):
+        if t + dur <= slots[k][0]:
+            return t
+        t = max(t, slots[k][1])
+        k += 1
+    return t
+
+
+def test_slots_find_the_gap_the_step_by_step_scan_finds():
+    """Slots (blocks of busy intervals, whole blocks skipped by their largest gap) answers every
+    earliest-gap query as the linear scan does, zero-length intervals and gaps included."""
+    import bisect
+
+    from placer.methods.list_state import BLOCK, Slots
+
+    rng = np.random.default_rng(0)
+    for trial in range(4):
+        slots, ref = Slots(), []
+        for step in range(6 * BLOCK):
+            dur = float(rng.choice([0.0, 0.5, 1.0, 3.0, rng.uniform(0, 8)]))
+            ready = float(np.round(rng.uniform(0, 4 * step + 10), 1 if trial % 2 else 3))
+            t = _earliest_slot_scan(ref, ready, dur)
+            assert slots.earliest(ready, dur) == t
+            for q in rng.uniform(0, 4 * step + 10, 4).tolist() + [0.0, ready, t]:
+                for qd in (0.0, 0.25, dur, 2.0, 7.5):
+                    assert slots.earliest(q, qd) == _earliest_slot_scan(ref, q, qd)
+            slots.insert((t, t + dur))
+            bisect.insort(ref, (t, t + dur))
+        assert [iv for b in slots.blocks for iv in b] == ref

@@ -29,6 +29,13 @@ scheduler falls back to its parameters alone (``"params"``: what :meth:`Problem.
 checks) and says so in a note. Every registered method then finishes with the shared
 :func:`placer.methods.support.relieve_oom` repair, which moves units off a device whose simulated
 peak overflows while that helps, so a memory-feasible placement is returned when one is found.
+
+Speed (issue 55). The state (:mod:`placer.methods.list_state`) is kept incrementally: busy
+intervals of every bus and device in blocked gap lists, data-ready times recomputed only when a
+booking touches what they read, received bytes cached per op; m-ETF picks each step's (op, device)
+in one vectorised pass over the ready set. The placements are the ones the rescanning code gave
+(tests/fixtures/list_sched_placements.json); ``benchmarks/list_sched_speed.py`` times the three
+against it. m-SCT's favourite-child LP (HiGHS) is unchanged and is most of its time on big graphs.
 """
 
 from __future__ import annotations
