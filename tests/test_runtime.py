@@ -127,6 +127,26 @@ def test_placed_steps_equal_the_single_device_step_bit_for_bit(captured, n_dev):
             assert torch.equal(xa, xb)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_random_op_level_placements_equal_the_single_device_step(captured, seed):
+    """Every op on a random one of three devices (colocation ignored: updates apart from their
+    parameters, views apart from their consumers): still the one-device step bit for bit."""
+    from placer.runtime.executor import PlacedStep
+    from placer.runtime.measure import initial_state, rebuild
+
+    _, g = captured
+    cap, module, inputs = rebuild(g)
+    params, buffers, state, xs = initial_state(cap, module, inputs)
+    one = PlacedStep(cap, np.zeros(g.n_ops, dtype=np.int64), ["cpu"])
+    p = np.random.default_rng(seed).integers(0, 3, g.n_ops)
+    step = PlacedStep(cap, p, ["cpu"] * 3, priority=np.random.default_rng(seed + 10).random(g.n_ops))
+    _topological(step.plan)
+    a = one.run(one.place_state(params, buffers, state, xs))
+    b = step.run(step.place_state(params, buffers, state, xs))
+    for xa, xb in zip([a.loss, *a.grads, *a.params], [b.loss, *b.grads, *b.params]):
+        assert torch.equal(xa, xb)
+
+
 def test_single_device_step_is_one_generated_function(captured):
     from placer.runtime.executor import PlacedStep
     from placer.runtime.measure import rebuild
@@ -404,3 +424,35 @@ def test_gpu_placements_equal_the_cpu_step(captured, real):
     assert torch.allclose(a.loss, b.loss.cpu(), rtol=1e-4, atol=1e-5)
     for ga, gb in zip(a.grads + a.params, b.grads + b.params):
         assert torch.allclose(ga, gb.cpu(), rtol=1e-3, atol=1e-5)
+
+
+def test_dropout_masks_do_not_depend_on_the_placement():
+    """A random op (dropout's bernoulli) draws from a generator of its own, seeded per step from one
+    draw of the global generator: any placement gives the one-device step's masks; a new seed, new ones."""
+    from torch import nn
+
+    from placer.frontends.torch import trace_training_step
+    from placer.runtime.executor import PlacedStep
+    from placer.runtime.measure import initial_state
+
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(8, 32), nn.Dropout(0.5), nn.ReLU(), nn.Linear(32, 32), nn.Dropout(0.3), nn.Linear(32, 3))
+    x = torch.randn(16, 8)
+    real = ([p.detach().clone() for p in m.parameters()], [])
+    cap = trace_training_step(m, [x], name="drop", cost_keys=())
+    cap.info["real_state"] = real
+    st = initial_state(cap, m, [x])
+    one = PlacedStep(cap, np.zeros(cap.graph.n_ops, dtype=np.int64), ["cpu"])
+    assert len(one.plan.random) == 2
+    torch.manual_seed(7)
+    a = one.run(one.place_state(*st))
+    for seed in range(3):
+        p = np.random.default_rng(seed).integers(0, 3, cap.graph.n_ops)
+        step = PlacedStep(cap, p, ["cpu"] * 3)
+        torch.manual_seed(7)
+        b = step.run(step.place_state(*st))
+        for xa, xb in zip([a.loss, *a.grads], [b.loss, *b.grads]):
+            assert torch.equal(xa, xb)
+    torch.manual_seed(8)
+    c = one.run(one.place_state(*st))
+    assert not torch.equal(a.grads[0], c.grads[0])

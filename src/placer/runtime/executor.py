@@ -28,7 +28,8 @@ straight-line stretches between crossings. :class:`PlacedStep` runs that plan:
   GPU profile, :mod:`placer.cost.gpu_profile`, attributes kernels to nodes by them).
 
 Numerics: every op gets the same inputs as in the unplaced program and runs with the same intra-op
-thread count, so the loss, the gradients, the new parameters and optimizer state equal the single
+thread count (a random op its own generator, seeded per step from one draw of the global
+generator: its mask does not depend on the placement or the threads' timing), so the loss, the gradients, the new parameters and optimizer state equal the single
 device run bit for bit on the CPU (``tests/test_runtime.py``). The step's outputs are the loss,
 the new parameters and optimizer state, and the gradients; feeding the new state back gives the
 next step. The step ends when every thread finished and every GPU used is synchronised.
@@ -152,7 +153,7 @@ def generate(plan: StepPlan, seg, device, annotate: bool = False):
     nodes = plan.nodes
     index = {n: i for i, n in enumerate(nodes)}
     g = fx.Graph()
-    ph = {k: g.placeholder(f"v{k}") for k in seg.ins}
+    ph = {k: g.placeholder(f"v{k}" if k >= 0 else f"gen{-1 - k}") for k in seg.ins}
     new: dict = {}
     inside = set(seg.nodes)
 
@@ -161,12 +162,15 @@ def generate(plan: StepPlan, seg, device, annotate: bool = False):
         k = plan.key(j, seg.device)
         return new[x] if (k == j and j in inside) else ph[k]
 
+    random = set(plan.random)
     for i in seg.nodes:
         n = nodes[i]
         h = g.call_function(_range_enter, (f"placer#{i}",)) if annotate else None
         m = g.node_copy(n, arg)
         if "device" in m.kwargs:
             m.kwargs = {**m.kwargs, "device": device}
+        if i in random:
+            m.kwargs = {**m.kwargs, "generator": ph[plan.generator_key(i)]}
         new[n] = m
         if annotate:
             g.call_function(_range_exit, (h, m))
@@ -203,7 +207,10 @@ class PlacedStep:
         for segs in plan.lanes:
             for seg in segs:
                 seg.fn = generate(plan, seg, self.devices[seg.device], annotate)
-        self.lane_init = [[k for k in plan.initial if plan.lane_of[plan.ldev[k]] == L] for L in range(plan.n_lanes)]
+        self.generators = {i: torch.Generator(device=self.devices[plan.ldev[i]]) for i in plan.random}
+        self.lane_init = [[k for k in plan.initial if plan.lane_of[plan.ldev[k]] == L]
+                          + [plan.generator_key(i) for i in plan.random if plan.lane_of[plan.ldev[i]] == L]
+                          for L in range(plan.n_lanes)]
         self._streams: dict[int, tuple] = {}
         self._peak = None
         self.last_issue_us = float("nan")  # the last step: from its start until the calling thread issued all its work
@@ -258,6 +265,11 @@ class PlacedStep:
         plan = self.plan
         init = dict(zip(plan.placeholders, flat))
         init.update(self.consts)
+        if self.generators:  # one draw of the global generator per step seeds every random op's own
+            base = int(torch.randint(0, 2**62, (1,)).item())
+            for i, gen in self.generators.items():
+                gen.manual_seed(base + i)
+                init[plan.generator_key(i)] = gen
         gpus = sorted({d for d in range(self.n_dev) if plan.cuda[d] and d in {s.device for s in plan.lanes[0]}})
         real_gpus = sorted({str(self.devices[d]) for d in gpus})
         prev = {r: torch.cuda.current_stream(r) for r in real_gpus}

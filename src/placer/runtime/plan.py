@@ -19,6 +19,9 @@ crosses between devices. :class:`~placer.runtime.executor.PlacedStep` executes i
 * **Segments.** A lane's nodes are cut into straight-line stretches of one device: a stretch ends
   after a node whose value (or completion) another device waits for and begins at a node that
   waits for another device. Each stretch becomes one generated Python function (fx codegen).
+* **Random ops.** An op that takes a generator (``bernoulli``: dropout masks) gets one of its own,
+  seeded per step from one draw of the global generator plus the node's index, so its mask does
+  not depend on the placement or on which thread draws first.
 * **Memory.** :meth:`StepPlan.counted_peak_bytes`: the live tensor bytes per cluster device along
   the issue order, counted from the traced shapes (a value's bytes on the device that made it, a
   copy's on the device it was copied to, the step's inputs all along).
@@ -111,6 +114,7 @@ class StepPlan:
         alias = list(range(N))
         last = [-1] * N
         self.mutates: set[int] = set()
+        self.random: list[int] = []  # random ops (dropout masks) that take a generator: each gets its own
         self.ins: dict[int, list[int]] = {}
         calls, attrs = [], []
         for i, n in enumerate(nodes):
@@ -124,6 +128,9 @@ class StepPlan:
                     alias[i] = alias[index[first]]
                 if mut:
                     self.mutates.add(i)
+                if (isinstance(n.target, torch._ops.OpOverload) and n.kwargs.get("generator") is None
+                        and any(a.name == "generator" and a.kwarg_only for a in n.target._schema.arguments)):
+                    self.random.append(i)
                 self.ins[i] = sorted({index[x] for x in n.all_input_nodes})
                 calls.append(i)
             elif n.op == "get_attr":
@@ -182,6 +189,11 @@ class StepPlan:
                 readers.setdefault(g, []).append(i)
         return {i: sorted(s) for i, s in ctrl.items()}
 
+    @staticmethod
+    def generator_key(i: int) -> int:
+        """The env key of random node ``i``'s generator (see the executor)."""
+        return -1 - i
+
     def key(self, j: int, d: int) -> int:
         """The env key of node ``j``'s value as device ``d`` reads it: ``j`` on its own device, else its copy."""
         return j if self.ldev[j] == d else self.N + j * self.n_dev + d
@@ -218,6 +230,7 @@ class StepPlan:
             cur.recv += recvs.get(i, [])
             cur.send += [(i, dd, data) for dd, data in sends.get(i, [])]
             prev[L] = i
+        random = set(self.random)
         for L, segs in enumerate(self.lanes):
             last_use: dict[int, int] = {}
             for s, seg in enumerate(segs):
@@ -228,6 +241,8 @@ class StepPlan:
                         k = self.key(j, seg.device)
                         if not (k == j and j in inside) and k not in ins:
                             ins.append(k)
+                    if i in random:
+                        ins.append(self.generator_key(i))
                 seg.ins = ins
                 for k in ins:
                     last_use[k] = s
@@ -242,7 +257,7 @@ class StepPlan:
                     last_use.setdefault(k, s)
             dead: dict[int, list[int]] = {}
             for k, s in last_use.items():
-                if k not in outputs and k not in self.initial:
+                if k not in outputs and k not in self.initial and k >= 0:
                     dead.setdefault(s, []).append(k)
             for s, seg in enumerate(segs):
                 seg.free = sorted(dead.get(s, []))
