@@ -56,7 +56,6 @@ def _sync(device):
 def record_step(capture, module, inputs, device: str = "cuda:0", *, steps: int = 2, warmup: int = 3, timed: int = 10,
                 trace_path: str | None = None) -> StepProfile:
     """Profile the captured step on ``device`` (module docstring). ``trace_path`` keeps the Chrome trace."""
-    import torch
     from torch.profiler import ProfilerActivity, profile, schedule
 
     from placer.runtime.executor import PlacedStep
