@@ -229,23 +229,16 @@ def gpu_mode(a) -> tuple[list[dict], dict]:
                            pairs={(0, 1): (link["d2h"]["bytes_per_us"], link["d2h"]["latency_us"]),
                                   (1, 0): (link["h2d"]["bytes_per_us"], link["h2d"]["latency_us"])})
     wanted = [m for m in a.models.split(",") if m] if a.models else None
-    rows_table, runs = [], []
+    rows_table, runs, failed = [], [], []
 
     def settings_of() -> dict:
         return {"mode": "gpu", "device": gname, "threads": threads, "cores": cores, "torch": torch.__version__,
                 "link": link, "small": a.small, "steps": a.steps, "placements_per_fraction": a.placements,
                 "budget_s": a.budget_s, "wall_s": round(time.perf_counter() - t_start, 1),
-                "date": time.strftime("%Y-%m-%d %H:%M %Z"), "summary": summarise(rows_table, runs)}
+                "date": time.strftime("%Y-%m-%d %H:%M %Z"), "summary": summarise(rows_table, runs), "failed": failed}
     rng = np.random.default_rng(0)
-    for t, (name, cfg) in enumerate(TABLE):
-        if wanted and name not in wanted:
-            continue
-        if a.small:
-            if t not in MIXED:
-                continue
-            cfg = SMALL[name]
-        mixed = t in MIXED and not a.table_only
-        label = f"{name} ({', '.join(f'{k} {v}' for k, v in cfg.items())})"
+    def configuration(t, name, cfg, label, mixed):
+        """One configuration: its table row, then (``mixed``) its placements."""
         t0 = time.perf_counter()
         cap, module, inputs = capture(name, cfg)
         t_cap = time.perf_counter() - t0
@@ -280,7 +273,7 @@ def gpu_mode(a) -> tuple[list[dict], dict]:
         save(a, settings_of(), rows_table, runs)
         if not mixed:
             del cap, module, inputs, rb
-            continue
+            return
         for lab, kind, p in placements(P, rng, a.placements):
             if lab == "single-gpu":
                 rep = one
@@ -288,8 +281,14 @@ def gpu_mode(a) -> tuple[list[dict], dict]:
                 late = time.perf_counter() - t_start > a.budget_s
                 if late and kind == "method":
                     continue
-                rep = run_placement(g, cluster, P.validate_placement(p, lab), [dev, "cpu"], steps=a.steps if not late else 2,
-                                    warmup=2 if not late else 1, threads=threads, rebuilt=rb)
+                try:
+                    rep = run_placement(g, cluster, P.validate_placement(p, lab), [dev, "cpu"],
+                                        steps=a.steps if not late else 2, warmup=2 if not late else 1, threads=threads,
+                                        rebuilt=rb)
+                except Exception as e:  # noqa: BLE001 - one placement failing (out of memory, say) is reported, the rest run
+                    failed.append({"model": name, "placement": lab, "error": f"{type(e).__name__}: {e}"[:300]})
+                    print(f"    {lab:<18} FAILED {failed[-1]['error']}", flush=True)
+                    continue
             r = {"model": name, "label": label, "placement": lab, "kind": kind, "cpu_ops": int((p == 1).sum()),
                  "mixed": bool(0 < (p == 1).sum() < len(p)), "measured_us": rep.median_us, "predicted_us": rep.predicted_us,
                  "iqr_pct": iqr_pct(rep.step_us) if len(rep.step_us) > 1 else 0.0, "steps_us": [round(x, 1) for x in rep.step_us],
@@ -302,6 +301,22 @@ def gpu_mode(a) -> tuple[list[dict], dict]:
                   f"[{time.perf_counter() - t_start:.0f} s]", flush=True)
         save(a, settings_of(), rows_table, runs)
         del cap, module, inputs, rb
+
+    for t, (name, cfg) in enumerate(TABLE):
+        if wanted and name not in wanted:
+            continue
+        if a.small:
+            if t not in MIXED:
+                continue
+            cfg = SMALL[name]
+        mixed = t in MIXED and not a.table_only
+        label = f"{name} ({', '.join(f'{k} {v}' for k, v in cfg.items())})"
+        try:
+            configuration(t, name, cfg, label, mixed)
+        except Exception as e:  # noqa: BLE001 - a configuration failing (out of memory, say) is reported, the rest run
+            failed.append({"model": label, "placement": None, "error": f"{type(e).__name__}: {e}"[:300]})
+            print(f"  {label}: FAILED {failed[-1]['error']}", flush=True)
+            save(a, settings_of(), rows_table, runs)
     settings = settings_of()
     save(a, settings, rows_table, runs)
     print(f"\n{markdown(settings, rows_table, runs)}")
