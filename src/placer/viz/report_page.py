@@ -193,7 +193,7 @@ function memoryFig(e) {
     layout["yaxis" + ax] = {title: {text: esc(D.devices[d]) + " (GiB)" + (offScale ? "<br>capacity " + size(m.capacity) + " off scale" : ""),
       font: {size: 11}}, range: [0, top || 1], automargin: true};
   });
-  layout.xaxis = {title: {text: "time (ms)"}};
+  layout.xaxis = {title: {text: "time (ms)"}, range: [0, end * 1.02 || 1]};
   return [traces, layout];
 }
 
