@@ -43,13 +43,13 @@ def old_module():
     src = src[:src.index("# ---------------------------------------------------------------------- registered methods")]
     mod = types.ModuleType("list_scheduling_old")
     sys.modules[mod.__name__] = mod  # dataclasses look their module up
-    exec(compile(src, f"{OLD}:list_scheduling.py", "exec"), mod.__dict__)
+    exec(compile(src, f"{OLD}:list_scheduling.py", "exec"), mod.__dict__)  # noqa: S102 (our own code from git)
     return mod
 
 
-def timed(fn, clock):
+def timed(fn, clock, *args, **kw):
     t = clock()
-    out = fn()
+    out = fn(*args, **kw)
     return clock() - t, out
 
 
@@ -58,8 +58,8 @@ def sct_parts(ls, pr, sp, gpus, clock):
     from placer.methods.sct_lp import favourite_children
 
     s = ls.State(pr, sp, gpus, "conservative")
-    t_lp, fav = timed(lambda: favourite_children(pr, s.mean_cost(), s.mean_edge_comm()), clock)
-    t_etf, sched = timed(lambda: ls.etf_schedule(pr, sp, gpus, "conservative", favourite_child=fav, comm="sim"), clock)
+    t_lp, fav = timed(favourite_children, clock, pr, s.mean_cost(), s.mean_edge_comm())
+    t_etf, sched = timed(ls.etf_schedule, clock, pr, sp, gpus, "conservative", favourite_child=fav, comm="sim")
     return t_lp, t_etf, sched
 
 
@@ -99,11 +99,12 @@ def main() -> None:
         g = make()
         pr = Problem(g, preset(a.cluster))
         gpus = gpu_devices(pr)
+        args = (pr, sp, gpus, "conservative")
         th, te, tl, tse = [], [], [], []
         for _ in range(a.runs):
-            t, h = timed(lambda: ls.heft_schedule(pr, sp, gpus, "conservative", comm="sim"), clock)
+            t, h = timed(ls.heft_schedule, clock, *args, comm="sim")
             th.append(t)
-            t, e = timed(lambda: ls.etf_schedule(pr, sp, gpus, "conservative", comm="sim"), clock)
+            t, e = timed(ls.etf_schedule, clock, *args, comm="sim")
             te.append(t)
             t_lp, t_etf, sc = sct_parts(ls, pr, sp, gpus, clock)
             tl.append(t_lp)
@@ -114,9 +115,9 @@ def main() -> None:
         row = (f"{name:<18}{g.n_ops:>7,}{mh:>8.2f}{me:>8.2f}{ms:>8.2f}{ml:>8.2f}{mse:>7.2f}"
                f"{me / mh:>9.2f}x{ms / mh:>9.2f}x | ")
         if old is not None and g.n_ops <= a.old_max:
-            oh, h0 = timed(lambda: old.heft_schedule(pr, sp, gpus, "conservative", comm="sim"), clock)
-            oe, e0 = timed(lambda: old.etf_schedule(pr, sp, gpus, "conservative", comm="sim"), clock)
-            os_, s0 = timed(lambda: old.sct_schedule(pr, sp, gpus, "conservative", comm="sim"), clock)
+            oh, h0 = timed(old.heft_schedule, clock, *args, comm="sim")
+            oe, e0 = timed(old.etf_schedule, clock, *args, comm="sim")
+            os_, s0 = timed(old.sct_schedule, clock, *args, comm="sim")
             same = all(np.array_equal(x.placement, y.placement) for x, y in ((h0, h), (e0, e), (s0, sc)))
             row += f"{oh:>9.2f}{oe:>9.2f}{os_:>9.2f}  {oh / mh:>5.1f} {oe / me:>5.1f} {os_ / ms:>5.1f}  {same}"
         else:

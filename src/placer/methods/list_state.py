@@ -29,7 +29,13 @@ import numpy as np
 
 from placer.errors import InputError
 from placer.grouping import colocation_units
-from placer.methods.support import link_arrays, mean_comm_us, op_gap_us, op_memory_bytes, usable_devices
+from placer.methods.support import (
+    link_arrays,
+    mean_comm_us,
+    op_gap_us,
+    op_memory_bytes,
+    usable_devices,
+)
 
 COMM = ("sim", "free")
 
@@ -67,8 +73,7 @@ class Slots:
         prev = self.blocks[b - 1][-1][1] if b > 0 else -INF
         m = -INF
         for s, e in blk:
-            if s - prev > m:
-                m = s - prev
+            m = max(m, s - prev)
             prev = e
         return m
 
@@ -175,7 +180,7 @@ class State:
         self.cand_devices = sorted(set(np.flatnonzero(self.ok.any(axis=0)).tolist()))
         # comm="sim": ready ops whose data-ready times read a bus, and the span of it they probed
         self.track = False
-        self.waiters: list[dict[int, list[float]]] = [dict() for _ in range(self.D)]
+        self.waiters: list[dict[int, list[float]]] = [{} for _ in range(self.D)]
         self.waits_on: dict[int, list[int]] = {}
         self.dirty: set[int] = set()
 
@@ -247,10 +252,8 @@ class State:
                 if sp is None:
                     span[x] = [t, hi]
                 else:
-                    if t < sp[0]:
-                        sp[0] = t
-                    if hi > sp[1]:
-                        sp[1] = hi
+                    sp[0] = min(sp[0], t)
+                    sp[1] = max(sp[1], hi)
             clash = [e1 for (e0, e1) in extra if e0 < t + dur and t < e1]
             if not clash:
                 return t
