@@ -42,3 +42,21 @@ def test_a_file_of_another_kind_or_a_log_for_a_method_that_trains_nothing_is_ref
         code, out, err = run_cli(capsys, monkeypatch, "optimize", graph, "-c", "k80x2", "--budget", "4", *args)
         assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, (args, err)
     assert not (tmp_path / "x.jsonl").exists()
+
+
+@pytest.mark.parametrize("method", ["gdp", "colocrl"])
+def test_policy_train_then_place_through_files(method, graph, tmp_path, capsys, monkeypatch):
+    """`placer policy train` writes a learned method's policy state; `placer policy place` reads it back
+    (through placer.io), fine-tunes it and places; a policy of another method is refused in one line."""
+    pt, log, p = tmp_path / f"{method}.pt", tmp_path / "t.jsonl", tmp_path / "p.json"
+    code, _, err = run_cli(capsys, monkeypatch, "policy", "train", "-g", graph, "-m", method, "-c", "k80x2",
+                           "--budget", "16", "-o", pt, "--log", log)
+    assert code == 0 and pt.exists() and log.read_text().strip(), err
+    code, out, err = run_cli(capsys, monkeypatch, "policy", "place", graph, "-m", method, "--policy", pt, "-c", "k80x2",
+                             "--budget", "16", "--set", "finetune=1", "-o", p, "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["params"]["policy"] == "given" and res["placements_sampled"] <= 16 and p.exists()
+    other = "colocrl" if method == "gdp" else "gdp"
+    code, _, err = run_cli(capsys, monkeypatch, "policy", "place", graph, "-m", other, "--policy", pt, "-c", "k80x2")
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
