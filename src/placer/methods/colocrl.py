@@ -82,10 +82,25 @@ class ColocRLConfig(PolicyFields, MethodConfig):
     max_groups: int = 256  # groups left by the colocation rules are merged down to this many ("hundreds")
     n_types: int = 64  # hash buckets for op types (our choice)
     neighbours: int = 3  # predecessor / successor positions per group in the adjacency feature (our choice)
-    devices: str = "gpus"  # candidate devices: "gpus" (ops no GPU runs go to their fastest device) or "all"
+    devices: str = "gpus"  # candidate devices: "gpus" (ops no GPU runs go to their fastest device) or "all" (ours; paper: "all", the CPU too)
     policy: Any = None  # a trained policy state to place with (None: search mode, train from scratch)
     finetune: int = 0  # with a policy: policy steps on this graph before the greedy placement
     progress: Any = None  # called with one dict per policy step (None: nothing)
+
+    @classmethod
+    def paper(cls, **overrides) -> "ColocRLConfig":
+        """The paper's settings where it gives them (Mirhoseini et al. 2017, section 2; its training
+        settings as the Hierarchical Planner's section 3 restates them: Adam at a fixed learning rate
+        of 0.1, clipping at 1.0, C = 5, T = 10, k = 4; the encoder as Placeto's A.7 gives it, a
+        bidirectional RNN of 512 units), ``overrides`` applied. Differs from the defaults in
+        ``lr=0.1`` and ``devices="all"`` (the paper places on the CPU and the GPUs). Not stated,
+        so this project's: the baseline's decay, the OOM penalty (a "large fixed running time"),
+        the device embedding, attention and type-bucket sizes, the neighbour count and
+        ``max_groups``. Not expressible by the fields: the paper's hand-made co-location groups
+        (here the colocation rules merged by Merge-and-Colocate), its asynchronous controllers
+        and real measurements, and the memory fallback after the first policy step
+        (:mod:`placer.methods.memory_fallback`, ours), which always runs when nothing fits."""
+        return cls(**{**dict(lr=0.1, devices="all"), **overrides})
 
     def checks(self):
         return seq_checks(self) + [(self.max_groups >= 1, "max_groups", ">= 1")]

@@ -79,6 +79,19 @@ class GDPConfig(PolicyFields, MethodConfig):
     start_mass: float = 0.9  # warm start: supervised steps until the start's mean per-node probability reaches this (ours)
     start_steps: int = 0  # most warm-start steps (ours: none, docs/methods/gdp.md)
 
+    @classmethod
+    def paper(cls, **overrides) -> "GDPConfig":
+        """The paper's settings where it gives them (Zhou et al. 2019, section 3: GraphSAGE embedding
+        3.1, segment-recurrent attention placer 3.2, superposition and PPO 3.3), ``overrides``
+        applied: the defaults are that design already, so only the start differs, the paper's
+        (``start="none"``: no layer split or single device simulated first; ``split_search``,
+        ``start_mass`` and ``start_steps`` then do nothing). The text this project read (not in
+        ../shared/papers) states no number for ``nodes``, ``hidden``, ``gnn_layers``,
+        ``attn_layers``, ``heads``, ``segment``, ``batch`` or ``lr``: those stay this project's.
+        Not expressible by the fields: the memory fallback after the first PPO update
+        (:mod:`placer.methods.memory_fallback`, ours) always runs when nothing evaluated fits."""
+        return cls(**{**dict(start="none"), **overrides})
+
     def checks(self):
         return config_checks(self) + [
                 (self.attn_layers >= 1, "attn_layers", ">= 1"), (self.heads >= 1, "heads", ">= 1"),

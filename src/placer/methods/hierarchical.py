@@ -94,8 +94,8 @@ class HierarchicalConfig(PolicyFields, MethodConfig):
     entropy: float = 0.0  # entropy bonus weight (not in the paper)
     oom_penalty_s: float = 100.0  # step time (s) given to an out-of-memory placement (as ColocRL; 100 s our choice)
     grouper_hidden: int = 64  # hidden ReLU units of the feed-forward Grouper (our choice)
-    warm_start: int = 1000  # Grouper steps toward contiguous topological chunks before RL (ours; 0 = paper's start)
-    placer_start: str = "best"  # Placer's start: "best" of "split" / "single" (each simulated once), or "none" (paper)
+    warm_start: int = 1000  # Grouper steps toward contiguous topological chunks before RL (ours; paper: 0, no warm start)
+    placer_start: str = "best"  # Placer's start: "best" of "split" / "single" (each simulated once), or "none" (ours; paper: "none")
     start_mass: float = 0.99  # Placer warm start stops when its start's devices reach this mean probability (ours)
     split_search: int = 24  # simulations moving the layer split's cuts before the start (ours; 0 = equal compute)
     type_embed: int = 16  # size of the Grouper's learned op-type embedding (our choice)
@@ -106,10 +106,27 @@ class HierarchicalConfig(PolicyFields, MethodConfig):
     feed_aligned: bool = True  # decoder also reads the encoder state of its own position (our choice)
     n_types: int = 64  # hash buckets for op types (our choice)
     neighbours: int = 3  # input / output positions per op in the Grouper's adjacency feature (our choice)
-    devices: str = "gpus"  # candidate devices: "gpus" (ops no GPU runs go to their fastest device) or "all"
+    devices: str = "gpus"  # candidate devices: "gpus" (ops no GPU runs go to their fastest device) or "all" (ours; paper: "all", the CPU too)
     policy: Any = None  # a trained policy state to place with (None: search mode, train from scratch)
     finetune: int = 0  # with a policy: policy steps on this graph before the greedy placement
     progress: Any = None  # called with one dict per policy step (None: nothing)
+
+    @classmethod
+    def paper(cls, **overrides) -> "HierarchicalConfig":
+        """The paper's settings where it gives them (Mirhoseini et al. 2018, section 2: the Grouper
+        and Placer trained jointly with REINFORCE on -sqrt(runtime); section 3: Adam at a fixed
+        learning rate of 0.1, clipping at 1.0, C = 5, T = 10, m = 1, k = 4, 1,000 policy updates;
+        the CPU and the GPUs as devices, section 3's Mincut being the baseline that "only
+        consider[s] GPUs"), ``overrides`` applied. Differs from the defaults in ``lr=0.1``,
+        ``devices="all"`` and the paper's start: no Grouper warm start (``warm_start=0``) and no
+        Placer warm start (``placer_start="none"``; ``start_mass`` and ``split_search`` then do
+        nothing). Not stated, so this project's: M (``n_groups``, "a hyperparameter"), the
+        Grouper's hidden size, the Placer's LSTM size, the embedding sizes, the baseline's decay
+        and the OOM penalty. Not expressible by the fields: the paper's 4 asynchronous
+        controllers with 16 workers and real measurements, and the memory fallback after the first
+        policy step (:mod:`placer.methods.memory_fallback`, ours), which always runs when nothing
+        fits."""
+        return cls(**{**dict(lr=0.1, devices="all", warm_start=0, placer_start="none"), **overrides})
 
     def checks(self):
         return seq_checks(self) + [(self.n_groups >= 1, "n_groups", ">= 1"),

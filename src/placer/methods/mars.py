@@ -88,6 +88,21 @@ class MarsConfig(PolicyFields, MethodConfig):
     start_mass: float = 0.9  # warm start: supervised steps until the start's mean per-node probability reaches this (ours)
     start_steps: int = 50  # most warm-start steps (ours; docs/methods/mars.md)
 
+    @classmethod
+    def paper(cls, **overrides) -> "MarsConfig":
+        """The paper's settings where it gives them (Lan et al. 2021: the GNN encoder and its
+        contrastive pre-training, section 3.2; the segment-level placer; PPO, section 3.4),
+        ``overrides`` applied: the defaults are that design already (DGI pre-training on, the
+        encoder fine-tuned, reward -sqrt(step ms) after the Hierarchical Planner), so only the
+        start differs, the paper's (``start="none"``: no layer split or single device simulated
+        first and no warm start; ``split_search``, ``start_mass`` and ``start_steps`` then do
+        nothing). The text this project read states no number for ``nodes``, ``hidden``,
+        ``gnn_layers``, ``seq_hidden``, ``segment``, ``pretrain_epochs``, ``batch`` or ``lr``:
+        those stay this project's. Not expressible by the fields: the memory fallback after the
+        first PPO update (:mod:`placer.methods.memory_fallback`, ours) always runs when nothing
+        evaluated fits."""
+        return cls(**{**dict(start="none"), **overrides})
+
     def checks(self):
         return config_checks(self) + [(self.seq_hidden >= 1, "seq_hidden", ">= 1"),
                                       (self.pretrain_epochs >= 0, "pretrain_epochs", ">= 0")]

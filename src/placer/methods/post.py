@@ -14,8 +14,9 @@ the units, the distributions (Eq. 2-3), cross-entropy (Eq. 9-10), PPO and PG (Eq
 Departures from the paper (each field's comment; the reasons and measurements are in
 docs/methods/post.md): the units are METIS groups cut along device-count parts, not single ops;
 the distributions start around the best classical seed (``start="seeds"``, ``start_mass``), not
-uniform, and the first sample is that seed; the uniform-mixing weight decays to 0 over the run;
-the advantage is relative to the baseline; an out-of-memory placement pays ``oom_penalty_us``.
+uniform, and the first sample is that seed; the advantage is relative to the baseline; an
+out-of-memory placement pays ``oom_penalty_us`` on top of its objective. ``PostConfig.paper()``
+gives the paper's settings where the fields can express them.
 
 Post's "policy" is this one graph's distributions: nothing transfers to another graph, so Post has
 search mode only (no train / place-with-policy, see :mod:`placer.methods.learned`).
@@ -53,13 +54,13 @@ class PostConfig(MethodConfig):
     kl_beta: float = 1.0  # beta: KL penalty coefficient of Eq. 11
     baseline_decay: float = 0.9  # b <- decay * b + (1 - decay) * mean T per iteration (rate unstated in the paper)
     eps_start: float = 0.1  # uniform-mixing weight after each CE update at the start of the run ...
-    eps_end: float = 0.0  # ... decayed linearly to this at the end (of placements or seconds; paper: constant, docs/methods/post.md)
-    advantage: str = "relative"  # "relative": (b - T) / b; "seconds": b - T in seconds, the paper's units
+    eps_end: float = 0.0  # ... decayed linearly to this at the end (of placements or seconds; section 4: 0.1 "linearly reduced to zero")
+    advantage: str = "relative"  # "relative": (b - T) / b; "seconds": b - T in seconds (paper: seconds)
     oom_penalty_us: float = 1e8  # step time added to an out-of-memory placement's T (paper: 100 s)
-    start_mass: float = 0.9  # initial probability of each unit on the device its start favours (paper: uniform; docs/methods/post.md)
+    start_mass: float = 0.9  # initial probability of each unit on the device its start favours (paper: uniform, i.e. 0; docs/methods/post.md)
     oom_start_mass: float = 0.5  # start_mass instead when the seeded start overflows a device's memory (ours)
-    grouping: str = "metis:64"  # placement units, a placer.grouping spec (paper: one softmax per op; docs/methods/post.md)
-    parts_per_device: int = 2  # units also split along a METIS partition into this many parts per device (ours; 0 = off)
+    grouping: str = "metis:64"  # placement units, a placer.grouping spec (paper: one softmax per op, "ops"; docs/methods/post.md)
+    parts_per_device: int = 2  # units also split along a METIS partition into this many parts per device (ours; 0 = off, the paper's)
     start_mode: bool = True  # the first batch's first sample is the start distribution's most likely placement (ours)
     start: str = "seeds"  # the start each unit favours: "fastest" (one device), the "best" of it and the layer split, or "seeds" (ours)
     seeds: str = CHEAP_SEEDS  # the classical heuristics start="seeds" also tries, comma-separated (those of local-search)
@@ -68,6 +69,21 @@ class PostConfig(MethodConfig):
     @classmethod
     def method_name(cls) -> str:
         return "post"
+
+    @classmethod
+    def paper(cls, **overrides) -> "PostConfig":
+        """The paper's settings where it gives them (Algorithm 1; section 4, "Setup"), ``overrides``
+        applied. The defaults already are the paper's L = 2,400, K = 12, N = 5 K, rho = 0.1, 10 SGA
+        steps of learning rate 1, beta = 1, eps 0.1 linearly reduced to 0 and the 100 s OOM penalty.
+        Set here: one softmax per op (``grouping="ops"``, ``parts_per_device=0``; ops the graph ties
+        by colocation stay one unit), every u at zero, the uniform start (``start_mass=0``: no seeded
+        start is simulated and the first sample is not its mode, so ``start``, ``seeds``,
+        ``split_search``, ``start_mode`` and ``oom_start_mass`` then do nothing), and the advantage
+        b - T in seconds (``advantage="seconds"``). The paper does not state the baseline's
+        moving-average rate (``baseline_decay`` is this project's). Not expressible by the fields:
+        an out-of-memory placement's T is its memory-penalised objective plus the 100 s here, not a
+        fixed 100 s."""
+        return cls(**{**dict(grouping="ops", parts_per_device=0, start_mass=0.0, advantage="seconds"), **overrides})
 
     def checks(self):
         return [(self.placements >= 1, "placements", ">= 1"),
