@@ -195,13 +195,19 @@ def check_output_path(path: str | os.PathLike, option: str = "output") -> Path:
         raise InputError(option, text, "is a folder", "give a file name (inside it, if you like)")
     if p.exists() and not p.is_file():
         raise InputError(option, text, "exists and is not a regular file", "give a file name")
-    anc = p.absolute().parent
+    probe_writable_below(p.absolute().parent, option, text)
+    return p
+
+
+def probe_writable_below(folder: Path, option: str, text: str) -> None:
+    """:func:`probe_writable` on the nearest existing folder at or above ``folder`` (where the
+    missing folders would be made); InputError when that is a file."""
+    anc = folder
     while not anc.exists() and anc != anc.parent:
         anc = anc.parent
     if not anc.is_dir():
         raise InputError(option, text, f"is under {anc}, which is a file, not a folder", "choose another path")
     probe_writable(anc, option, text)
-    return p
 
 
 def probe_writable(folder: Path, option: str, text: str) -> None:

@@ -166,14 +166,9 @@ def output_folder(ctx: typer.Context, param: typer.CallbackParam, value):
     p = Path(text)
     if p.exists() and not p.is_dir():
         raise InputError(name, text, "is a file, not a folder", "give a folder")
-    anc = p.absolute()
-    while not anc.exists() and anc != anc.parent:
-        anc = anc.parent
-    if not anc.is_dir():
-        raise InputError(name, text, f"is under {anc}, which is a file, not a folder", "choose another path")
-    from placer.io import probe_writable
+    from placer.io import probe_writable_below
 
-    probe_writable(anc, name, text)
+    probe_writable_below(p.absolute(), name, text)
     return p
 
 
