@@ -50,9 +50,19 @@ def method_bound(name: str, budget: int | None) -> tuple[Budget, str]:
     return Budget(placements=budget), "one construction"
 
 
+def _run_one(problem, name: str, budget: int | None, seed: int, sim_params, objective):
+    """One row of the line-up: (name, PlacementResult or the error's text, the bound it ran under).
+    A module-level function, so a worker process can run it."""
+    run_budget, bound = method_bound(name, budget)
+    try:
+        return name, run_method(name, problem, run_budget, seed, sim_params, objective=objective), bound
+    except (ValueError, RuntimeError) as e:  # a method that does not apply to this problem
+        return name, str(e), bound
+
+
 def compare_methods(problem, names: Sequence[str] | None, budget: int | None, seed: int, sim_params,
                     on_start: Callable[[str, int, int], None] | None = None, objective=None,
-                    on_result: Callable[[str, object], None] | None = None) -> dict:
+                    on_result: Callable[[str, object], None] | None = None, jobs: int = 1) -> dict:
     """Run ``names`` (every available method when None) on ``problem`` and line them up. Each row
     carries the ``bound`` its run had (:func:`method_bound`). ``best`` is the method with the lowest
     objective among those with a valid answer (under the simulator: fitting in memory first; under a
@@ -60,19 +70,17 @@ def compare_methods(problem, names: Sequence[str] | None, budget: int | None, se
     (``valid_found`` False). ``single_gpu_oom``: the single-GPU reference does not fit (it runs out
     of memory, or the objective rejects it, so its placement was repaired off one GPU); the
     ``speedup_vs_single_gpu`` ratios are then None, never a ratio against a repaired placement.
-    ``on_result(name, PlacementResult)`` sees each answer (the HTML report keeps them)."""
+    ``on_result(name, PlacementResult)`` sees each answer (the HTML report keeps them). ``jobs``
+    worker processes run the methods side by side (spawned, one method each at a time); every
+    method is deterministic for its seed and budget, so the rows are those of ``jobs=1`` but for
+    their wall-clock seconds (and a wall-clock-capped solver's answer, which its notes mark)."""
     names = list(names) if names is not None else [m for m in sorted(METHODS) if METHODS[m].available() is None]
     for n in names:
         check_method(n, "--methods")
     rows = []
-    for k, name in enumerate(names, 1):
-        if on_start:
-            on_start(name, k, len(names))
-        run_budget, bound = method_bound(name, budget)
-        try:
-            r = run_method(name, problem, run_budget, seed, sim_params, objective=objective)
-        except (ValueError, RuntimeError) as e:  # a method that does not apply to this problem
-            rows.append({"method": name, "error": str(e), "bound": bound})
+    for name, r, bound in _run_all(problem, names, budget, seed, sim_params, objective, jobs, on_start):
+        if isinstance(r, str):
+            rows.append({"method": name, "error": r, "bound": bound})
             continue
         rows.append({**r.summary(), "bound": bound})
         if on_result:
@@ -90,6 +98,30 @@ def compare_methods(problem, names: Sequence[str] | None, budget: int | None, se
         best = min(valid, key=lambda r: r["objective"])["method"] if valid else None
     else:  # under the simulator an OOM placement still ranks, after every one that fits
         best = min(ok, key=lambda r: (r["oom"], r["objective"]))["method"] if ok else None
-    return {"graph": problem.graph.name, "ops": problem.n_ops, "cluster": problem.cluster.name,
+    return {"graph": problem.graph.name, "ops": problem.n_ops, "cluster": problem.cluster.name, "jobs": int(jobs),
             "lower_bound_us": problem.lower_bound_us, "best": best, "valid_found": bool(valid),
             "single_gpu_oom": bool(single_oom), "rows": rows}
+
+
+def _run_all(problem, names, budget, seed, sim_params, objective, jobs, on_start):
+    """The rows of :func:`compare_methods` in ``names`` order, run in this process or, with
+    ``jobs`` above 1, in that many spawned worker processes."""
+    if jobs <= 1 or len(names) <= 1:
+        for k, name in enumerate(names, 1):
+            if on_start:
+                on_start(name, k, len(names))
+            yield _run_one(problem, name, budget, seed, sim_params, objective)
+        return
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=min(jobs, len(names)), mp_context=mp.get_context("spawn")) as pool:
+        futures = [pool.submit(_run_one, problem, name, budget, seed, sim_params, objective) for name in names]
+        try:
+            for k, (name, fut) in enumerate(zip(names, futures), 1):
+                if on_start:
+                    on_start(name, k, len(names))
+                yield fut.result()
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise

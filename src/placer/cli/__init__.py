@@ -7,8 +7,8 @@ exits with status 2, writing nothing.
 from __future__ import annotations
 
 import json
+import os
 import sys
-from pathlib import Path
 from typing import Optional
 
 import numpy as np
@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from placer.cli.options import (MAX_SECONDS, budget_option, grouping_spec, method_name, objective_spec, one_of,
+from placer.cli.options import (MAX_SECONDS, at_least, budget_option, grouping_spec, method_name, objective_spec, one_of,
                                 output_file, positive_finite, seed_option)
 from placer.cli.report import HtmlOpt
 from placer.errors import InputError
@@ -147,6 +147,14 @@ def placement_arg(P, placement: str) -> np.ndarray:
         p = load_placement(placement, P.graph, P.cluster)
     p = P.validate_placement(p, placement)
     return p
+
+
+def _cores() -> int:
+    """The CPU cores this process may run on (its affinity where the system has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 def method_params(items: list[str]) -> dict[str, str]:
@@ -341,25 +349,32 @@ def compare(graph: str = typer.Argument("default", help="graph file or built-in 
             budget: Optional[int] = typer.Option(None, help="placements per search method (1 to 10,000,000)",
                                                  callback=budget_option),
             seed: int = SeedOpt, sim: str = SimOpt, as_json: bool = JsonOpt, objective: str = ObjectiveOpt,
-            html: Optional[str] = HtmlOpt):
+            html: Optional[str] = HtmlOpt,
+            jobs: Optional[int] = typer.Option(None, help=f"methods run side by side in worker processes (default: "
+                                               f"the CPU cores this process may use; 1 to {4 * _cores()}, 4 per core)",
+                                               callback=at_least(1, 2, 4 * _cores(), "4 processes per CPU core"))):
     """The main job: place a graph with the best available methods and print it beside the baselines.
 
     Every method runs within a bound it states (the table's last column): its placements, one
     construction, or a wall-clock cap for the solvers (cp-sat 30 s, exact-published 60 s). Exit status
     0 with a best placement; 1 when, under a published --objective, no method found a placement valid
     under it (the table is still printed; --json gives best: null, valid_found: false)."""
+    import time
+
     from rich.progress import Progress
 
     from placer.bench.compare import compare_methods, default_methods
     from placer.resolve import default_graph_name
 
+    t0 = time.perf_counter()
+    jobs = jobs or _cores()
     P = load_problem(default_graph_name() if graph == "default" else graph, cluster)
     names = default_methods() if methods == "default" else None if methods == "all" else methods.split(",")
     results: dict = {}  # the answers, kept for --html
     with Progress(console=err_console, transient=True, disable=not err_console.is_terminal) as prog:
         task = prog.add_task("compiling the simulator", total=None)
         warmup_s = _warm_up_simulator(P, sim_params(sim))
-        data = compare_methods(P, names, budget, seed, sim_params(sim), objective=objective,
+        data = compare_methods(P, names, budget, seed, sim_params(sim), objective=objective, jobs=jobs,
                                on_start=lambda m, k, n: prog.update(task, description=f"{m} ({k}/{n})", total=n, completed=k - 1),
                                on_result=results.__setitem__ if html is not None else None)
     if html is not None and results:
@@ -367,6 +382,7 @@ def compare(graph: str = typer.Argument("default", help="graph file or built-in 
 
         data["html"] = report.for_compare(html, P, data, results)
     data["warmup_s"] = warmup_s  # numba compile time, kept out of every method's seconds
+    data["command_s"] = time.perf_counter() - t0  # the whole command: loading, compiling, every method
     custom = objective not in (None, "sim")
 
     def render(d):
@@ -395,6 +411,9 @@ def compare(graph: str = typer.Argument("default", help="graph file or built-in 
             console.print(f"best: {d['best']} (* above{f', by its {safe(objective)} value' if custom else ''}); "
                           f"'vs' columns are ratios of simulated step times (x); seconds exclude "
                           f"{d['warmup_s']:.1f} s compiling the simulator first")
+        console.print(f"the whole command took {d['command_s']:.1f} s wall clock ({d['jobs']} worker process"
+                      f"{'es' if d['jobs'] > 1 else ''}; the methods' seconds add up to "
+                      f"{sum(r.get('wall_s', 0.0) for r in d['rows']):.1f} s)")
         _said_html(d)
 
     _emit(data, as_json, render)
