@@ -208,11 +208,12 @@ def _pinned_cases():
 
 def test_placements_pinned_from_the_old_schedulers():
     """The list schedulers give the placements (and model step times) the code before their
-    O((n + e) log n) rewrite gave, on 108 small problems: layered graphs of 40-160 ops on k80x2,
+    rewrite for speed gave, on 124 problems: layered graphs of 40-160 ops on k80x2,
     k80x4 and v100x8, GPU memory as preset, tight and too small, both memory and comm models, the
-    default, Placeto's and a p2p simulator's settings, GPUs only or all devices."""
+    default, Placeto's and a p2p simulator's settings, GPUs only or all devices; and 16 of 400 and
+    700 ops on v100x8 (links of two speeds) with tight or too little memory."""
     mod, rows = _pinned_cases()
-    assert len(rows) == len(mod.cases()) == 108
+    assert len(rows) == len(mod.cases()) == 124
     for row, case in zip(rows, mod.cases()):
         assert {k: row[k] for k in case} == case
         got = mod.schedules(case)

@@ -133,7 +133,10 @@ def etf_schedule(problem, sim_params=None, devices: list[int] | None = None, mem
         el = s.eligible(R)
         if s.dirty:  # the buses moved: tensors not booked yet arrive later
             for i in sorted(s.dirty):
-                drt[i] = s.data_ready(i)
+                if s.waits_on_a_bus(i):
+                    drt[i] = s.data_ready(i)
+                else:  # as before the rewrite: once all its inputs are booked an op keeps the times last computed
+                    s.unwatch(i)
             s.dirty.clear()
         D_rt = drt[R]
         est = np.maximum(D_rt, free[None, :])

@@ -267,6 +267,14 @@ class State:
                 self.waiters[x][i] = sp
             self.waits_on[i] = list(span)
 
+    def waits_on_a_bus(self, i: int) -> bool:
+        """comm="sim": some parent's tensor is not booked yet (op i's data-ready times move with the buses)."""
+        sent = self.sent
+        return self.sim_comm and not all(sent[p] for p in self.pred_idx[self.pred_ptr[i]:self.pred_ptr[i + 1]])
+
+    def unwatch(self, i: int) -> None:
+        self._watch(i, {})
+
     def _booked(self, x: int, a: float, b: float) -> None:
         """A transfer [a, b) was booked on x's bus: ready ops whose probed span it touches go stale."""
         for i, (lo, hi) in self.waiters[x].items():
