@@ -1,39 +1,14 @@
-"""The protocol of learned methods (DESIGN.md, "Contracts": learned methods also expose train /
-place-with-policy / fine-tune, and save/load their policies).
+"""The protocol of learned methods: train a policy, place with it, fine-tune it, and its state in
+and out (DESIGN.md, "Contracts").
 
-Every method, learned or not, is registered with ``run(problem, seed, ev, cfg)``
-(:func:`placer.methods.base.register`); for a learned method that is *search mode*: it trains a
-policy on the one graph it is given, within the budget, and returns the best placement evaluated. A
-learned method whose policy transfers to other graphs also implements :class:`LearnedMethod` and
-lists it in :data:`LEARNED` under its registered name::
-
-    m = LEARNED["placeto"]
-    policy = m.train(problems, cfg, seed, sim_params, placements=20_000, progress=log.write)
-    result = m.place(problem, policy, seed, ev, cfg)            # zero-shot, through the Evaluator
-    result, tuned = m.finetune(problem, policy, seed, ev, cfg)  # more training on this graph, then place
-    state = m.policy_state(policy)                              # a plain state dict ...
-    policy = m.load_policy(state, where="policy.pt")            # ... and back (bad states: InputError)
-
-``cfg`` is the method's registered config (one config per algorithm: its fields carry the defaults
-its committed results ran with; a ``paper()`` preset gives the paper's). ``ev`` is the
-:class:`placer.methods.base.Evaluator` that counts, budgets and keeps the best of every placement
-simulated for the result (a fine-tuning's training placements included).
-
-Methods know no files. A policy is an object in memory and a state dict on disk: the caller (the
-CLI, the bench) writes and reads the dict with :func:`placer.io.write_checkpoint` /
-:func:`placer.io.read_checkpoint` and turns it into a policy with ``load_policy``. Training progress
-is a callback, :data:`Progress`, that gets one plain JSON-able dict per episode or update (the CLI
-writes them with :class:`placer.io.JsonLines`). No config field holds a path.
-
-Through the common contract (``run_method``, the bench), a trained policy travels in the config
-field ``policy`` (the policy object, or its state dict): the registered run then places with it,
-fine-tuning first when the config asks for it (Placeto: ``finetune`` episodes). The bench's
-``"@policy:<name>"`` parameters are replaced by the loaded policy (:func:`placer.bench.policies.substitute`).
-
-Which methods implement it: Placeto (:mod:`placer.methods.placeto`). Post
-(:mod:`placer.methods.post`) has no transferable policy: its "policy" is one softmax distribution
-per unit of the graph it searches (paper section 3), which means nothing on another graph, so Post
-and its ablations (ce, ppo, pg) have search mode only and are not listed here.
+Every method's registered ``run(problem, seed, ev, cfg)`` is its *search mode* (a policy trained on
+the one graph it places, within the budget). A method whose policy transfers to other graphs also
+implements :class:`LearnedMethod` and is listed in :data:`LEARNED` (Placeto, GDP, Mars, ColocRL,
+the Hierarchical Planner; Post's per-unit distributions mean nothing on another graph, so it has
+search mode only). A policy is an object; its state is a plain dict the caller (the CLI, the bench)
+writes and reads with :mod:`placer.io`. Progress is a callback (:data:`Progress`). Through
+``run_method``, a policy travels in the config field ``policy`` (object or state dict), and the
+run places with it, fine-tuning first when the config says so. docs/architecture.md shows the calls.
 """
 
 from __future__ import annotations

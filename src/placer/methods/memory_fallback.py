@@ -1,19 +1,11 @@
-"""The memory fallback of the learned methods that do not start from a classical placement (ColocRL, the
-Hierarchical Planner, GDP and Mars; ours, not in their papers): when nothing they evaluated up to the
-end of their first policy update fits in memory, the seeded start of Post and Placeto
-(:func:`placer.methods.seeding.seeded_start`: the classical heuristics local search starts from, each
-made to hold its parameters, simulated once, then relieved by simulation when none fits) is
-evaluated inside the budget. The Evaluator keeps its best in :func:`placer.sim.memory_first` order, so
-the method then returns a placement that fits whenever one of those does. The learning is not
-changed: the policy goes on from where its own update left it, and where it finds a faster placement
-that fits, that one is returned.
-
-Where a placement of the first update fits, it reads the Evaluator's best and does nothing else (no
-simulation, no random draw). Where it runs, it spends the seed share of :mod:`placer.methods.seeding`
-(a quarter of the placements left, its relief within half of what the seeds leave of it; the split
-at equal compute, ``FALLBACK_SPLIT_SEARCH``, as the methods' own starts searched theirs already or
-were asked not to start from one), then at most ``FALLBACK_RELIEVE_SHARE`` of what is left, then one
-placement. Why, and what it was measured to do: docs/methods/memory_fallback.md.
+"""The memory fallback of the learned methods that start from no classical placement (ColocRL, the
+Hierarchical Planner, GDP and Mars; ours, not in their papers). After their first policy update,
+when nothing evaluated fits in memory, it evaluates inside the budget the seeded start of Post and
+Placeto (:func:`placer.methods.seeding.seeded_start`, relieved by simulation when none fits), then
+relieves the least overflowing placement (at most ``FALLBACK_RELIEVE_SHARE`` of what is left), then
+the whole graph on the host; the Evaluator's memory-first order then returns a placement that fits.
+Where something fits already it does nothing (no simulation, no random draw). The policy's learning
+is unchanged. Why, and what it was measured to do: docs/methods/memory_fallback.md.
 """
 
 from __future__ import annotations
