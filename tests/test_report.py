@@ -148,15 +148,17 @@ def _entries(P):
 
 @pytest.fixture(scope="module")
 def report_pages(tmp_path_factory):
-    """Two pages: a graph with modules (treemap) and one without (the strip)."""
+    """Three pages: a graph with modules (treemap), one without (the strip), and the first with its
+    timeline bars merged (a limit of 40)."""
     pytest.importorskip("plotly")
     from placer.viz.report import write_report
 
     d = tmp_path_factory.mktemp("report")
     pages = {}
-    for kind, P in (("modules", _problem(True)), ("flat", _problem(False))):
+    for kind, P, kw in (("modules", _problem(True), {}), ("flat", _problem(False), {}),
+                        ("merged", _problem(True), {"max_bars": 40})):  # merged: timeline bars over the limit
         path = d / f"{kind}.html"
-        info = write_report(path, P, _entries(P), command="test")
+        info = write_report(path, P, _entries(P), command="test", **kw)
         assert info["bytes"] == path.stat().st_size
         pages[kind] = (path, P)
     return pages
@@ -178,9 +180,14 @@ def test_report_json(report_pages):
         assert len(e["placement"]) == P.n_ops
         assert sum(e["ops"]["n"]) == int(np.count_nonzero(P.compute_us.min(axis=1) > 0)) or sum(e["ops"]["n"]) <= P.n_ops
         assert len(e["memory"]) == P.n_devices
+        assert len(e["ops"]["bytes"]) == len(e["ops"]["n"])
         assert max(m["peak"] for m in e["memory"]) == pytest.approx(max(e["row"]["peak_memory_bytes"]), rel=1e-9)
     assert len(_data(report_pages["flat"][0])["entries"][2]["curve"]) >= 2
     assert _data(report_pages["flat"][0])["tree"] is None
+    merged = _data(report_pages["merged"][0])["entries"]
+    for e in merged:
+        assert len(e["ops"]["n"]) + len(e["sends"]["n"]) <= 40
+        assert any(n.startswith("timeline:") and "merged" in n for n in e["notes"])
 
 
 def test_report_has_no_network_reference(report_pages):

@@ -63,7 +63,8 @@ def _entry_data(P, e: ReportEntry, op_module: np.ndarray, levels: list, max_bars
         notes.append(f"timeline: {g.n_ops - len(take):,} ops that take no time are not drawn")
     ops = {"lane": b["lane"].tolist(), "start": _r(b["start"]), "end": _r(b["end"]), "n": b["n"].tolist(),
            "busy": _r(b["weight"]), "first": b["first"].tolist(), "module": (b["key"] // 3).tolist(),
-           "role": (b["key"] % 3).tolist()}
+           "role": (b["key"] % 3).tolist(),
+           "bytes": _r(np.bincount(seg, weights=np.asarray(g.output_bytes, dtype=np.float64)[take], minlength=len(b["n"])), 0)}
     # sends: one lane per source device, merged per destination
     sends = {"lane": [], "start": [], "end": [], "n": [], "bytes": [], "first": [], "dst": []}
     if n_send:

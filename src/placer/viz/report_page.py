@@ -132,7 +132,7 @@ function opHover(o, k) {
       "<br>duration: " + ms(dur) + "<br>output: " + size(D.op_bytes[o.first[k]]);
   }
   return "<b>" + o.n[k] + " ops merged</b> from " + esc(first) + "<br>module (most time): " + esc(modName(o.module[k])) +
-    "<br>busy " + ms(o.busy[k]) + " of " + ms(dur);
+    "<br>busy " + ms(o.busy[k]) + " of " + ms(dur) + "<br>outputs: " + size(o.bytes[k]);
 }
 function sendHover(s, k) {
   var first = D.op_names[s.first[k]], dur = s.end[k] - s.start[k];
