@@ -356,14 +356,15 @@ def compare(graph: str = typer.Argument("default", help="graph file or built-in 
     """The main job: place a graph with the best available methods and print it beside the baselines.
 
     Every method runs within a bound it states (the table's last column): its placements, one
-    construction, or a wall-clock cap for the solvers (cp-sat 30 s, exact-published 60 s). Exit status
+    construction, or a wall-clock cap for the solvers (cp-sat 30 s, exact-published 60 s); the default
+    line-up skips cp-sat on a graph beyond the tasks it solves exactly, and says so. Exit status
     0 with a best placement; 1 when, under a published --objective, no method found a placement valid
     under it (the table is still printed; --json gives best: null, valid_found: false)."""
     import time
 
     from rich.progress import Progress
 
-    from placer.bench.compare import compare_methods, default_methods
+    from placer.bench.compare import compare_methods, default_methods, out_of_range
     from placer.resolve import default_graph_name
 
     t0 = time.perf_counter()
@@ -375,6 +376,7 @@ def compare(graph: str = typer.Argument("default", help="graph file or built-in 
         task = prog.add_task("compiling the simulator", total=None)
         warmup_s = _warm_up_simulator(P, sim_params(sim))
         data = compare_methods(P, names, budget, seed, sim_params(sim), objective=objective, jobs=jobs,
+                               skip=out_of_range(P, names) if methods == "default" else None,
                                on_start=lambda m, k, n: prog.update(task, description=f"{m} ({k}/{n})", total=n, completed=k - 1),
                                on_result=results.__setitem__ if html is not None else None)
     if html is not None and results:
