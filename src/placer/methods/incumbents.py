@@ -51,14 +51,14 @@ def _accelerate_missing():
 
 @dataclass(frozen=True)
 class AccelerateConfig(MethodConfig):
-    """accelerate's device map over the module units."""
+    """accelerate's device map over the module units (accelerate-auto and accelerate-balanced)."""
 
     depth: int = DEFAULT_DEPTH  # module depth of the units accelerate places (2: transformer blocks)
     cpu: bool = True  # give accelerate the cluster's CPU memory as "cpu" (modules that fit no GPU run there)
 
     @classmethod
     def method_name(cls):
-        return "accelerate-auto"
+        return "accelerate"
 
     def checks(self):
         return [(1 <= self.depth <= 64, "depth", "in 1..64")]
@@ -212,23 +212,11 @@ def accelerate_auto(problem, seed: int, ev: Evaluator, cfg: AccelerateConfig):
     return _run_accelerate("accelerate-auto", problem, ev, cfg, balanced=False)
 
 
-@dataclass(frozen=True)
-class AccelerateBalancedConfig(AccelerateConfig):
-    """accelerate's balanced device map over the module units."""
-
-    depth: int = DEFAULT_DEPTH  # module depth of the units accelerate places (2: transformer blocks)
-    cpu: bool = True  # give accelerate the cluster's CPU memory as "cpu" (modules that fit no GPU run there)
-
-    @classmethod
-    def method_name(cls):
-        return "accelerate-balanced"
-
-
 @register("accelerate-balanced", "Hugging Face accelerate's get_balanced_memory + infer_auto_device_map "
           "(from_pretrained's device_map='auto'): weights spread evenly over the GPUs", "incumbent",
-          AccelerateBalancedConfig, paper="Hugging Face accelerate / transformers device_map='balanced'",
+          AccelerateConfig, paper="Hugging Face accelerate / transformers device_map='balanced'",
           available=_accelerate_missing, version=1)
-def accelerate_balanced(problem, seed: int, ev: Evaluator, cfg: AccelerateBalancedConfig):
+def accelerate_balanced(problem, seed: int, ev: Evaluator, cfg: AccelerateConfig):
     return _run_accelerate("accelerate-balanced", problem, ev, cfg, balanced=True)
 
 
