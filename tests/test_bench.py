@@ -378,6 +378,40 @@ def test_transfer_column_trains_its_policy_once_and_reuses_it(tmp_path, monkeypa
     assert again.stats["ran"] == 0 and again.stats["cached"] == 1
 
 
+def test_a_policy_of_another_learned_method_is_trained_by_its_own_trainer_on_every_cluster(tmp_path, monkeypatch):
+    """``PolicySpec.method``: GDP's trainer makes the policy, on each graph on each of ``clusters``;
+    the column places with the loaded policy object, and a second invocation trains nothing."""
+    from placer.methods import METHODS
+
+    if "gdp" not in METHODS or METHODS["gdp"].available():
+        pytest.skip("gdp (torch_geometric extra) not available")
+    from placer.bench.spec import PolicySpec
+
+    gpath = tmp_path / "g.json"
+    save_graph(layered_training_graph(30, seed=2, name="g"), gpath)
+    spec = PolicySpec(graphs=(str(gpath),), clusters=("k80x2", "k80x2"), method="gdp", placements={"quick": 16},
+                      trainer={"batch": 4, "split_search": 0})
+    exp = Experiment(
+        name="other", title="t", paper="none", rows=(Row("g", str(gpath), "k80x2"),),
+        methods=(Method("zero-shot", "gdp", params={"policy": "@policy:p", "finetune": 0}),),
+        budgets={lv: Level(8) for lv in LEVELS}, policies={"p": spec},
+    )
+    out = run_experiment(exp, "quick", tmp_path / "r", plots=False)
+    assert out.stats["ran"] == 1 and out.stats["errors"] == 0, [c.reason for c in out.plan.cells]
+    pols = list((tmp_path / "r" / "other" / "policies").glob("p__*.pt"))
+    assert len(pols) == 1
+    record = json.loads(pols[0].with_suffix(".json").read_text())
+    assert record["method"] == "gdp" and record["graphs"] == ["g", "g"] and record["clusters"] == ["k80x2"]
+    assert record["placements"] == 16 and record["versions"]["method"] == METHODS["gdp"].version
+    md = (tmp_path / "r" / "other" / "table.md").read_text()
+    assert "- `p`: gdp's trainer on g, g (k80x2): within 16 simulated placements" in md
+    import placer.bench.policies as pol
+
+    monkeypatch.setattr(pol, "train", lambda *a, **k: (_ for _ in ()).throw(AssertionError("retrained")))
+    again = run_experiment(exp, "quick", tmp_path / "r", plots=False)
+    assert again.stats["ran"] == 0 and again.stats["cached"] == 1
+
+
 def test_a_policys_trainer_overrides_key_only_that_policy_and_reach_its_training(tmp_path):
     """``PolicySpec.trainer`` sets PlacetoConfig fields for training one policy: its hash changes and
     nothing else's (a spec without overrides keeps the hash it had, so committed policies stay

@@ -214,6 +214,10 @@ def policy_lines(plan: Plan) -> list[str]:
             continue
         r = read_json(rec)
         graphs = ", ".join(r["graphs"][:4]) + (f" and {len(r['graphs']) - 4} more" if len(r["graphs"]) > 4 else "")
+        if r.get("method", "placeto") != "placeto":  # another learned method's trainer (policies._train_other)
+            out.append(f"- `{name}`: {r['method']}'s trainer on {graphs} ({', '.join(r['clusters'])}): within "
+                       f"{r['placements']:,} simulated placements, {r['seconds']:.1f} s; record `policies/{rec.name}`")
+            continue
         line = (f"- `{name}`: REINFORCE on {graphs} ({ctx.spec.cluster}): {r['episodes']:,} episodes, "
                 f"{r['sim_calls']:,} simulator calls, {r['seconds']:.1f} s; record `policies/{rec.name}`")
         if r.get("candidates"):  # PolicySpec.choices: every candidate's cost is in the totals above

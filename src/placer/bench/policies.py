@@ -1,8 +1,10 @@
-"""Policies that transfer and generalization columns start from (Placeto section 3, appendix A.3).
+"""Policies that transfer and generalization columns start from (Placeto section 3, appendix A.3;
+GiPH's unseen clusters).
 
 A method parameter ``"@policy:<name>"`` names one of the experiment's :class:`PolicySpec`. Before
-the runs that need it, the policy is trained once (:meth:`placer.methods.placeto.Placeto.train`) on
-its graphs (or on the training half of a generated family) and saved as
+the runs that need it, the policy is trained once by its method's trainer (``train`` of
+:mod:`placer.methods.learned`; Placeto's :meth:`placer.methods.placeto.Placeto.train`) on its graphs
+(or on the training half of a generated family), on one cluster or several, and saved as
 ``results/<exp>/policies/<name>__<hash>.pt``, cached by a hash of what decides it, exactly like a
 run; a run then gets the loaded policy object in place of the reference (:func:`substitute`: the
 run's spec keeps ``"@policy:<name>"``). Its training cost (placements, simulator calls, seconds)
@@ -43,9 +45,16 @@ class PolicyContext:
     def load(self):
         """The trained policy (read once from its checkpoint, labelled with its path)."""
         if self.policy is None:
-            from placer.rl.checkpoint import load_policy
+            if self.spec.method == "placeto":
+                from placer.rl.checkpoint import load_policy
 
-            self.policy = load_policy(self.path)
+                self.policy = load_policy(self.path)
+            else:
+                from placer.io import read_checkpoint
+                from placer.methods.learned import learned_method
+
+                state = read_checkpoint(str(self.path), "policy", "train it again: delete the file")
+                self.policy = learned_method(self.spec.method).load_policy(state, where=str(self.path))
         return self.policy
 
 
@@ -81,13 +90,25 @@ def prepare(exp: Experiment, name: str, level: str, results_dir: Path, sim: dict
         else:
             found = [G.resolve_row_graph((g,)) for g in spec.graphs]
             graphs, paths = [f[0] for f in found], [f[2] for f in found]
-        clusters = [G.resolve_row_cluster(spec.cluster, g, p) for g, p in zip(graphs, paths)]
+        pairs = [(g, G.resolve_row_cluster(cl, g, p)) for cl in (spec.clusters or (spec.cluster,))
+                 for g, p in zip(graphs, paths)]
     except G.GraphMissing as e:
         ctx.missing = f"policy '{name}' cannot be trained: {e}"
         return ctx
-    ctx.problems = [Problem(g, c) for g, c in zip(graphs, clusters)]
-    key = {"harness": HARNESS_VERSION, "graphs": [G.graph_fingerprint(g) for g in graphs],
-           "clusters": [G.cluster_fingerprint(c) for c in clusters], "placements": ctx.placements,
+    ctx.problems = [Problem(g, c) for g, c in pairs]
+    if spec.method != "placeto":  # another learned method's trainer (its own config and versions)
+        ctx.key = {"harness": HARNESS_VERSION, "method": spec.method,
+                   "graphs": [G.graph_fingerprint(g) for g, _ in pairs],
+                   "clusters": [G.cluster_fingerprint(c) for _, c in pairs], "placements": ctx.placements,
+                   "seed": spec.seed, "sim": sim, "trainer": _method_config(spec.method, spec.trainer).to_dict()}
+        from placer.bench.versions import versions
+
+        ctx.key["versions"] = versions(spec.method)
+        ctx.hash = stable_hash(ctx.key)
+        ctx.path = Path(results_dir) / exp.name / "policies" / f"{slug(name)}__{ctx.hash}.pt"
+        return ctx
+    key = {"harness": HARNESS_VERSION, "graphs": [G.graph_fingerprint(g) for g, _ in pairs],
+           "clusters": [G.cluster_fingerprint(c) for _, c in pairs], "placements": ctx.placements,
            "seed": spec.seed, "sim": sim, "trainer": _trainer_key(spec.trainer)}
     if spec.choices:  # (only then: a policy without choices keeps the hash it had)
         key["choices"] = [_trainer_key(o) for o in _candidates(spec)]
@@ -139,9 +160,37 @@ def _n_candidates(problem, overrides=None) -> int:
 
 def _placeto_config(overrides=None):
     """The placeto method's config with a policy's trainer overrides (unknown names are refused)."""
+    return _method_config("placeto", overrides)
+
+
+def _method_config(method: str, overrides=None):
+    """``method``'s config with a policy's trainer overrides (unknown names are refused)."""
     from placer.methods import METHODS
 
-    return METHODS["placeto"].make_config(dict(overrides or {}))
+    return METHODS[method].make_config(dict(overrides or {}))
+
+
+def _train_other(ctx: PolicyContext, prm, t0: float) -> dict:
+    """Train a policy with a learned method other than Placeto (one trainer, no ``choices``), save
+    its state and its cost record."""
+    from placer.bench.versions import source_commit
+    from placer.io import dumps, write_checkpoint, write_text_atomic
+    from placer.methods.learned import learned_method
+
+    method = learned_method(ctx.spec.method)
+    cfg = _method_config(ctx.spec.method, ctx.spec.trainer)
+    counted: list[dict] = []
+    policy = method.train(ctx.problems, cfg, ctx.spec.seed, prm, placements=ctx.placements, progress=counted.append)
+    write_checkpoint(method.policy_state(policy), ctx.path)
+    record = {"policy": ctx.name, "method": ctx.spec.method, "hash": ctx.hash, "spec": dataclasses.asdict(ctx.spec),
+              "versions": ctx.key["versions"], "source": source_commit(),
+              "graphs": [P.graph.name for P in ctx.problems],
+              "clusters": sorted({P.cluster.name for P in ctx.problems}),
+              "progress_records": len(counted),  # one per update (or episode) the trainer reported
+              "placements": ctx.placements,  # the budget it trained within, in simulated placements
+              "seconds": time.perf_counter() - t0}
+    write_text_atomic(ctx.path.with_suffix(".json"), dumps(record))
+    return record
 
 
 def train(ctx: PolicyContext, sim_name: str) -> dict:
@@ -158,6 +207,8 @@ def train(ctx: PolicyContext, sim_name: str) -> dict:
 
     t0 = time.perf_counter()
     prm = SimParams.preset(sim_name)
+    if ctx.spec.method != "placeto":
+        return _train_other(ctx, prm, t0)
     runs = []
     for overrides in _candidates(ctx.spec):
         cfg = _placeto_config(overrides)  # the method's settings, with the policy's trainer overrides

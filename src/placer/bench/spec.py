@@ -90,19 +90,22 @@ class Row:
 
 @dataclass(frozen=True)
 class PolicySpec:
-    """A learned policy some method columns start from (Placeto's transfer and generalization):
-    trained once per level with REINFORCE on ``graphs`` (graph specs as in :class:`Row`) or on the
-    training half of ``family``, cached by a hash like a run."""
+    """A learned policy some method columns start from (Placeto's transfer and generalization, GiPH's
+    unseen clusters): trained once per level by ``method``'s own trainer (:mod:`placer.methods.learned`)
+    on ``graphs`` (graph specs as in :class:`Row`) or on the training half of ``family``, each on
+    ``cluster`` or, when ``clusters`` is given, on every one of those, cached by a hash like a run."""
 
     graphs: tuple[str, ...] = ()
     family: str | None = None
     cluster: str = "k80x2"
+    clusters: tuple[str, ...] = ()  # train on every graph on each of these clusters (overrides ``cluster``)
+    method: str = "placeto"  # the learned method whose trainer makes the policy and whose columns use it
     placements: Mapping[str, int] = field(default_factory=dict)  # level -> simulator calls for training
     seed: int = 0
     groups: int = 64
-    # PlacetoConfig fields the policy trains with instead of the method's defaults (checked against the
-    # config when the policy is prepared; the trained values, the learned keep bias included, travel
-    # in the checkpoint, so the placing method needs none of them); empty: the defaults, as placeto
+    # config fields of ``method`` the policy trains with instead of its defaults (checked against the
+    # config when the policy is prepared; for placeto the trained values, the learned keep bias
+    # included, travel in the checkpoint, so the placing method needs none of them); empty: the defaults
     trainer: Mapping[str, Any] = field(default_factory=dict)
     # alternatives to try on top of ``trainer``: one policy is trained per entry (each on the full
     # placement budget) and the one whose zero-shot placements of its own training graphs are the
