@@ -81,6 +81,11 @@ def resolve_one(spec: str):
         return resolve_graph(str(path)), str(path)
     if Path(spec).exists():
         return resolve_graph(spec), spec
+    if spec.startswith("hf:"):  # a Hugging Face model built from its config (captured once, then cached)
+        try:
+            return resolve_graph(spec), None
+        except ModuleNotFoundError as e:
+            raise GraphMissing(f"{spec} needs {e.name} (pip install 'placer[hf]')") from None
     if spec not in BUILTIN:
         raise GraphMissing(f"zoo model '{spec}'{_NOT_IN_ZOO}")
     try:
