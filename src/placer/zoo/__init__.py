@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Callable
 
 from placer.graph import OpGraph
+from placer.zoo.doppler import DOPPLER_GRAPHS
 from placer.zoo.models import ZOO, zoo_graph
 from placer.zoo.synthetic import layered_training_graph
 
@@ -15,5 +16,6 @@ BUILTIN: dict[str, Callable[[], OpGraph]] = {
     "synthetic-10k": lambda: layered_training_graph(10_000, seed=0, name="synthetic-10k"),
     "synthetic-80k": lambda: layered_training_graph(80_000, seed=0, name="synthetic-80k"),
 }
+BUILTIN.update(DOPPLER_GRAPHS)  # DOPPLER's dataflow workloads (placer.zoo.doppler)
 # the papers' models (captured with the torch extra on first use, then cached on disk)
 BUILTIN.update({name: (lambda name=name: zoo_graph(name)) for name in ZOO})
