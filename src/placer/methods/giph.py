@@ -1,0 +1,548 @@
+"""GiPH (Hu et al., MLSys 2023, "GiPH: Generalizable Placement Learning for Adaptive Heterogeneous
+Computing", arXiv:2305.14562): placement as a sequence of improvements. A policy reads the current
+placement as a gpNet and picks one (task, device) pair: the task is relocated to that device; the
+reward is the step-time improvement; REINFORCE trains the policy. Nothing in the network depends on
+the number of tasks or devices, so one policy places task graphs on clusters it has never seen.
+
+* The MDP (section 4.1): the state is the task graph, the device network and the current placement
+  p_t; an action (v, d) relocates task v to device d (any device that can run it, CPUs included; the
+  device it is on now is masked, so every action moves a task); the reward is the improvement
+  r_t = (C(p_t) - C(p_{t+1})) / LB, C the simulated, memory-penalised step time and LB the problem's
+  lower bound (critical path, load), so rewards are schedule-length ratios alike on any graph; an
+  episode starts from a random placement (``start="random"``) and lasts ``episode`` relocations.
+* gpNet (section 4.2, :func:`gpnet`): one node per feasible (task, device) pair; for every edge u -> v
+  of the task graph, edges from u's current pair (u, p(u)) to every option (v, d) of v, and from every
+  option (u, d) of u to v's current pair (v, p(v)). A pair's features are the task's compute time on
+  that device (absolute and relative to its fastest device), whether it is the current one, the
+  device's properties summarised (busy share, link bandwidth and latency means, memory pressure: per
+  device, never an index) and the schedule read from the current simulation (the task's start and
+  finish, the time its inputs would be ready on that device and the finish it would have there); an
+  edge carries the transfer time of the edge's bytes between the two pairs' devices.
+* The GNN (section 4.3, :class:`GiPHNet`): ``mp_steps`` rounds of message passing along the task
+  graph's direction (parents to children) and as many against it, each a gather of
+  MLP([h_u, e_uv]) over in-edges, a mean, and a residual update; the two embeddings, their mean
+  over the task's pairs and over the whole gpNet feed a scorer that gives each pair one logit; the
+  policy is the softmax over every pair (section 4.4).
+* Training (section 4.4, :func:`reinforce_loss`): REINFORCE on each episode, returns discounted by
+  ``gamma``, minus a per-step baseline (the running mean of the return at that step over earlier
+  episodes of the same graph), plus an entropy bonus.
+
+Graphs of thousands of ops are placed as groups (at most ``nodes``: colocation groups and backward
+ops with their forward op, then contiguous chunks, :mod:`placer.nn.encoder`, as GDP does), so the
+gpNet has at most ``nodes`` x devices pairs. As a method (search mode) it trains on the one graph
+within the budget and returns the best placement evaluated (after the first episode the memory
+fallback of :mod:`placer.methods.memory_fallback` runs when nothing evaluated fits). ``GIPH_METHOD``
+offers train (one policy over several graphs and clusters) / place (zero-shot episodes) /
+fine-tune. Measurements and the numbers the paper does not give: docs/methods/giph.md.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from placer.errors import InputError
+from placer.methods.base import Evaluator, MethodConfig, register
+from placer.methods.graph_ppo import node_actions, torch_geometric_available
+from placer.methods.learned import register_learned
+from placer.methods.learned_support import PolicyFields, Progress, StatePolicyMethod
+from placer.methods.memory_fallback import fit_in_memory
+from placer.nn.threads import one_thread
+
+FORMAT = "placer-giph-1"
+N_NODE, N_EDGE = 14, 3  # gpNet feature sizes (gpnet)
+
+
+@dataclass(frozen=True)
+class GiPHConfig(PolicyFields, MethodConfig):
+    """GiPH's hyperparameters: the paper's where the text we could read gives them, ours marked
+    (docs/methods/giph.md)."""
+
+    placements: int = 1_000  # default budget in placements (simulations) when none is given
+    nodes: int = 256  # most nodes placed: op groups beyond this are merged into contiguous chunks (ours)
+    hidden: int = 32  # width of the pair embeddings (ours)
+    mp_steps: int = 3  # message-passing rounds in each direction (ours)
+    episode: int = 0  # relocations per episode; 0: as many as nodes (ours)
+    gamma: float = 0.97  # discount of later improvements (ours)
+    lr: float = 1e-3  # Adam learning rate (ours)
+    entropy: float = 0.01  # entropy bonus coefficient (ours)
+    baseline_decay: float = 0.9  # per-step baseline: weight of the old mean when an episode is added (ours)
+    grad_clip: float = 1.0  # max gradient norm (ours)
+    start: str = "random"  # each episode's start: random (the paper's), fastest (every node on its fastest device), best (the best placement so far; the first episode from fastest)
+    policy: Any = None  # a trained policy (its state dict) to place with (None: search mode, train from scratch)
+    finetune: int = 0  # with a policy: REINFORCE updates (episodes) on this graph first; the rest of the budget places without updates
+    progress: Any = None  # called with one dict per episode (None: nothing)
+
+    def checks(self):
+        return [(self.placements >= 1, "placements", ">= 1"), (self.nodes >= 1, "nodes", ">= 1"),
+                (1 <= self.hidden <= 1024, "hidden", "in [1, 1024]"), (0 <= self.mp_steps <= 32, "mp_steps", "in [0, 32]"),
+                (self.episode >= 0, "episode", ">= 0 (0: as many as nodes)"), (0 <= self.gamma <= 1, "gamma", "in [0, 1]"),
+                (self.lr >= 0, "lr", ">= 0"), (self.entropy >= 0, "entropy", ">= 0"),
+                (0 <= self.baseline_decay < 1, "baseline_decay", "in [0, 1)"), (self.grad_clip >= 0, "grad_clip", ">= 0"),
+                (self.start in ("random", "fastest", "best"), "start", "random, fastest or best"),
+                (self.finetune >= 0, "finetune", ">= 0")]
+
+
+# ---------------------------------------------------------------------- the problem as the policy sees it
+@dataclass(eq=False)
+class Ctx:
+    """One problem's static view: nodes (op groups), their candidate devices, group edges with bytes,
+    the feasible (node, device) pairs and the scales features are divided by."""
+
+    problem: object
+    gp: object  # placer.nn.encoder.PlacementNodes
+    src: np.ndarray  # (E,) group edges u -> v
+    dst: np.ndarray
+    nbytes: np.ndarray  # (E,) bytes along each
+    pid: np.ndarray  # (N, A) pair index of (node, action), -1 where the node cannot run
+    task: np.ndarray  # (K,) node of each pair
+    act: np.ndarray  # (K,) action (candidate device position) of each pair
+    tau: float  # a typical node's compute time on its fastest device (us)
+    lb: float  # the problem's lower bound on the step time (us)
+    dev_feat: np.ndarray  # (A, 2) link bandwidth and latency summaries per device
+
+
+def make_ctx(problem, nodes: int) -> Ctx:
+    from placer.nn.encoder import placement_nodes
+
+    gp = placement_nodes(problem, nodes, "all")
+    g, gid, N = problem.graph, gp.group_of, gp.n_groups
+    s, d = gid[g.edge_src], gid[g.edge_dst]
+    keep = s != d
+    key, inv = np.unique(s[keep] * N + d[keep], return_inverse=True)
+    nbytes = np.bincount(inv, weights=g.edge_bytes[keep], minlength=len(key)) if len(key) else np.zeros(0)
+    feas = gp.feasible
+    pid = np.full(feas.shape, -1, dtype=np.int64)
+    pid[feas] = np.arange(int(feas.sum()))
+    task, act = np.nonzero(feas)
+    fast = np.where(feas, gp.compute_us, np.inf).min(axis=1)
+    tau = float(fast.mean()) if np.isfinite(fast).all() and fast.mean() > 0 else 1.0
+    devs = gp.devices
+    bw = problem.bandwidth_bytes_per_us[np.ix_(devs, devs)]
+    lat = problem.latency_us[np.ix_(devs, devs)]
+    A = len(devs)
+    if A > 1:
+        off = ~np.eye(A, dtype=bool)
+        mbw = np.array([bw[a][off[a]].mean() for a in range(A)])
+        mlat = np.array([lat[a][off[a]].mean() for a in range(A)])
+        dev_feat = np.stack([np.log(mbw / mbw.mean()), np.log1p(mlat / tau)], axis=1)
+    else:
+        dev_feat = np.zeros((1, 2))
+    return Ctx(problem, gp, key // N, key % N, nbytes, pid, task, act, tau,
+               max(float(problem.lower_bound_us), 1e-9), dev_feat)
+
+
+@dataclass(eq=False)
+class GpNet:
+    """The gpNet of one placement (section 4.2): pair features, directed edges and their features."""
+
+    x: np.ndarray  # (K, N_NODE) float32
+    edge_index: np.ndarray  # (2, M) int64, along the task graph's direction
+    edge_attr: np.ndarray  # (M, N_EDGE) float32
+    task: np.ndarray  # (K,) node of each pair
+    valid: np.ndarray  # (K,) bool: the pairs an action may pick (feasible, not the current device)
+
+
+def transfer_us(problem, nbytes, a, b):
+    """Transfer time of ``nbytes`` from device(s) ``a`` to ``b`` (0 on one device)."""
+    same = a == b
+    bw = problem.bandwidth_bytes_per_us[a, b]
+    return np.where(same, 0.0, problem.latency_us[a, b] + nbytes / np.where(same, 1.0, bw))
+
+
+def gpnet(ctx: Ctx, acts: np.ndarray, sim) -> GpNet:
+    """The gpNet of node placement ``acts`` (action per node) whose simulation is ``sim``."""
+    P, gp = ctx.problem, ctx.gp
+    N, A = gp.feasible.shape
+    devs = gp.devices
+    cur = devs[acts]
+    gid = gp.group_of
+    start = np.full(N, np.inf)
+    np.minimum.at(start, gid, sim.start_us)
+    end = np.zeros(N)
+    np.maximum.at(end, gid, sim.end_us)
+    M = max(float(sim.makespan_us), 1e-9)
+    # time the inputs of node v would be ready on device a: max over parents u of end(u) + transfer
+    ready = np.zeros((N, A))
+    if len(ctx.src):
+        arrive = end[ctx.src][:, None] + transfer_us(P, ctx.nbytes[:, None], cur[ctx.src][:, None], devs[None, :])
+        np.maximum.at(ready, ctx.dst, arrive)
+    v, a = ctx.task, ctx.act
+    c = gp.compute_us[v, a]
+    cmin = np.where(gp.feasible, gp.compute_us, np.inf).min(axis=1)[v]
+    here = acts[v] == a
+    busy = sim.busy_us[devs] / M
+    mem = np.minimum(sim.peak_memory_bytes[devs] / P.memory_bytes[devs], 4.0)
+    x = np.stack([
+        np.log1p(c / ctx.tau), np.log(np.maximum(c, 1e-12) / np.maximum(cmin, 1e-12)), here.astype(np.float64),
+        busy[a], ctx.dev_feat[a, 0], ctx.dev_feat[a, 1], mem[a],
+        start[v] / M, end[v] / M, ready[v, a] / M, np.clip((ready[v, a] + c - end[v]) / M, -2.0, 2.0),
+        np.full(len(v), np.log1p(M / ctx.lb)), np.log1p(cmin / ctx.tau), busy[a] + np.where(here, 0.0, c / M),
+    ], axis=1)
+    # edges: (u, p(u)) -> every option (v, d); every other option (u, d) -> (v, p(v))
+    u, w = ctx.src, ctx.dst
+    fv = gp.feasible[w]  # (E, A)
+    e1, a1 = np.nonzero(fv)
+    fu = gp.feasible[u] & (np.arange(A)[None, :] != acts[u][:, None])
+    e2, a2 = np.nonzero(fu)
+    src = np.concatenate([ctx.pid[u[e1], acts[u[e1]]], ctx.pid[u[e2], a2]])
+    dst = np.concatenate([ctx.pid[w[e1], a1], ctx.pid[w[e2], acts[w[e2]]]])
+    ed = np.concatenate([e1, e2])
+    ds, dd = devs[ctx.act[src]], devs[ctx.act[dst]]
+    t = transfer_us(P, ctx.nbytes[ed], ds, dd)
+    mean_bytes = max(float(ctx.nbytes.mean()), 1.0) if len(ctx.nbytes) else 1.0
+    ea = np.stack([np.log1p(t / ctx.tau), (ds == dd).astype(np.float64), np.log1p(ctx.nbytes[ed] / mean_bytes)], axis=1)
+    return GpNet(x.astype(np.float32), np.stack([src, dst]).astype(np.int64), ea.astype(np.float32),
+                 v.astype(np.int64), ~here)
+
+
+# ---------------------------------------------------------------------- the GNN and the policy (sections 4.3, 4.4)
+def _net_classes():
+    import torch
+    from torch import nn
+    from torch_geometric.nn import MessagePassing
+    from torch_geometric.utils import scatter
+
+    class EdgeMP(MessagePassing):
+        """One round: m_uv = ReLU(W h_u + U e_uv) gathered along edge_index (W h computed per pair, not
+        per edge), mean over a pair's in-edges, h_v <- h_v + MLP([h_v, mean])."""
+
+        def __init__(self, H: int):
+            super().__init__(aggr="mean")
+            self.lin_h, self.lin_e = nn.Linear(H, H), nn.Linear(N_EDGE, H, bias=False)
+            self.upd = nn.Sequential(nn.Linear(2 * H, H), nn.ReLU())
+
+        def forward(self, h, edge_index, e):
+            """``e``: this round's edge term U e_uv (:meth:`edge_term`, computed once per pass)."""
+            return h + self.upd(torch.cat([h, self.propagate(edge_index, hw=self.lin_h(h), e=e)], dim=1))
+
+        def edge_term(self, edge_attr):
+            return self.lin_e(edge_attr)
+
+        def message(self, hw_j, e):
+            return torch.relu(hw_j + e)
+
+    class GiPHNet(nn.Module):
+        """Pair features -> embeddings along and against the task graph's direction -> one logit per
+        pair (with the task's and the gpNet's mean embeddings beside it)."""
+
+        def __init__(self, hidden: int, mp_steps: int):
+            super().__init__()
+            H = hidden
+            self.steps = mp_steps
+            self.embed = nn.Sequential(nn.Linear(N_NODE, H), nn.ReLU(), nn.Linear(H, H), nn.ReLU())
+            self.fwd, self.bwd = EdgeMP(H), EdgeMP(H)
+            self.score = nn.Sequential(nn.Linear(6 * H, H), nn.ReLU(), nn.Linear(H, 1))
+
+        def forward(self, x, edge_index, edge_attr, task, batch, n_tasks: int, n_graphs: int):
+            h0 = self.embed(x)
+            hf, hb = h0, h0
+            back = edge_index.flip(0)
+            ef, eb = self.fwd.edge_term(edge_attr), self.bwd.edge_term(edge_attr)
+            for _ in range(self.steps):
+                hf = self.fwd(hf, edge_index, ef)
+                hb = self.bwd(hb, back, eb)
+            z = torch.cat([hf, hb], dim=1)
+            per_task = scatter(z, task, dim=0, dim_size=n_tasks, reduce="mean")
+            per_graph = scatter(z, batch, dim=0, dim_size=n_graphs, reduce="mean")
+            return self.score(torch.cat([z, per_task[task], per_graph[batch]], dim=1)).squeeze(1)
+
+    return GiPHNet
+
+
+def make_net(hidden: int, mp_steps: int):
+    return _net_classes()(hidden, mp_steps)
+
+
+def _batch(nets: list[GpNet]):
+    """Several gpNets as one disjoint graph (PyG batching): tensors and the offsets' bookkeeping."""
+    import torch
+
+    xs, eis, eas, tasks, batch, valid = [], [], [], [], [], []
+    off = toff = 0
+    for i, g in enumerate(nets):
+        xs.append(g.x)
+        eis.append(g.edge_index + off)
+        eas.append(g.edge_attr)
+        tasks.append(g.task + toff)
+        batch.append(np.full(len(g.x), i, dtype=np.int64))
+        valid.append(g.valid)
+        off += len(g.x)
+        toff += int(g.task.max()) + 1 if len(g.task) else 0
+    t = torch.as_tensor
+    return (t(np.concatenate(xs)), t(np.concatenate(eis, axis=1)), t(np.concatenate(eas)), t(np.concatenate(tasks)),
+            t(np.concatenate(batch)), toff, len(nets), t(np.concatenate(valid)))
+
+
+def log_policy(net, nets: list[GpNet]):
+    """(log pi(pair) for every pair of every gpNet, the batch index of each pair, entropy per gpNet):
+    the softmax over the valid pairs of each gpNet (section 4.4)."""
+    import torch
+    from torch_geometric.utils import scatter
+
+    x, ei, ea, task, batch, n_tasks, B, valid = _batch(nets)
+    logits = net(x, ei, ea, task, batch, n_tasks, B).masked_fill(~valid, -1e9)
+    top = scatter(logits, batch, dim=0, dim_size=B, reduce="max")
+    z = torch.exp(logits - top[batch])
+    logp = logits - top[batch] - torch.log(scatter(z, batch, dim=0, dim_size=B, reduce="sum"))[batch]
+    ent = -scatter(torch.where(valid, logp.exp() * logp, torch.zeros_like(logp)), batch, dim=0, dim_size=B)
+    return logp, batch, ent
+
+
+# ---------------------------------------------------------------------- episodes and REINFORCE (section 4.4)
+class Baseline:
+    """Per-step baseline b_t: the running mean of the return at step t over earlier episodes of one
+    graph (weight ``decay`` on the old mean); a step no episode reached yet takes this episode's mean
+    return (ours)."""
+
+    def __init__(self, decay: float):
+        self.decay, self.b = decay, np.zeros(0)
+
+    def advantages(self, G: np.ndarray) -> np.ndarray:
+        n, k = len(G), min(len(G), len(self.b))
+        b = np.concatenate([self.b[:k], np.full(n - k, G.mean() if n else 0.0)])
+        if k < n:
+            self.b = np.concatenate([self.b, G[k:]])
+        self.b[:k] = self.decay * self.b[:k] + (1 - self.decay) * G[:k]
+        return G - b
+
+
+def returns(rewards: list[float], gamma: float) -> np.ndarray:
+    """G_t = sum_{k >= t} gamma^(k - t) r_k."""
+    G, acc = np.zeros(len(rewards)), 0.0
+    for t in range(len(rewards) - 1, -1, -1):
+        acc = rewards[t] + gamma * acc
+        G[t] = acc
+    return G
+
+
+CHUNK_PAIRS = 40_000  # pairs per forward pass when an episode is re-scored for its update (memory)
+
+
+def reinforce_loss(net, opt, steps: list[tuple[GpNet, int]], rewards: list[float], baseline: Baseline, cfg) -> float:
+    """One REINFORCE update on an episode: loss = -mean_t log pi(a_t | s_t) A_t - entropy * mean_t H_t,
+    A_t = (G_t - b_t) / std (ours: normalised per episode), gradients clipped. Returns the loss."""
+    import torch
+
+    if not steps:
+        return 0.0
+    A = baseline.advantages(returns(rewards, cfg.gamma))
+    if len(A) > 1:
+        A = A / (A.std() + 1e-8)
+    A = torch.as_tensor(A, dtype=torch.float32)
+    opt.zero_grad()
+    T, total, i = len(steps), 0.0, 0
+    while i < T:
+        j, pairs = i, 0
+        while j < T and (j == i or pairs + len(steps[j][0].x) <= CHUNK_PAIRS):
+            pairs += len(steps[j][0].x)
+            j += 1
+        chunk = steps[i:j]
+        logp, _, ent = log_policy(net, [g for g, _ in chunk])
+        first = torch.as_tensor(np.cumsum([0] + [len(g.x) for g, _ in chunk[:-1]]))
+        chosen = logp[first + torch.as_tensor([a for _, a in chunk])]
+        loss = (-(chosen * A[i:j]).sum() - cfg.entropy * ent.sum()) / T
+        loss.backward()
+        total += float(loss.detach())
+        i = j
+    if cfg.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
+    opt.step()
+    return total
+
+
+def start_actions(ctx: Ctx, how: str, ev: Evaluator, rng, first: bool) -> np.ndarray:
+    """An episode's start placement (action per node): random (a uniformly random feasible device per
+    node), fastest (each node's fastest device; one device for all when one runs them fastest), best
+    (the best placement ``ev`` has evaluated; fastest before there is one)."""
+    gp = ctx.gp
+    if how == "random":
+        u = rng.random(gp.feasible.shape) * gp.feasible
+        return np.argmax(u + gp.feasible, axis=1).astype(np.int64)
+    if how == "best" and not first and ev.best is not None:
+        return node_actions(gp, ev.best)
+    tot = np.where(gp.feasible.all(axis=0), np.where(gp.feasible, gp.compute_us, 0.0).sum(axis=0), np.inf)
+    if np.isfinite(tot).any():
+        return np.full(gp.n_groups, int(np.argmin(tot)), dtype=np.int64)
+    return np.argmin(np.where(gp.feasible, gp.compute_us, np.inf), axis=1).astype(np.int64)
+
+
+def episode(net, ctx: Ctx, ev: Evaluator, acts: np.ndarray, steps: int, gen, room) -> tuple[list, list[float]]:
+    """One episode from node placement ``acts``: ``steps`` relocations sampled from the policy, each new
+    placement simulated through ``ev`` while ``room()`` says the budget allows. Returns ([(gpNet,
+    pair chosen)], rewards)."""
+    import torch
+
+    acts = acts.copy()
+    if not room():
+        return [], []
+    sim = ev.simulate(ctx.gp.expand(acts))
+    obj, out, rewards = sim.objective_us, [], []
+    for _ in range(steps):
+        if not room():
+            break
+        g = gpnet(ctx, acts, sim)
+        if not g.valid.any():
+            break
+        with torch.no_grad():
+            logp, _, _ = log_policy(net, [g])
+        k = int(torch.multinomial(logp.exp(), 1, generator=gen))
+        acts[ctx.task[k]] = ctx.act[k]
+        sim = ev.simulate(ctx.gp.expand(acts))
+        rewards.append((obj - sim.objective_us) / ctx.lb)
+        obj = sim.objective_us
+        out.append((g, k))
+    return out, rewards
+
+
+# ---------------------------------------------------------------------- policy states
+def policy_state(net, hidden: int, mp_steps: int, cfg) -> dict:
+    return {"format": FORMAT, "method_config": cfg.to_dict(), "arch": {"hidden": int(hidden), "mp_steps": int(mp_steps),
+            "node_features": N_NODE, "edge_features": N_EDGE},
+            "model": {k: v.detach().clone() for k, v in net.state_dict().items()}}
+
+
+def check_policy(state) -> dict:
+    fix = "give a policy that `giph` trained (GIPH_METHOD.train or policy_state)"
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise InputError("giph policy", "state", "is not a giph policy state", fix)
+    arch = state.get("arch")
+    if not isinstance(arch, dict) or not isinstance(state.get("model"), dict):
+        raise InputError("giph policy", "'arch' or 'model'", "is missing (a damaged or foreign state)", fix)
+    if arch.get("node_features") != N_NODE or arch.get("edge_features") != N_EDGE:
+        raise InputError("giph policy", "features", f"were {arch.get('node_features')}/{arch.get('edge_features')}, "
+                         f"this version reads {N_NODE}/{N_EDGE}", "train the policy again")
+    for key in ("hidden", "mp_steps"):
+        v = arch.get(key)
+        if isinstance(v, bool) or not isinstance(v, int) or not (0 <= v <= 1024):
+            raise InputError("giph policy", f"arch {key}={v!r}", "is not a network size", fix)
+    return state
+
+
+def net_from(state: dict | None, cfg):
+    """The network: the policy's shape and weights, or a fresh one of ``cfg``'s shape."""
+    if state is None:
+        return make_net(cfg.hidden, cfg.mp_steps), cfg.hidden, cfg.mp_steps
+    arch = state["arch"]
+    net = make_net(arch["hidden"], arch["mp_steps"])
+    try:
+        net.load_state_dict(state["model"])
+    except (RuntimeError, KeyError, TypeError) as e:
+        raise InputError("giph policy", "model", f"does not fit the network ({str(e)[:80]})",
+                         "give a policy that `giph` trained") from None
+    return net, arch["hidden"], arch["mp_steps"]
+
+
+# ---------------------------------------------------------------------- the method
+class GiPH(StatePolicyMethod):
+    """GiPH's side of :class:`placer.methods.learned.LearnedMethod`; its policy is its state dict."""
+
+    name = "giph"
+
+    def check(self, state: dict) -> dict:
+        return check_policy(state)
+
+    def search(self, problem, seed: int, ev: Evaluator, cfg: GiPHConfig, *, policy: dict | None = None,
+               progress: Progress | None = None):
+        """Search mode (``policy`` None: learn on this graph, an update after every episode), or a
+        trained policy: ``cfg.finetune`` updates, then episodes without updates, until the budget
+        (``cfg.placements`` when ``ev`` has none) is spent. Returns (PlacementResult, policy state)."""
+        import torch
+
+        if policy is not None:
+            check_policy(policy)
+        with one_thread():
+            ctx = make_ctx(problem, cfg.nodes)
+            torch.manual_seed(seed)
+            net, H, K = net_from(policy, cfg)
+            opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
+            gen, rng = torch.Generator().manual_seed(seed), np.random.default_rng(seed)
+            cap = ev.placements + (cfg.placements if ev.limit is None else ev.remaining())
+
+            def room() -> bool:
+                return not ev.out_of_budget() and ev.placements < cap
+
+            base, T = Baseline(cfg.baseline_decay), cfg.episode or ctx.gp.n_groups
+            notes = [(f"{ctx.gp.n_groups} nodes ({problem.n_ops} ops) x {ctx.gp.n_actions} devices: "
+                     f"{len(ctx.task)} gpNet pairs; episodes of {T} relocations from a {cfg.start} start")]
+            n_ep = updates = 0
+            while room():
+                acts = start_actions(ctx, cfg.start, ev, rng, first=n_ep == 0)
+                steps, rewards = episode(net, ctx, ev, acts, T, gen, room)
+                n_ep += 1
+                learn = policy is None or updates < cfg.finetune
+                if learn and steps and cfg.lr > 0:
+                    reinforce_loss(net, opt, steps, rewards, base, cfg)
+                    updates += 1
+                if progress is not None:
+                    progress({"method": self.name, "episode": n_ep, "graph": problem.graph.name,
+                              "placements": ev.placements, "improvement": float(np.sum(rewards)) if rewards else 0.0,
+                              "best_ms": ev.best_objective_us / 1e3, "updated": bool(learn and steps)})
+                if n_ep == 1:
+                    note = fit_in_memory(problem, ev)
+                    if note:
+                        notes.append(note)
+                if not steps:  # no relocation possible (one device per node) or no budget left
+                    break
+            notes.append(f"{n_ep} episodes, {updates} REINFORCE updates" +
+                         (" (zero-shot)" if policy is not None and not updates else ""))
+            state = policy_state(net, H, K, cfg)
+        if ev.best is None:
+            raise RuntimeError("giph evaluated no placement")
+        return ev.result(self.name, notes=notes), state
+
+    def train(self, problems: list, cfg: GiPHConfig, seed: int, sim_params=None, *, placements: int | None = None,
+              progress: Progress | None = None) -> dict:
+        """One policy trained on ``problems`` (any graphs, any clusters: GiPH section 4): episodes go
+        round-robin over them, an update after each, until ``placements`` simulations in all (shared
+        equally; None: ``cfg.placements`` per problem) are spent. Returns the policy state."""
+        import torch
+
+        if not problems:
+            raise InputError("giph", "training problems", "are none", "give at least one Problem")
+        start = cfg.policy
+        if start is not None:
+            check_policy(start)
+        with one_thread():
+            ctxs = [make_ctx(P, cfg.nodes) for P in problems]
+            each = cfg.placements if placements is None else max(1, placements // len(problems))
+            evs = [Evaluator(P, sim_params, limit=each) for P in problems]
+            torch.manual_seed(seed)
+            net, H, K = net_from(copy.deepcopy(start) if start is not None else None, cfg)
+            opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
+            gen, rng = torch.Generator().manual_seed(seed), np.random.default_rng(seed)
+            bases = [Baseline(cfg.baseline_decay) for _ in problems]
+            done = [False] * len(problems)
+            n_ep = 0
+            while not all(done):
+                i = n_ep % len(problems)
+                n_ep += 1
+                if done[i]:
+                    continue
+                ctx, ev = ctxs[i], evs[i]
+                acts = start_actions(ctx, cfg.start, ev, rng, first=ev.best is None)
+                steps, rewards = episode(net, ctx, ev, acts, cfg.episode or ctx.gp.n_groups, gen,
+                                         lambda ev=ev: not ev.out_of_budget())
+                if steps and cfg.lr > 0:
+                    reinforce_loss(net, opt, steps, rewards, bases[i], cfg)
+                done[i] = ev.out_of_budget() or not steps
+                if progress is not None:
+                    progress({"method": self.name, "episode": n_ep, "graph": problems[i].graph.name,
+                              "cluster": problems[i].cluster.name, "placements": ev.placements,
+                              "improvement": float(np.sum(rewards)) if rewards else 0.0,
+                              "best_ms": ev.best_objective_us / 1e3})
+            return policy_state(net, H, K, cfg)
+
+
+@register("giph", "GiPH: gpNet of (task, device) pairs, GNN along the task graph, relocate one task per step, "
+          "REINFORCE on step-time improvements", "learned", GiPHConfig,
+          paper="Hu et al., MLSys 2023, GiPH: Generalizable Placement Learning for Adaptive Heterogeneous Computing",
+          available=torch_geometric_available, version=1)
+def giph(problem, seed: int, ev: Evaluator, cfg: GiPHConfig):
+    return GIPH_METHOD.run(problem, seed, ev, cfg)
+
+
+GIPH_METHOD = register_learned(GiPH())  # train / place / fine-tune (placer.methods.learned)
