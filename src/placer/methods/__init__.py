@@ -18,6 +18,7 @@ from placer.methods import colocrl  # noqa: F401
 from placer.methods import hierarchical  # noqa: F401
 from placer.methods import gdp  # noqa: F401
 from placer.methods import mars  # noqa: F401
+from placer.methods import doppler  # noqa: F401
 from placer.methods import giph  # noqa: F401
 from placer.methods import incumbents  # noqa: F401
 from placer.methods.base import METHODS, Budget, Evaluator, get_method, register, run_method
