@@ -31,6 +31,9 @@ def resolve_graph(spec: str) -> OpGraph:
     if spec.startswith("hf:"):  # a Hugging Face model from its config (placer.frontends.hf)
         from placer.frontends.hf import hf_graph
         return hf_graph(spec)
+    if spec.startswith("giph:"):  # a GiPH random task graph (placer.zoo.giph)
+        from placer.zoo.giph import graph_from_spec
+        return graph_from_spec(spec)
     raise InputError(spec, "graph", "is neither a file nor a built-in graph",
                      did_you_mean(spec, BUILTIN) + f"give a path, hf:NAME or one of {', '.join(BUILTIN)}")
 
@@ -79,6 +82,9 @@ def resolve_cluster(spec: str, graph: OpGraph | None = None, graph_spec: str | N
         return preset(DEFAULT_PRESET)
     if spec.lower() in PRESETS:
         return preset(spec)
+    if spec.startswith("giph-net:"):  # a GiPH random device network (placer.zoo.giph)
+        from placer.zoo.giph import network_from_spec
+        return network_from_spec(spec)
     if Path(spec).exists():
         from placer.frontends.native import load_cluster
         return load_cluster(spec)

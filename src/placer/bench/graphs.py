@@ -74,6 +74,9 @@ def resolve_one(spec: str):
             return members[int(index)], None
         except (ValueError, IndexError):
             raise GraphMissing(f"{spec}: not a member of the family (family:<name>:<split>:<index>)") from None
+    if spec.startswith("giph:"):  # a GiPH random task graph (placer.zoo.giph; InputError when malformed)
+        from placer.zoo.giph import graph_from_spec
+        return graph_from_spec(spec), None
     if spec.startswith("shared:"):
         path = shared_path(spec)
         if not path.exists():

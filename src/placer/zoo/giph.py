@@ -153,15 +153,21 @@ NET_FORM = "giph-net:devices=<1..256>,seed=<s>[,spread=<x>,join=<j>,leave=<l>]"
 def graph_from_spec(spec: str) -> OpGraph:
     """``giph:tasks=50,seed=3`` (:data:`GRAPH_FORM`) -> the task graph."""
     kw = _parse(spec, GRAPH_PREFIX, DEFAULTS_GRAPH, GRAPH_FORM)
-    return task_graph(kw["tasks"], kw["seed"], alpha=kw["alpha"], degree=kw["degree"], jump=kw["jump"],
-                      ccr=kw["ccr"], name=spec)
+    try:
+        return task_graph(kw["tasks"], kw["seed"], alpha=kw["alpha"], degree=kw["degree"], jump=kw["jump"],
+                          ccr=kw["ccr"], name=spec)
+    except InputError as e:
+        raise e.at(spec) from None
 
 
 def network_from_spec(spec: str) -> Cluster:
     """``giph-net:devices=8,seed=1[,join=2,leave=1]`` (:data:`NET_FORM`) -> the device network."""
     kw = _parse(spec, NET_PREFIX, DEFAULTS_NET, NET_FORM)
-    return device_network(kw["devices"], kw["seed"], spread=kw["spread"], join=kw["join"], leave=kw["leave"],
-                          name=spec)
+    try:
+        return device_network(kw["devices"], kw["seed"], spread=kw["spread"], join=kw["join"], leave=kw["leave"],
+                              name=spec)
+    except InputError as e:
+        raise e.at(spec) from None
 
 
 def _parse(spec: str, prefix: str, defaults: dict, form: str) -> dict:
