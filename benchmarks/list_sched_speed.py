@@ -6,11 +6,13 @@ ops, and optionally zoo graphs by name (``--graph nmt8``: 20,771 ops), on the k8
 registered methods' settings (GPUs only, conservative memory, the simulator's communication model,
 default ``SimParams``), one row per graph:
 
-* the schedule time of HEFT, m-ETF and m-SCT (m-SCT also split into its favourite-child LP, solved
-  by HiGHS, and its ETF pass), median of ``--runs`` runs, and the ratios m-ETF / HEFT, m-SCT / HEFT;
+* the schedule time of HEFT, m-ETF and m-SCT (m-SCT also split into picking its favourite children,
+  by the registered default, the greedy matching along the longest paths, and its ETF pass), median
+  of ``--runs`` runs, and the ratios m-ETF / HEFT, m-SCT / HEFT;
 * the implementation before the rewrite (commit ``OLD``, read with ``git show``, its method
   registrations left out) where feasible (graphs up to ``--old-max`` ops, one run), its placement
-  checked equal to the new one, and the speed-up.
+  checked equal to the new one (m-SCT's with ``favourites="lp"``, the LP it solved), and the
+  speed-up (m-SCT's: the old LP form against the new default).
 
 Times are CPU seconds of the process (``time.process_time``: robust to the other processes on a
 shared machine); ``--wall`` uses wall-clock time. Run: ``python benchmarks/list_sched_speed.py``
@@ -54,11 +56,12 @@ def timed(fn, clock, *args, **kw):
 
 
 def sct_parts(ls, pr, sp, gpus, clock):
-    """m-SCT as its two parts: the favourite-child LP, then the ETF pass keeping favourites."""
-    from placer.methods.sct_lp import favourite_children
+    """m-SCT as its two parts: its favourite children (the registered default), then the ETF pass keeping them."""
+    from placer.methods.list_scheduling import SctConfig
+    from placer.methods.sct_lp import FAVOURITES
 
     s = ls.State(pr, sp, gpus, "conservative")
-    t_lp, fav = timed(favourite_children, clock, pr, s.mean_cost(), s.mean_edge_comm())
+    t_lp, fav = timed(FAVOURITES[SctConfig().favourites], clock, pr, s.mean_cost(), s.mean_edge_comm())
     t_etf, sched = timed(ls.etf_schedule, clock, pr, sp, gpus, "conservative", favourite_child=fav, comm="sim")
     return t_lp, t_etf, sched
 
@@ -91,7 +94,7 @@ def main() -> None:
     sp = SimParams()
     print(f"cluster {a.cluster}, GPUs only, conservative memory, comm=sim; {'wall' if a.wall else 'CPU'} seconds, "
           f"median of {a.runs}; old = commit {OLD} (one run, up to {a.old_max:,} ops)")
-    head = (f"{'graph':<18}{'ops':>7}{'HEFT':>8}{'m-ETF':>8}{'m-SCT':>8}{'(LP':>8}{'+ETF)':>7}"
+    head = (f"{'graph':<18}{'ops':>7}{'HEFT':>8}{'m-ETF':>8}{'m-SCT':>8}{'(fav':>8}{'+ETF)':>7}"
             f"{'ETF/HEFT':>10}{'SCT/HEFT':>10} | {'old HEFT':>9}{'old ETF':>9}{'old SCT':>9}  speed-up H/E/S  same")
     print(head)
     print("-" * len(head))
@@ -106,7 +109,7 @@ def main() -> None:
             th.append(t)
             t, e = timed(ls.etf_schedule, clock, *args, comm="sim")
             te.append(t)
-            t_lp, t_etf, sc = sct_parts(ls, pr, sp, gpus, clock)
+            t_lp, t_etf, _ = sct_parts(ls, pr, sp, gpus, clock)
             tl.append(t_lp)
             tse.append(t_etf)
         mh, me = statistics.median(th), statistics.median(te)
@@ -118,7 +121,8 @@ def main() -> None:
             oh, h0 = timed(old.heft_schedule, clock, *args, comm="sim")
             oe, e0 = timed(old.etf_schedule, clock, *args, comm="sim")
             os_, s0 = timed(old.sct_schedule, clock, *args, comm="sim")
-            same = all(np.array_equal(x.placement, y.placement) for x, y in ((h0, h), (e0, e), (s0, sc)))
+            lp = ls.sct_schedule(*args, comm="sim", favourites="lp")  # the form the old code had
+            same = all(np.array_equal(x.placement, y.placement) for x, y in ((h0, h), (e0, e), (s0, lp)))
             row += f"{oh:>9.2f}{oe:>9.2f}{os_:>9.2f}  {oh / mh:>5.1f} {oe / me:>5.1f} {os_ / ms:>5.1f}  {same}"
         else:
             row += f"{'-':>9}{'-':>9}{'-':>9}  {'':>17}  -"

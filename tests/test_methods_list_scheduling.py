@@ -8,7 +8,12 @@ import pytest
 from placer.cluster import Device, make_cluster
 from placer.graph import OpGraph
 from placer.methods import Budget, run_method
-from placer.methods.list_scheduling import etf_schedule, heft_schedule, sct_schedule, topo_placement
+from placer.methods.list_scheduling import (
+    etf_schedule,
+    heft_schedule,
+    sct_schedule,
+    topo_placement,
+)
 from placer.methods.sct_lp import favourite_children
 from placer.problem import Problem
 from placer.sim import simulate
@@ -105,6 +110,51 @@ def test_sct_lp_picks_one_favourite_child_per_op():
     assert s.placement[g.index_of("a")] == s.placement[g.index_of("c")]
 
 
+def test_critical_path_favourites_follow_the_longest_paths():
+    """m-SCT's default favourites: edges taken from the longest path through them down, each op at
+    most one favourite child, each op at most one favourite parent."""
+    from placer.cluster import preset
+    from placer.methods.sct_lp import critical_path_favourites
+    from placer.zoo.synthetic import layered_training_graph
+
+    # the fork-join above: a -> c (10) is on the longest path (1 + 10 + 5 + 1 + 1 = 18); then c -> d
+    # (through 18 too, the transfer 1) goes before b -> d (1 + 1 + 5 + 1 + 1 = 9); b's only child d
+    # already has its favourite parent, so b gets none
+    g = OpGraph.build(["a", "b", "c", "d"], [("a", "b", 1.0), ("a", "c", 10.0), ("b", "d", 1.0), ("c", "d", 1.0)],
+                      compute_us={"gpu": [1, 5, 5, 1]})
+    pr = Problem(g, cluster(["x", "x"]))
+    fav = critical_path_favourites(pr, np.array([1.0, 5, 5, 1]), np.array([1.0, 10.0, 1.0, 1.0]))
+    want = {"a": "c", "b": None, "c": "d", "d": None}
+    assert {k: (g.op_names[fav[g.index_of(k)]] if fav[g.index_of(k)] >= 0 else None) for k in want} == want
+    pr = Problem(layered_training_graph(300, seed=4), preset("k80x4"))
+    rng = np.random.default_rng(0)
+    fav = critical_path_favourites(pr, rng.uniform(1, 9, pr.n_ops), rng.uniform(0, 5, pr.graph.n_edges))
+    g = pr.graph
+    kids = fav[fav >= 0]
+    assert len(kids) == len(set(kids.tolist()))  # at most one favourite parent each
+    edges = set(zip(g.edge_src.tolist(), g.edge_dst.tolist()))
+    assert all((i, int(j)) in edges for i, j in enumerate(fav) if j >= 0)  # a favourite is a child
+    # maximal: no edge left whose parent has no favourite child and whose child no favourite parent
+    taken = set(kids.tolist())
+    assert not any(fav[i] < 0 and j not in taken for i, j in edges)
+
+
+def test_m_sct_favourites_option():
+    """m-SCT version 2 picks its favourites by the greedy matching; favourites="lp" is the LP
+    form (version 1's placements, pinned below); both keep a favourite child with its parent here."""
+    from placer.methods.list_scheduling import SctConfig
+
+    assert SctConfig().favourites == "critical-path"
+    g = OpGraph.build(["a", "b", "c", "d"], [("a", "b", 1.0), ("a", "c", 10.0), ("b", "d", 1.0), ("c", "d", 1.0)],
+                      compute_us={"gpu": [1, 5, 5, 1]})
+    pr = Problem(g, cluster(["x", "x"]))
+    for fv in ("critical-path", "lp"):
+        r = run_method("m-sct", pr, Budget(), 0, favourites=fv)
+        assert r.params["favourites"] == fv
+        p = r.placement.devices
+        assert p[g.index_of("a")] == p[g.index_of("c")], fv
+
+
 def test_memory_limit_splits_the_model():
     # 8 ops of 3 GiB parameters in a chain on two 16 GiB devices: 24 GiB needs both devices
     n = 8
@@ -140,8 +190,8 @@ def test_colocation_and_unrunnable_ops_respected():
 
 @pytest.mark.parametrize("name", ["heft", "m-etf", "m-sct", "m-topo"])
 def test_deterministic(name):
-    from placer.zoo.synthetic import layered_training_graph
     from placer.cluster import preset
+    from placer.zoo.synthetic import layered_training_graph
 
     pr = Problem(layered_training_graph(80, seed=3), preset("k80x4"))
     a = run_method(name, pr, Budget(), 0).placement
