@@ -187,11 +187,12 @@ def etf_schedule(problem, sim_params=None, devices: list[int] | None = None, mem
 
 
 def sct_schedule(problem, sim_params=None, devices: list[int] | None = None, memory: str = "conservative",
-                 comm: str = "free", favourites: str = "critical-path") -> Schedule:
+                 comm: str = "free", favourites: str = "lp") -> Schedule:
     """m-SCT: favourite children (at most one per op and one favourite parent per op), then the ETF
     list scheduler that keeps a favourite child on its parent's device (Baechi section 4.3).
-    ``favourites``: ``"critical-path"``, a greedy matching along the longest paths, or ``"lp"``,
-    the rounded relaxed SCT linear program solved by HiGHS (:mod:`placer.methods.sct_lp`)."""
+    ``favourites``: ``"lp"``, the rounded relaxed SCT linear program solved by HiGHS, as the paper
+    (and the search methods' ``m-sct`` seed) has it, or ``"critical-path"``, the greedy matching
+    along the longest paths the registered method uses by default (:mod:`placer.methods.sct_lp`)."""
     s = State(problem, sim_params, devices, memory)
     fav = FAVOURITES[favourites](problem, s.mean_cost(), s.mean_edge_comm())
     sched = etf_schedule(problem, sim_params, devices, memory, favourite_child=fav, comm=comm)
