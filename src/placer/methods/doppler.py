@@ -456,7 +456,7 @@ def reinforce(net, ctxs: list[Ctx], evs: list[Evaluator], episodes: int, cfg: Do
             recs = [episode(c, h, net, rng, eps) for _ in range(B)]
             obj = ev.evaluate_batch(np.stack([c.expand(r.placement) for r in recs])).objective_us
             for r, y in zip(recs, obj):
-                reward = -float(y) / scales[gi]
+                reward = -float(y) / max(scales[gi], 1e-9)
                 b = baselines[gi][0] / baselines[gi][1] if baselines[gi][1] else reward
                 lp, ent, _, _ = log_probs(net, c, t, r)
                 loss = loss - (reward - b) * lp.sum() / B - cfg.entropy * ent
