@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from placer.methods import METHODS, Budget, run_method
 from placer.resolve import check_method
-
 
 # Left out of the default line-up for their cost on the bundled model, not their quality; `--methods all`
 # or a name runs them. exact-published: its max-load integer program on Inception-V3 (2,042 ops, 3
@@ -42,6 +41,34 @@ def out_of_range(problem, names: Sequence[str]) -> dict[str, str]:
     return out
 
 
+# The default line-up scales each search method's budget to the graph (issue 55): at most SIM_OPS
+# simulated ops in all (placements x ops; a simulation costs about linearly in the ops), so graphs up
+# to SIM_OPS / 20,000 = 2,500 ops keep the configs' 20,000 placements and NMT-8 (20,771 ops) gets
+# 2,407. A count derived from the graph's size, never from the clock: the same seed gives the same
+# table under any load. Post (2,400 placements, about 19 CPU s on NMT-8) is left whole: it gives the
+# line-up's best on the large graphs. --budget or --methods turns the scaling off.
+SIM_OPS = 50_000_000
+SCALED = ("anneal", "local-search")
+
+
+def scaled_budgets(problem, names: Sequence[str]) -> dict[str, int]:
+    """The placements of the default line-up's search methods on ``problem``: each of :data:`SCALED`
+    in ``names`` whose configured placements would simulate more than :data:`SIM_OPS` ops gets
+    ``SIM_OPS // ops`` (at least 1). The others are left out (their own budget applies)."""
+    out = {}
+    for name in names:
+        if name in SCALED:
+            n = max(1, SIM_OPS // max(1, problem.n_ops))
+            if n < METHODS[name].config().placements:
+                out[name] = int(n)
+    return out
+
+
+def scaled_bound(problem, placements: int) -> str:
+    """The bound column of a method whose budget :func:`scaled_budgets` chose."""
+    return f"{placements:,} placements (budget scaled to {problem.n_ops:,} ops; --budget N to override)"
+
+
 _FAMILY_ORDER = {"trivial": 0, "expert": 1, "partitioning": 2, "list-scheduling": 3, "search": 4, "exact": 5, "learned": 6}
 
 
@@ -65,10 +92,13 @@ def method_bound(name: str, budget: int | None) -> tuple[Budget, str]:
     return Budget(placements=budget), "one construction"
 
 
-def _run_one(problem, name: str, budget: int | None, seed: int, sim_params, objective):
+def _run_one(problem, name: str, budget: int | None, seed: int, sim_params, objective, scaled: bool = False):
     """One row of the line-up: (name, PlacementResult or the error's text, the bound it ran under).
-    A module-level function, so a worker process can run it."""
+    ``scaled``: ``budget`` is the line-up's scaled one (:func:`scaled_budgets`). A module-level
+    function, so a worker process can run it."""
     run_budget, bound = method_bound(name, budget)
+    if scaled:
+        bound = scaled_bound(problem, budget)
     try:
         return name, run_method(name, problem, run_budget, seed, sim_params, objective=objective), bound
     except (ValueError, RuntimeError) as e:  # a method that does not apply to this problem
@@ -78,7 +108,7 @@ def _run_one(problem, name: str, budget: int | None, seed: int, sim_params, obje
 def compare_methods(problem, names: Sequence[str] | None, budget: int | None, seed: int, sim_params,
                     on_start: Callable[[str, int, int], None] | None = None, objective=None,
                     on_result: Callable[[str, object], None] | None = None, jobs: int = 1,
-                    skip: dict[str, str] | None = None) -> dict:
+                    skip: dict[str, str] | None = None, scaled: dict[str, int] | None = None) -> dict:
     """Run ``names`` (every available method when None) on ``problem`` and line them up. Each row
     carries the ``bound`` its run had (:func:`method_bound`). ``best`` is the method with the lowest
     objective among those with a valid answer (under the simulator: fitting in memory first; under a
@@ -90,12 +120,15 @@ def compare_methods(problem, names: Sequence[str] | None, budget: int | None, se
     worker processes run the methods side by side (spawned, one method each at a time); every
     method is deterministic for its seed and budget, so the rows are those of ``jobs=1`` but for
     their wall-clock seconds (and a wall-clock-capped solver's answer, which its notes mark).
-    ``skip`` maps a method to why it is not run (:func:`out_of_range`): its row says so."""
+    ``skip`` maps a method to why it is not run (:func:`out_of_range`): its row says so. ``scaled``
+    maps a method to the placements it runs with in place of ``budget`` (:func:`scaled_budgets`),
+    its bound saying so."""
     names = list(names) if names is not None else [m for m in sorted(METHODS) if METHODS[m].available() is None]
     for n in names:
         check_method(n, "--methods")
-    skip = dict(skip or {})
-    ran = _run_all(problem, [n for n in names if n not in skip], budget, seed, sim_params, objective, jobs, on_start)
+    skip, scaled = dict(skip or {}), dict(scaled or {})
+    todo = [(n, scaled.get(n, budget), n in scaled) for n in names if n not in skip]
+    ran = _run_all(problem, todo, seed, sim_params, objective, jobs, on_start)
     rows = []
     for name in names:  # the table keeps the line-up's order, skipped methods in their place
         if name in skip:
@@ -105,7 +138,7 @@ def compare_methods(problem, names: Sequence[str] | None, budget: int | None, se
         if isinstance(r, str):
             rows.append({"method": name, "error": r, "bound": bound})
             continue
-        rows.append({**r.summary(), "bound": bound})
+        rows.append({**r.summary(), "bound": bound, **({"scaled": True} if name in scaled else {})})
         if on_result:
             on_result(name, r)
     ok = [r for r in rows if "error" not in r]
@@ -126,25 +159,34 @@ def compare_methods(problem, names: Sequence[str] | None, budget: int | None, se
             "single_gpu_oom": bool(single_oom), "rows": rows}
 
 
-def _run_all(problem, names, budget, seed, sim_params, objective, jobs, on_start):
-    """The rows of :func:`compare_methods` in ``names`` order, run in this process or, with
-    ``jobs`` above 1, in that many spawned worker processes."""
-    if jobs <= 1 or len(names) <= 1:
-        for k, name in enumerate(names, 1):
+def _run_all(problem, todo, seed, sim_params, objective, jobs, on_start):
+    """The rows of :func:`compare_methods` in ``todo``'s order ((name, budget, scaled) each), run in
+    this process or, with ``jobs`` above 1, in that many spawned worker processes, which take the
+    methods with the most simulated ops first (placements x ops; a construction counts one
+    placement) so that a long search does not start last; the order decides no result."""
+    names = [t[0] for t in todo]
+    if jobs <= 1 or len(todo) <= 1:
+        for k, (name, budget, scaled) in enumerate(todo, 1):
             if on_start:
-                on_start(name, k, len(names))
-            yield _run_one(problem, name, budget, seed, sim_params, objective)
+                on_start(name, k, len(todo))
+            yield _run_one(problem, name, budget, seed, sim_params, objective, scaled)
         return
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(max_workers=min(jobs, len(names)), mp_context=mp.get_context("spawn")) as pool:
-        futures = [pool.submit(_run_one, problem, name, budget, seed, sim_params, objective) for name in names]
+    def work(t):
+        n = t[1] if t[1] is not None else getattr(METHODS[t[0]].config(), "placements", 1)
+        return -(n if t[0] not in SECONDS else 10**9)  # a wall-clock-capped solver: the longest
+
+    first = sorted(range(len(todo)), key=lambda k: (work(todo[k]), k))
+    with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=mp.get_context("spawn")) as pool:
+        futures = {k: pool.submit(_run_one, problem, *todo[k][:2], seed, sim_params, objective, todo[k][2])
+                   for k in first}
         try:
-            for k, (name, fut) in enumerate(zip(names, futures), 1):
+            for k, name in enumerate(names):
                 if on_start:
-                    on_start(name, k, len(names))
-                yield fut.result()
+                    on_start(name, k + 1, len(names))
+                yield futures[k].result()
         except BaseException:
             pool.shutdown(wait=False, cancel_futures=True)
             raise
