@@ -9,7 +9,9 @@ the number of tasks or devices, so one policy places task graphs on clusters it 
   device it is on now is masked, so every action moves a task); the reward is the improvement
   r_t = (C(p_t) - C(p_{t+1})) / LB, C the simulated, memory-penalised step time and LB the problem's
   lower bound (critical path, load), so rewards are schedule-length ratios alike on any graph; an
-  episode starts from a random placement (``start="random"``) and lasts ``episode`` relocations.
+  episode lasts ``episode`` relocations and starts, in the paper, from a random placement
+  (``start="random"``, :meth:`GiPHConfig.paper`); ours by default from the best placement evaluated
+  so far (``start="best"``), so later episodes keep improving it.
 * gpNet (section 4.2, :func:`gpnet`): one node per feasible (task, device) pair; for every edge u -> v
   of the task graph, edges from u's current pair (u, p(u)) to every option (v, d) of v, and from every
   option (u, d) of u to v's current pair (v, p(v)). A pair's features are the task's compute time on
@@ -65,16 +67,28 @@ class GiPHConfig(PolicyFields, MethodConfig):
     nodes: int = 256  # most nodes placed: op groups beyond this are merged into contiguous chunks (ours)
     hidden: int = 32  # width of the pair embeddings (ours)
     mp_steps: int = 3  # message-passing rounds in each direction (ours)
-    episode: int = 0  # relocations per episode; 0: as many as nodes (ours)
+    episode: int = 20  # relocations per episode; 0: as many as nodes (ours; docs/methods/giph.md)
     gamma: float = 0.97  # discount of later improvements (ours)
     lr: float = 1e-3  # Adam learning rate (ours)
     entropy: float = 0.01  # entropy bonus coefficient (ours)
     baseline_decay: float = 0.9  # per-step baseline: weight of the old mean when an episode is added (ours)
     grad_clip: float = 1.0  # max gradient norm (ours)
-    start: str = "random"  # each episode's start: random (the paper's), fastest (every node on its fastest device), best (the best placement so far; the first episode from fastest)
+    start: str = "best"  # each episode's start: best (ours: the best placement so far; the first episode from fastest), fastest (every node on its fastest device), random (the paper's)
     policy: Any = None  # a trained policy (its state dict) to place with (None: search mode, train from scratch)
     finetune: int = 0  # with a policy: REINFORCE updates (episodes) on this graph first; the rest of the budget places without updates
     progress: Any = None  # called with one dict per episode (None: nothing)
+
+    @classmethod
+    def paper(cls, **overrides) -> GiPHConfig:
+        """The paper's settings where the fields express them (Hu et al. 2023, section 4.1: every
+        episode starts from a random placement), ``overrides`` applied: ``start="random"`` and
+        ``episode=0`` (an episode of as many relocations as tasks: the text we could read does not
+        state the length; one move per task is our reading). The text we could read states no number
+        for ``hidden``, ``mp_steps``, ``gamma``, ``lr``, ``entropy``, ``baseline_decay`` or
+        ``grad_clip``: those stay this project's. Not expressible by the fields: the memory fallback
+        after the first episode (:mod:`placer.methods.memory_fallback`, ours) always runs when
+        nothing evaluated fits."""
+        return cls(**{"start": "random", "episode": 0, **overrides})
 
     def checks(self):
         return [(self.placements >= 1, "placements", ">= 1"), (self.nodes >= 1, "nodes", ">= 1"),
