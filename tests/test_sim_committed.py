@@ -27,7 +27,7 @@ from conftest import SHARED_GRAPHS
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 # graphs cheap to rebuild: the generated ones always, the shared profiles when they are here
-CHEAP = ("synthetic", "family:") + (("shared:",) if SHARED_GRAPHS.exists() else ())
+CHEAP = ("synthetic", "family:", "giph:", "doppler-") + (("shared:",) if SHARED_GRAPHS.exists() else ())
 
 
 def problem_of(exp, doc, graphs={}):

@@ -607,3 +607,9 @@ experiment(Experiment(
     ),
     objective="sim",  # every row names its own objective
 ))
+
+# ---------------------------------------------------------------------- the learned placers since the seeds
+from placer.bench.experiments_learned import LEARNED_EXPERIMENTS  # noqa: E402
+
+for _exp in LEARNED_EXPERIMENTS:
+    experiment(_exp)
