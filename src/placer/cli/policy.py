@@ -43,7 +43,7 @@ def _config(method: str, params: list[str]):
 @policy_app.command("train")
 def train(graph: List[str] = typer.Option(..., "--graph", "-g", help="train on this graph (repeat for several, "
                                            "where the method trains one policy on several)"),
-          method: str = typer.Option(..., "--method", "-m", help="gdp, mars, colocrl, hierarchical or placeto"),
+          method: str = typer.Option(..., "--method", "-m", help="a learned method: placeto, gdp, mars, colocrl, hierarchical, doppler or giph"),
           out: str = typer.Option(..., "--out", "-o", help="policy state to write (read back with weights_only)",
                                   callback=output_file),
           cluster: str = typer.Option("k80x4", "--cluster", "-c", help="preset name or cluster JSON"),
