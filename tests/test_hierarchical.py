@@ -141,3 +141,28 @@ def test_groups_are_cut_to_the_units_a_small_graph_has():
     assert f"{units} groups over {units} colocation units" in r.notes
     r = run_method("hierarchical", P, Budget(placements=8), seed=0, **(SMALL | {"n_groups": 2}))
     assert any(n.startswith("2 groups over") for n in r.notes) and not any(n.startswith("M = ") for n in r.notes)
+
+
+def test_the_split_start_is_the_layer_split_methods_result():
+    """The Placer's split start is found as the layer-split method finds it (best over 1..G GPUs);
+    on this graph that is 2 of the 4 GPUs, where the split over all 4 (the old start) is slower."""
+    from placer.cluster import preset
+    from placer.methods.hierarchical import joint_units, split_pieces
+    from placer.methods.layer_split import tune_split
+    from placer.methods.seq2seq_reinforce import base_units
+    from placer.problem import Problem
+    from placer.sim import simulate
+    from placer.zoo.synthetic import layered_training_graph
+
+    P = Problem(layered_training_graph(60, seed=0), preset("k80x4"))
+    ls = run_method("layer-split", P, Budget(placements=400), seed=0).sim.objective_us
+    u = base_units(P, "gpus", "hierarchical")
+    ev = Evaluator(P)
+    piece = split_pieces(P, u.unit_of, u.cand, ev, 24)
+    assert simulate(P, u.cand[piece]).objective_us == pytest.approx(ls, rel=1e-12)
+    assert ev.best_objective_us == pytest.approx(ls, rel=1e-12)
+    joint = joint_units(P, u.unit_of)
+    old = tune_split(P, joint, list(u.cand), Evaluator(P), 24)[0][joint]
+    assert simulate(P, u.cand[old]).objective_us > ls * 1.2
+    r = run_method("hierarchical", P, Budget(placements=120), seed=0, warm_start=20, **SMALL)
+    assert r.cost.placements == 120 and r.sim.objective_us <= ls * (1 + 1e-12)

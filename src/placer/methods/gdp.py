@@ -24,7 +24,10 @@ Architecture (section 3), with our choices where the text we could read gives no
 The start (ours, not in the paper; ``start="none"`` is the paper's): the searched layer split and
 the whole graph on the fastest device are simulated first, inside the budget
 (:func:`placer.methods.graph_ppo.start_target`, shared with Mars), so GDP never returns slower than
-either. GDP is not warm-started toward it (``start_steps`` = 0). Memory (ours, shared with Mars,
+either. The policy then samples around an *anchor*, first the start, then the best sample whenever
+one beats it: a logit prior on the anchor's devices keeps each node there with probability
+1 - ``start_moves`` / N (``start_moves`` = 2), and PPO learns the residual logits
+(:class:`placer.methods.graph_ppo.Anchor`; ``follow_best=False`` keeps the start). Memory (ours, shared with Mars,
 ColocRL and the Hierarchical Planner): when nothing evaluated up to the first PPO update fits in
 memory, :func:`placer.methods.memory_fallback.fit_in_memory` runs.
 
@@ -76,16 +79,16 @@ class GDPConfig(PolicyFields, MethodConfig):
     log_every: int = 10  # log a progress line (logger placer.gdp) every this many updates
     start: str = "best"  # best: the searched layer split or the fastest single device, whichever is faster, is simulated first (ours; none: the paper's start)
     split_search: int = 24  # simulations of that split's cut search, counted in the budget (ours)
-    start_mass: float = 0.9  # warm start: supervised steps until the start's mean per-node probability reaches this (ours)
-    start_steps: int = 0  # most warm-start steps (ours: none, docs/methods/gdp.md)
+    start_moves: float = 2.0  # nodes a sample moves off its anchor on average: each keeps the anchor's device with probability 1 - start_moves / N (ours)
+    follow_best: bool = True  # the anchor moves to the best sample whenever one beats it (ours; False: it stays the start)
 
     @classmethod
     def paper(cls, **overrides) -> "GDPConfig":
         """The paper's settings where it gives them (Zhou et al. 2019, section 3: GraphSAGE embedding
         3.1, segment-recurrent attention placer 3.2, superposition and PPO 3.3), ``overrides``
         applied: the defaults are that design already, so only the start differs, the paper's
-        (``start="none"``: no layer split or single device simulated first; ``split_search``,
-        ``start_mass`` and ``start_steps`` then do nothing). The text this project read (not in
+        (``start="none"``: no layer split or single device simulated first and no anchor;
+        ``split_search``, ``start_moves`` and ``follow_best`` then do nothing). The text this project read (not in
         ../shared/papers) states no number for ``nodes``, ``hidden``, ``gnn_layers``,
         ``attn_layers``, ``heads``, ``segment``, ``batch`` or ``lr``: those stay this project's.
         Not expressible by the fields: the memory fallback after the first PPO update
@@ -93,7 +96,7 @@ class GDPConfig(PolicyFields, MethodConfig):
         return cls(**{**dict(start="none"), **overrides})
 
     def checks(self):
-        return config_checks(self) + [
+        return config_checks(self) + [(self.start_moves > 0, "start_moves", "> 0"),
                 (self.attn_layers >= 1, "attn_layers", ">= 1"), (self.heads >= 1, "heads", ">= 1"),
                 (self.hidden % max(self.heads, 1) == 0, "hidden", "a multiple of heads")]
 
@@ -164,7 +167,8 @@ def _net_classes():
                     h = layer(h, mems[i], gates[i])
                 mems = new
                 outs.append(h)
-            return masked_logits(self.head(self.out_ln(torch.cat(outs, dim=0))), g.feasible)
+            u = self.head(self.out_ln(torch.cat(outs, dim=0)))
+            return masked_logits(u if g.prior is None else u + g.prior, g.feasible)
 
         def sample(self, g: GraphCtx, B: int, gen):
             logp_all = torch.log_softmax(self.logits(g), dim=-1)
@@ -187,13 +191,13 @@ def make_gdp_net(cfg, n_actions: int, ctxs=None, seed: int = 0):
 
 
 ARCH_FIELDS = ("hidden", "gnn_layers", "attn_layers", "heads", "segment", "superposition")  # the network's shape
-GDP = PolicyKind("gdp", "placer-gdp-1", ARCH_FIELDS, make_gdp_net)
+GDP = PolicyKind("gdp", "placer-gdp-1", ARCH_FIELDS, make_gdp_net, anchor="prior")
 
 
 # ---------------------------------------------------------------------- the method
 @register("gdp", "GDP: GraphSAGE + segment-recurrent (Transformer-XL style) attention placer, PPO", "learned", GDPConfig,
           paper="Zhou et al., GDP: Generalized Device Placement for Dataflow Graphs, arXiv:1910.01578, 2019",
-          available=torch_geometric_available, version=1)
+          available=torch_geometric_available, version=2)
 def gdp(problem, seed: int, ev: Evaluator, cfg: GDPConfig):
     return GDP_METHOD.run(problem, seed, ev, cfg)
 

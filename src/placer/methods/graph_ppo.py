@@ -10,8 +10,8 @@ its network and a :class:`PolicyKind` naming them, and calls the driver here.
   :mod:`placer.methods.learned`): from a fresh policy (search mode: trained on the one graph within the
   placement budget, the best placement evaluated returned), or from a trained policy state
   (``cfg.finetune`` PPO updates on this graph, then the greedy placement). In search mode the start
-  is simulated first (:func:`start_target`, ours, not in either paper) and the policy optionally
-  warm-started toward it; after the first PPO update the memory fallback of
+  is simulated first (:func:`start_target`, ours, not in either paper) and the policy held near it
+  (:class:`Anchor`: GDP's logit prior that follows the best sample, Mars's warm start); after the first PPO update the memory fallback of
   :mod:`placer.methods.memory_fallback` runs (:func:`fallback_after_first`);
 * :func:`train`: batch training across graphs (GDP section 3.3): one policy, every update sampling
   ``cfg.batch`` placements of each graph;
@@ -26,6 +26,7 @@ seed, same placement.
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -58,6 +59,7 @@ class GraphCtx:
     gp: object  # placer.nn.encoder.PlacementNodes: the nodes placed and their candidate devices
     data: object  # placer.nn.encoder.GraphData
     feasible: object  # torch (N, A) bool: the devices each node can run on
+    prior: object = None  # torch (N, A) float added to a per-node policy's logits (the anchor, :func:`anchor_prior`), or None
 
     @property
     def n(self) -> int:
@@ -91,6 +93,7 @@ class PolicyKind:
     format: str
     arch_fields: tuple[str, ...]
     make_net: Callable
+    anchor: str = "warm"  # how the policy is held near its anchor (:class:`Anchor`): "prior" or "warm"
 
 
 def policy_state(kind: PolicyKind, cfg, n_actions: int, trainer) -> dict:
@@ -166,15 +169,15 @@ def search(kind: PolicyKind, problem, seed: int, ev: Evaluator, cfg, *, policy: 
             check_policy(kind, policy, cfg, ctx.gp.n_actions)
         notes += list(getattr(net, "notes", []))
         start = None if policy is not None else start_target(problem, ctx, ev, cfg)
+        anchor = None
         if start is not None:
             notes.append(f"start: the {start[0]} placement ({ev.placements} placements simulated for it, best "
                          f"{ev.best_objective_us / 1e3:,.1f} ms)")
-            if cfg.start_steps:
-                steps, reached = warm_start(net, ctx, start[1], cfg.start_mass, cfg.start_steps)
-                notes.append(f"policy warm-started toward it: {steps} steps, mean probability {reached:.3f}")
+            anchor = Anchor(kind, net, ctx, cfg, notes)
+            anchor.hold(start[1], ev.best_objective_us, f"the {start[0]} start")
         tr = PolicyTrainer(net, [ctx], [Scorer(ev)], settings(cfg, seed), log_every=cfg.log_every, label=name,
                            clock_start=started)
-        on_update = _hook(name, progress, fallback_after_first(problem, ev, notes))
+        on_update = _hook(name, progress, fallback_after_first(problem, ev, notes, anchor))
         if policy is not None:
             tr.load_state_dict(policy, weights_only=True)
             if cfg.finetune > 0:
@@ -189,19 +192,24 @@ def search(kind: PolicyKind, problem, seed: int, ev: Evaluator, cfg, *, policy: 
         else:
             tr.train(on_update=on_update)
             notes.append(f"{tr.update} PPO updates of {cfg.batch} placements")
+            if anchor is not None and anchor.moves:
+                notes.append(f"the anchor followed the best sample {anchor.moves} times")
     if ev.best is None:  # nothing fit in the budget (cannot happen with a budget >= 1)
         raise RuntimeError(f"{name} evaluated no placement")
     return ev.result(name, notes=notes), policy_state(kind, cfg, ctx.gp.n_actions, tr)
 
 
-def fallback_after_first(problem, ev: Evaluator, notes: list[str]):
+def fallback_after_first(problem, ev: Evaluator, notes: list[str], anchor: Anchor | None = None):
     """The trainer's ``on_update`` hook: after the first PPO update, :func:`fit_in_memory` (the
-    classical seeds, relieved, when nothing evaluated so far fits in memory)."""
+    classical seeds, relieved, when nothing evaluated so far fits in memory); after every update,
+    the anchor follows the best sample when one beat it (:meth:`Anchor.follow`)."""
     def hook(tr, _line) -> None:
         if tr.update == 1:
             note = fit_in_memory(problem, ev)
             if note:
                 notes.append(note)
+        if anchor is not None:
+            anchor.follow(tr)
     return hook
 
 
@@ -232,7 +240,6 @@ class GraphPPOMethod(StatePolicyMethod):
 def config_checks(cfg) -> list:
     """The range rules of the config fields GDP and Mars share (each declares its own fields)."""
     return [(cfg.start in ("best", "none"), "start", "best or none"), (cfg.split_search >= 0, "split_search", ">= 0"),
-            (0 < cfg.start_mass < 1, "start_mass", "in (0, 1)"), (cfg.start_steps >= 0, "start_steps", ">= 0"),
             (cfg.placements >= 1, "placements", ">= 1"), (cfg.nodes >= 1, "nodes", ">= 1"),
             (cfg.devices in ("auto", "gpus", "all"), "devices", "auto, gpus or all"),
             (cfg.hidden >= 1, "hidden", ">= 1"), (cfg.gnn_layers >= 1, "gnn_layers", ">= 1"),
@@ -296,6 +303,60 @@ def warm_start(net, ctx: GraphCtx, target: np.ndarray, mass: float, max_steps: i
 
     act = torch.as_tensor(np.asarray(target, dtype=np.int64))[None, :]
     return supervised(lambda: -net.evaluate(ctx, act)[0].mean(), net.parameters(), mass, max_steps)
+
+
+def anchor_prior(feasible, target: np.ndarray, mass: float):
+    """(N, A) logit prior that gives each node's ``target`` device probability ``mass`` when the
+    network's own logits are equal: beta = log(mass / (1 - mass)) + log(A_v - 1) on the target, 0
+    elsewhere (A_v the node's feasible devices), so that softmax(f + prior) = mass there at f = 0."""
+    import torch
+
+    N, A = feasible.shape
+    others = (feasible.sum(dim=1).to(torch.float64) - 1.0).clamp_min(1.0)
+    beta = math.log(mass / (1.0 - mass)) + torch.log(others)
+    prior = torch.zeros(N, A, dtype=torch.float32)
+    prior[torch.arange(N), torch.as_tensor(np.asarray(target, dtype=np.int64))] = beta.to(torch.float32)
+    return prior
+
+
+class Anchor:
+    """The placement the policy samples around (ours, not in either paper): first the start, then,
+    with ``cfg.follow_best``, the best sample whenever one beats it. Each node keeps its anchor
+    device with probability m = 1 - ``cfg.start_moves`` / N, so a sample moves about
+    ``start_moves`` of the N nodes off the anchor and PPO learns from the samples near it (a policy
+    sampled near uniform is many times slower than the start and never beats it, docs/methods/gdp.md).
+    The policy is held there as its kind says: ``"prior"`` (GDP), a logit prior on the anchor's
+    devices (:func:`anchor_prior`; a per-node output that sees no position cannot learn a split by
+    supervised steps), or ``"warm"`` (Mars), supervised steps toward the start until its mean
+    per-node probability reaches ``cfg.start_mass`` (:func:`warm_start`, at most
+    ``cfg.start_steps``; m and the following of the best do not apply, docs/methods/mars.md says
+    why). Nothing here is simulated."""
+
+    def __init__(self, kind: PolicyKind, net, ctx: GraphCtx, cfg, notes: list[str]):
+        self.kind, self.net, self.ctx, self.cfg, self.notes = kind, net, ctx, cfg, notes
+        mass = (1.0 - cfg.start_moves / max(ctx.n, 1)) if kind.anchor == "prior" else cfg.start_mass
+        self.mass = min(1.0 - 1e-6, max(0.5, mass))
+        self.objective_us, self.moves = math.inf, 0
+
+    def hold(self, target: np.ndarray, objective_us: float, what: str) -> None:
+        """Make ``target`` (N,) the anchor (``objective_us`` its step time)."""
+        self.target, self.objective_us = np.asarray(target, dtype=np.int64).copy(), float(objective_us)
+        if self.kind.anchor == "prior":
+            self.ctx.prior = anchor_prior(self.ctx.feasible, self.target, self.mass)
+            if not self.moves:
+                self.notes.append(f"policy anchored at {what}: logit prior, each node there with probability "
+                                  f"{self.mass:.4f}")
+        elif self.cfg.start_steps:
+            steps, reached = warm_start(self.net, self.ctx, self.target, self.mass, self.cfg.start_steps)
+            self.notes.append(f"policy warm-started toward it: {steps} steps, mean probability {reached:.3f}")
+
+    def follow(self, tr) -> None:
+        """After a PPO update: move the anchor to the best sample when it beat the anchor."""
+        best = tr.best[0]
+        if getattr(self.cfg, "follow_best", False) and best["placement"] is not None \
+                and best["objective_us"] < self.objective_us:
+            self.moves += 1
+            self.hold(best["placement"], best["objective_us"], "the best sample")
 
 
 # ---------------------------------------------------------------------- batch training (GDP section 3.3)

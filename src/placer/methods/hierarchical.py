@@ -45,10 +45,11 @@ only by default (``devices``). The memory fallback after the first policy step
 Not in the paper, two warm starts (supervised steps, no placement simulated):
 
 * ``warm_start`` steps pull the Grouper toward M contiguous chunks of the order it reads: the ops
-  sorted by their piece of the layer split over the A candidates (:mod:`placer.methods.layer_split`:
-  forward units cut at equal compute, its cuts searched with ``split_search`` simulations, backward
-  ops with the forward op they mirror, the rest with the neighbours they exchange the most bytes
-  with), then by topological index (:meth:`HierarchicalTrainer.warm_start`). ``warm_start=0`` is the
+  sorted by their piece of the layer split (:mod:`placer.methods.layer_split`: forward units cut,
+  backward ops with the forward op they mirror, the rest with the neighbours they exchange the most
+  bytes with), found as the ``layer-split`` method finds it (the best over 1..G GPUs, fastest first,
+  each split's cuts searched with ``split_search`` simulations, all counted in the budget,
+  :func:`split_pieces`), then by topological index (:meth:`HierarchicalTrainer.warm_start`). ``warm_start=0`` is the
   paper's start, from which each op's group is close to uniform over the M groups;
 * ``placer_start`` pulls the Placer toward a start placement until its devices have mean probability
   ``start_mass`` (geometric mean over the M groups): "split", each chunk on its piece of the layer
@@ -97,7 +98,7 @@ class HierarchicalConfig(PolicyFields, MethodConfig):
     warm_start: int = 1000  # Grouper steps toward contiguous topological chunks before RL (ours; paper: 0, no warm start)
     placer_start: str = "best"  # Placer's start: "best" of "split" / "single" (each simulated once), or "none" (ours; paper: "none")
     start_mass: float = 0.99  # Placer warm start stops when its start's devices reach this mean probability (ours)
-    split_search: int = 24  # simulations moving the layer split's cuts before the start (ours; 0 = equal compute)
+    split_search: int = 24  # simulations moving the layer split's cuts for each piece count, as the layer-split method (ours; 0 = equal compute)
     type_embed: int = 16  # size of the Grouper's learned op-type embedding (our choice)
     hidden: int = 256  # Placer LSTM hidden units (our choice)
     bidirectional: bool = False  # Placer encoder reads both ways (the paper's is one-way)
@@ -334,15 +335,11 @@ class HierarchicalTrainer(Seq2SeqRLTrainer):
         return self.units.expand(actions), lp_g + out.log_prob, ent_g + out.entropy
 
 
-def split_pieces(problem, unit_of: np.ndarray, cand, ev: Evaluator | None = None, search: int = 0) -> np.ndarray:
-    """(n_ops,) piece in [0, len(cand)) of the layer split over the candidate devices ``cand``
-    (:mod:`placer.methods.layer_split`) over units that join ``unit_of``'s units with
-    :func:`placer.grouping.mirrors.mirror_units`: at equal compute, or with ``ev`` its cuts moved by
-    :func:`~placer.methods.layer_split.tune_split` (at most 1 + ``search`` placements of ``ev``'s
-    budget; the best of them is a candidate result like every placement simulated)."""
+def joint_units(problem, unit_of: np.ndarray) -> np.ndarray:
+    """(n_ops,) units that join ``unit_of``'s units with :func:`placer.grouping.mirrors.mirror_units`
+    (every backward op with the forward op it mirrors), numbered by first op."""
     from placer.grouping import components
     from placer.grouping.mirrors import mirror_units
-    from placer.methods.layer_split import layer_split, tune_split
 
     n = problem.n_ops
     ops = np.arange(n)
@@ -351,10 +348,33 @@ def split_pieces(problem, unit_of: np.ndarray, cand, ev: Evaluator | None = None
         first = np.full(int(lab.max()) + 1, -1, dtype=np.int64)
         first[lab[::-1]] = ops[::-1]
         pairs += list(zip(ops.tolist(), first[lab].tolist()))
-    joint = components(n, pairs)
+    return components(n, pairs)
+
+
+def split_pieces(problem, unit_of: np.ndarray, cand, ev: Evaluator | None = None, search: int = 0) -> np.ndarray:
+    """(n_ops,) piece in [0, len(cand)) of each op, over the :func:`joint_units` of ``unit_of``.
+    Without ``ev``: the layer split over all the candidates ``cand`` at equal compute. With ``ev``:
+    the ``layer-split`` method's search (:mod:`placer.methods.layer_split`): for k = 1..G of the
+    candidate GPUs, fastest first, the split over the first k with its cuts moved by
+    :func:`~placer.methods.layer_split.tune_split` (``search`` simulations for each k > 1, each a
+    placement of ``ev``'s budget and a candidate result), the best in
+    :func:`placer.sim.memory_first` order; piece j of it is the candidate index of its j-th GPU."""
+    from placer.methods.layer_split import gpus_by_speed, layer_split, tune_split
+    from placer.sim import memory_first
+
+    joint = joint_units(problem, unit_of)
+    cand = [int(d) for d in cand]
     if ev is None:
         return layer_split(problem, joint, len(cand))[joint]
-    return tune_split(problem, joint, list(cand), ev, search)[0][joint]
+    gpus = [d for d in gpus_by_speed(problem) if d in cand] or cand
+    best, best_key = None, memory_first(np.inf, False)
+    for k in range(1, len(gpus) + 1):
+        if ev.out_of_budget():
+            break
+        piece, t, fits, _ = tune_split(problem, joint, gpus[:k], ev, search if k > 1 else 0)
+        if memory_first(t, fits) < best_key:
+            best, best_key = np.asarray([cand.index(d) for d in gpus[:k]], dtype=np.int64)[piece], memory_first(t, fits)
+    return (layer_split(problem, joint, len(cand)) if best is None else best)[joint]
 
 
 def choose_start(tr: HierarchicalTrainer, ev: Evaluator, cfg: HierarchicalConfig) -> tuple[str, np.ndarray] | None:
@@ -376,7 +396,7 @@ def choose_start(tr: HierarchicalTrainer, ev: Evaluator, cfg: HierarchicalConfig
 
 
 @register("hierarchical", "Hierarchical Planner: feed-forward Grouper + seq2seq Placer trained jointly with REINFORCE",
-          "learned", HierarchicalConfig, paper=PAPER, available=torch_available, version=1)
+          "learned", HierarchicalConfig, paper=PAPER, available=torch_available, version=2)
 def hierarchical(problem, seed: int, ev: Evaluator, cfg: HierarchicalConfig):
     return HIERARCHICAL.run(problem, seed, ev, cfg)
 
@@ -399,11 +419,11 @@ def search_hierarchical(problem, seed: int, ev: Evaluator, cfg: HierarchicalConf
                          "than the graph has units)")
             cfg = replace(cfg, n_groups=units.n_units)
         if cfg.placer_start != "none":
-            room = ev.remaining()
-            search = cfg.split_search if room is None else min(cfg.split_search, room - 4)
+            room, k = ev.remaining(), len(units.cand)
+            search = cfg.split_search if room is None else min(cfg.split_search, (room - 4) // max(k, 1) - 1)
             if search >= 0:
                 piece = split_pieces(problem, units.unit_of, units.cand, ev, search)
-                notes.append(f"layer split's cuts searched with {ev.placements} placements "
+                notes.append(f"layer split searched as the layer-split method does, {ev.placements} placements "
                              f"(best {ev.best_objective_us / 1e3:,.1f} ms)")
     tr = HierarchicalTrainer(problem, cfg, seed, piece=piece, units=units)
     if policy is not None:

@@ -105,6 +105,8 @@ class MarsConfig(PolicyFields, MethodConfig):
 
     def checks(self):
         return config_checks(self) + [(self.seq_hidden >= 1, "seq_hidden", ">= 1"),
+                                      (0 < self.start_mass < 1, "start_mass", "in (0, 1)"),
+                                      (self.start_steps >= 0, "start_steps", ">= 0"),
                                       (self.pretrain_epochs >= 0, "pretrain_epochs", ">= 0")]
 
 
