@@ -57,7 +57,7 @@ def test_episode_picks_schedulable_nodes_and_feasible_devices(small):
     rec = D.episode(c, D.embed_np(net, c, D.tensors_of(c)), net, np.random.default_rng(1), eps=0.3)
     placed = set()
     g = c.P.graph
-    for v, C, k, a, ok in zip(rec.order, rec.cands, rec.sel_k, rec.act, rec.plc_ok):
+    for v, C, k, a, ok in zip(rec.order, rec.step_cands(), rec.sel_k, rec.act, rec.plc_ok):
         assert C[k] == v and v not in placed
         for u in C.tolist():  # every candidate is schedulable: all its predecessors assigned
             assert set(g.pred_idx[g.pred_ptr[u]:g.pred_ptr[u + 1]].tolist()) <= placed

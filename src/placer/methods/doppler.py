@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from placer.errors import InputError
 from placer.methods.base import Evaluator, MethodConfig, register
@@ -56,6 +57,9 @@ from placer.methods.learned_support import (
     needs,
 )
 from placer.nn.threads import one_thread
+from placer.sim.numba_cache import ensure_writable_cache
+
+ensure_writable_cache()  # before the first cache=True kernel below
 
 FORMAT = "placer-doppler-1"
 ARCH_FIELDS = ("hidden", "layers")  # the config fields that fix the network's shape
@@ -139,6 +143,12 @@ class Ctx:
         np.fill_diagonal(self.inv_bw, 0.0)
         self.x, self.blevel, self.cp = static_features(self)
         self.in_bytes = np.bincount(self.dst, weights=self.bytes, minlength=self.N)
+        # the rollout kernel's arrays
+        self.n_pred = np.diff(self.pred_ptr).astype(np.int64)
+        self.succ_ptr, self.succ_idx = (np.ascontiguousarray(a, dtype=np.int64) for a in (self.succ_ptr, self.succ_idx))
+        self.succ_bytes = np.asarray(self.bytes, dtype=np.float64)[self.succ_edge]
+        self.lsum = self.x[:, 3].astype(np.float64)
+        self.none, self.no_rng = np.zeros(0, dtype=np.int64), np.random.default_rng(0)
         self.work = float(np.where(self.ok, self.cost, 0).sum() / max(self.ok.sum(), 1) * self.N)
 
     def expand(self, node_placement: np.ndarray) -> np.ndarray:
@@ -218,154 +228,289 @@ def make_net(cfg: DopplerConfig):
 
 
 def _np_layers(seq) -> list[tuple[np.ndarray, np.ndarray]]:
-    return [(m.weight.detach().double().numpy().T, m.bias.detach().double().numpy()) for m in seq if hasattr(m, "weight")]
-
-
-def _np_mlp(layers, first: np.ndarray) -> np.ndarray:
-    """The rest of an MLP whose first layer's pre-activation is ``first``."""
-    x = np.maximum(first, 0.0)
-    for k, (W, b) in enumerate(layers[1:]):
-        x = x @ W + b
-        if k < len(layers) - 2:
-            x = np.maximum(x, 0.0)
-    return x[..., 0]
+    return [(np.ascontiguousarray(m.weight.detach().double().numpy().T), m.bias.detach().double().numpy())
+            for m in seq if hasattr(m, "weight")]
 
 
 # ---------------------------------------------------------------------- one episode (section 3)
 @dataclass
 class Record:
-    """What an episode chose, with the states it chose in (for the loss)."""
+    """What an episode chose, with the states it chose in (for the loss); step t's schedulable nodes
+    are ``cands[cand_ptr[t]:cand_ptr[t + 1]]``. A candidate whose features did not change since the
+    previous step shares that step's row (SEL scores each row once)."""
 
-    order: list  # node per step
-    cands: list  # schedulable nodes per step
-    sel_x: list  # (|cands|, N_SEL) per step
-    sel_k: list  # position of the chosen node in cands
-    plc_x: list  # (A, N_PLC) per step
-    plc_ok: list  # (A,) feasible devices per step
-    act: list  # device per step
-    placement: np.ndarray = None  # (N,) action per node
+    order: np.ndarray  # (T,) node per step
+    cand_ptr: np.ndarray  # (T + 1,) where each step's candidates start in cands
+    cands: np.ndarray  # (M,) schedulable nodes, step after step
+    cand_row: np.ndarray  # (M,) each candidate's row in row_node / row_x
+    row_node: np.ndarray  # (U,) the node of each distinct (node, SEL features) row
+    row_x: np.ndarray  # (U, N_SEL) SEL's dynamic features of each row
+    sel_k: np.ndarray  # (T,) position of the chosen node among its step's candidates
+    plc_x: np.ndarray  # (T, A, N_PLC) PLC's per-device features
+    plc_ok: np.ndarray  # (T, A) feasible devices per step
+    act: np.ndarray  # (T,) device per step
+    logp: np.ndarray  # (T,) log pi_SEL + log pi_PLC of each step's choices, as the rollout scored them
+    placement: np.ndarray  # (N,) action per node
+    replay: Any = None  # the record as tensors for log_probs (built once)
+
+    def step_cands(self) -> list[np.ndarray]:
+        return np.split(self.cands, self.cand_ptr[1:-1])
+
+    @property
+    def sel_x(self) -> np.ndarray:  # (M, N_SEL) each candidate's SEL features
+        return self.row_x[self.cand_row]
+
+
+GREEDY, SAMPLE, FORCED = 0, 1, 2
 
 
 def episode(c: Ctx, h: np.ndarray, net, rng=None, eps: float = 0.0, forced=None) -> Record:
     """Place every node: SEL picks among the schedulable nodes, PLC the device. ``forced``: (order,
-    devices) to replay (Stage I); else greedy (``rng`` None) or sampled with epsilon-greedy."""
-    N, A, cost, ok = c.N, c.A, c.cost, c.ok
-    sel_l, plc_l = _np_layers(net.sel), _np_layers(net.plc)
+    devices) to replay (Stage I); else greedy (``rng`` None) or sampled with epsilon-greedy. The
+    steps run in :func:`_rollout` on the embedding ``h`` and the heads' weights."""
+    (S1, s1), (S2, s2), (S3, s3) = _np_layers(net.sel)
+    (P1, p1), (P2, p2), (P3, p3) = _np_layers(net.plc)
+    mode = FORCED if forced is not None else GREEDY if rng is None else SAMPLE
+    f_order, f_act = (np.asarray(f, dtype=np.int64) for f in forced) if forced is not None else (c.none, c.none)
+    out = _rollout(c.cost, c.ok, c.coloc, c.n_pred, c.succ_ptr, c.succ_idx, c.succ_bytes, c.lat, c.inv_bw,
+                   c.blevel, c.lsum, c.in_bytes, c.cp, c.work, np.ascontiguousarray(h, dtype=np.float64),
+                   S1, s1, S2, s2, S3[:, 0], s3[0], P1, p1, P2, p2, P3[:, 0], p3[0],
+                   mode, rng if rng is not None else c.no_rng, eps, f_order, f_act)
+    return Record(*out)
+
+
+@njit(cache=True, nogil=True)
+def _affine(h, W, b):
+    """h @ W + b, row by row (numpy's matmul would call a BLAS whose threads fight over shared cores)."""
+    out = np.zeros((h.shape[0], W.shape[1]))
+    for n in range(h.shape[0]):
+        for i in range(h.shape[1]):
+            for o in range(W.shape[1]):
+                out[n, o] += h[n, i] * W[i, o]
+        out[n] += b
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _rest(pre, W2, b2, w3, b3):
+    """An MLP head's score from its first layer's pre-activation: ReLU, Linear, ReLU, Linear."""
+    y = np.zeros(W2.shape[1])
+    for i in range(len(pre)):
+        if pre[i] > 0.0:  # ReLU: a zero input adds nothing
+            for o in range(len(y)):
+                y[o] += pre[i] * W2[i, o]
+    s = 0.0
+    for o in range(len(y)):
+        s += max(y[o] + b2[o], 0.0) * w3[o]
+    return s + b3
+
+
+@njit(cache=True, nogil=True)
+def _choose(z, ok, mode, rng, eps):
+    """argmax over the feasible choices when greedy, else with probability eps a uniform feasible
+    choice, else a softmax sample."""
+    n, best = len(z), -1
+    for i in range(n):
+        if ok[i] and (best < 0 or z[i] > z[best]):
+            best = i
+    if mode != SAMPLE:
+        return best
+    if eps > 0 and rng.random() < eps:
+        r, k = rng.integers(0, ok.sum()), 0
+        while not ok[k] or r > 0:
+            r -= ok[k]
+            k += 1
+        return k
+    tot, cum = 0.0, np.zeros(n)
+    for i in range(n):
+        tot += np.exp(z[i] - z[best]) if ok[i] else 0.0
+        cum[i] = tot
+    u, k = rng.random() * tot, 0
+    while k < n - 1 and cum[k] <= u:  # the first k whose cumulative weight passes u
+        k += 1
+    return k
+
+
+@njit(cache=True, nogil=True)
+def _log_softmax(z, ok, k):
+    """log softmax of z over the feasible choices, at k."""
+    m = -np.inf
+    for i in range(len(z)):
+        if ok[i]:
+            m = max(m, z[i])
+    tot = 0.0
+    for i in range(len(z)):
+        if ok[i]:
+            tot += np.exp(z[i] - m)
+    return z[k] - m - np.log(tot)
+
+
+@njit(cache=True, nogil=True)
+def _grow(a, n):
+    """``a`` with room for n rows, its rows kept."""
+    out = np.empty((n,) + a.shape[1:], a.dtype)
+    out[:len(a)] = a
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _rollout(cost, ok, coloc, n_pred, succ_ptr, succ_idx, succ_bytes, lat, inv_bw, bl, lsum, in_bytes, cp, work,
+             h, S1, s1, S2, s2, s3, t3, P1, p1, P2, p2, p3, q3, mode, rng, eps, f_order, f_act):
+    """The MDP's steps (section 3) on a contention-free list schedule: SEL's features and scores for
+    the schedulable nodes, PLC's for the devices, the choices, the transition; the Record's fields.
+    The heads' first layers are split: the per-node parts once per episode, the rest per step."""
+    N, A = cost.shape
     H = h.shape[1]
-    hs = h @ sel_l[0][0][:H] + sel_l[0][1]  # the node's share of SEL's first layer, once per episode
-    hp = h @ plc_l[0][0][:H] + plc_l[0][1]
-    pd = h @ plc_l[0][0][H:2 * H]  # a node's share of its device's embedding term
-    Ws, Wp = sel_l[0][0][H:], plc_l[0][0][2 * H:]
-    dev_sum, dev_cnt = np.zeros((A, pd.shape[1])), np.zeros(A)
-    avail, load, drt = np.zeros(A), np.zeros(A), np.zeros((N, A))
-    on = np.zeros((N, A))  # bytes of a node's inputs already on each device
-    missing = np.diff(c.pred_ptr).astype(np.int64)
-    ready = sorted(np.flatnonzero(missing == 0).tolist())
-    pin: dict[int, int] = {}
-    place = np.full(N, -1, dtype=np.int64)
-    rec = Record([], [], [], [], [], [], [], None)
-    cp, bl = c.cp, c.blevel
+    hs, hp, pd = _affine(h, S1[:H], s1), _affine(h, P1[:H], p1), _affine(h, P1[H:2 * H], np.zeros(H))
+    Ws, Wp = S1[H:], P1[2 * H:]
+    avail, load, dev_cnt, dev_sum = np.zeros(A), np.zeros(A), np.zeros(A), np.zeros((A, H))
+    drt, on = np.zeros((N, A)), np.zeros((N, A))  # when a node's inputs reach each device; bytes already there
+    missing = n_pred.copy()
+    ready, nr = np.empty(N, np.int64), 0
+    for i in range(N):
+        if missing[i] == 0:
+            ready[nr] = i
+            nr += 1
+    pin = np.full(max(coloc.max() + 1, 1), -1)
+    place = np.full(N, -1)
+    cap, U = 4 * N + 16, 0
+    cands, cand_row, cand_ptr = np.empty(cap, np.int64), np.empty(cap, np.int64), np.zeros(N + 1, np.int64)
+    row_node, row_x, row_s, last = np.empty(cap, np.int64), np.empty((cap, 4)), np.empty(cap), np.full(N, -1)
+    order, sel_k, act, logp = np.empty(N, np.int64), np.empty(N, np.int64), np.empty(N, np.int64), np.empty(N)
+    plc_x, plc_ok = np.zeros((N, A, 7)), np.zeros((N, A), np.bool_)
+    okC, est, eft, s = np.empty((N, A), np.bool_), np.empty((N, A)), np.empty((N, A)), np.empty(N)
+    pre, z = np.empty(H), np.empty(A)
     for t in range(N):
-        C = np.asarray(ready, dtype=np.int64)
-        okC = ok[C].copy()
-        for j, v in enumerate(C.tolist()):
-            if c.coloc[v] >= 0 and c.coloc[v] in pin:
-                okC[j] = False
-                okC[j, pin[c.coloc[v]]] = True
-        est = np.maximum(avail[None, :], drt[C])
-        eft = np.where(okC, est + np.where(okC, cost[C], 0.0), np.inf)
-        now = float(np.where(okC, est, np.inf).min())
-        sx = np.stack([(np.where(okC, est, np.inf).min(axis=1) - now) / cp, (eft.min(axis=1) - now) / cp,
-                       bl[C] / cp, c.x[C, 3]], axis=1)
-        if forced is not None:
-            k = int(np.flatnonzero(C == forced[0][t])[0])
-        else:
-            s = _np_mlp(sel_l, hs[C] + sx @ Ws)
-            k = _choose(s, np.ones(len(C), bool), rng, eps)
-        v = int(C[k])
-        okv = okC[k]
-        px = np.stack([(avail - now) / cp, (drt[v] - now) / cp, np.where(okv, cost[v], 0.0) / cp,
-                       np.where(okv, eft[k] - eft[k][okv].min(), 0.0) / cp, load / max(c.work, 1e-9),
-                       on[v] / max(c.in_bytes[v], 1.0), okv.astype(float)], axis=1)
-        if forced is not None:
-            a = int(forced[1][v])
-        else:
-            g = dev_sum / np.maximum(dev_cnt, 1.0)[:, None]
-            a = _choose(_np_mlp(plc_l, hp[v][None, :] + g + px @ Wp), okv, rng, eps)
-        for lst, val in ((rec.order, v), (rec.cands, C), (rec.sel_x, sx), (rec.sel_k, k), (rec.plc_x, px),
-                         (rec.plc_ok, okv), (rec.act, a)):
-            lst.append(val)
+        base = cand_ptr[t]
+        if base + nr > cap:  # grow the per-candidate and per-row arrays
+            cap = max(2 * cap, base + nr)
+            cands, cand_row, row_node, row_s, row_x = (_grow(cands, cap), _grow(cand_row, cap), _grow(row_node, cap),
+                                                       _grow(row_s, cap), _grow(row_x, cap))
+        now = np.inf
+        for j in range(nr):
+            v = ready[j]
+            cands[base + j] = v
+            g = coloc[v]
+            for d in range(A):
+                okC[j, d] = (d == pin[g]) if g >= 0 and pin[g] >= 0 else ok[v, d]
+                est[j, d] = max(avail[d], drt[v, d])
+                eft[j, d] = est[j, d] + cost[v, d] if okC[j, d] else np.inf
+                if okC[j, d]:
+                    now = min(now, est[j, d])
+        k = 0
+        for j in range(nr):
+            v = ready[j]
+            e0, e1 = np.inf, np.inf
+            for d in range(A):
+                e0 = min(e0, est[j, d] if okC[j, d] else np.inf)
+                e1 = min(e1, eft[j, d])
+            x0, x1, q = (e0 - now) / cp, (e1 - now) / cp, last[v]
+            if q < 0 or row_x[q, 0] != x0 or row_x[q, 1] != x1:  # a new row: SEL scores it
+                q, U, x = U, U + 1, row_x[U]
+                x[0], x[1], x[2], x[3] = x0, x1, bl[v] / cp, lsum[v]
+                for o in range(H):
+                    pre[o] = hs[v, o] + (x[0] * Ws[0, o] + x[1] * Ws[1, o] + x[2] * Ws[2, o] + x[3] * Ws[3, o])
+                row_node[q], row_s[q], last[v] = v, _rest(pre, S2, s2, s3, t3), q
+            cand_row[base + j], s[j] = q, row_s[q]
+            if mode == FORCED and v == f_order[t]:
+                k = j
+        every = np.ones(nr, np.bool_)
+        if mode != FORCED:
+            k = _choose(s[:nr], every, mode, rng, eps)
+        v = ready[k]
+        okv, px = okC[k], plc_x[t]
+        emin = np.inf
+        for d in range(A):
+            if okv[d]:
+                emin = min(emin, eft[k, d])
+        for d in range(A):
+            px[d, 0], px[d, 1] = (avail[d] - now) / cp, (drt[v, d] - now) / cp
+            px[d, 2], px[d, 3] = (cost[v, d] / cp, (eft[k, d] - emin) / cp) if okv[d] else (0.0, 0.0)
+            px[d, 4], px[d, 5] = load[d] / max(work, 1e-9), on[v, d] / max(in_bytes[v], 1.0)
+            px[d, 6] = 1.0 if okv[d] else 0.0
+            for o in range(H):
+                pre[o] = hp[v, o] + dev_sum[d, o] / max(dev_cnt[d], 1.0) + (
+                    px[d, 0] * Wp[0, o] + px[d, 1] * Wp[1, o] + px[d, 2] * Wp[2, o] + px[d, 3] * Wp[3, o]
+                    + px[d, 4] * Wp[4, o] + px[d, 5] * Wp[5, o] + px[d, 6] * Wp[6, o])
+            z[d] = _rest(pre, P2, p2, p3, q3)
+        a = _choose(z, okv, mode, rng, eps) if mode != FORCED else f_act[v]
+        order[t], sel_k[t], act[t], cand_ptr[t + 1] = v, k, a, base + nr
+        logp[t] = _log_softmax(s[:nr], every, k) + _log_softmax(z, okv, a)
+        plc_ok[t] = okv
         # the transition: v runs on a after its inputs and the device's earlier nodes
         place[v] = a
-        if c.coloc[v] >= 0:
-            pin.setdefault(int(c.coloc[v]), a)
+        if coloc[v] >= 0 and pin[coloc[v]] < 0:
+            pin[coloc[v]] = a
         fin = max(avail[a], drt[v, a]) + cost[v, a]
         avail[a] = fin
         load[a] += cost[v, a]
         dev_sum[a] += pd[v]
         dev_cnt[a] += 1
-        ready.remove(v)
-        for e in range(c.succ_ptr[v], c.succ_ptr[v + 1]):
-            s_, b = int(c.succ_idx[e]), float(c.bytes[c.succ_edge[e]])
-            arr = fin + c.lat[a] + b * c.inv_bw[a]
-            np.maximum(drt[s_], arr, out=drt[s_])
-            on[s_, a] += b
-            missing[s_] -= 1
-            if missing[s_] == 0:
-                ready.append(s_)
-    rec.placement = place
-    return rec
-
-
-def _choose(scores: np.ndarray, ok: np.ndarray, rng, eps: float) -> int:
-    """argmax (rng None), else with probability eps a uniform feasible choice, else a softmax sample."""
-    z = np.where(ok, scores, -np.inf)
-    if rng is None:
-        return int(np.argmax(z))
-    idx = np.flatnonzero(ok)
-    if eps > 0 and rng.random() < eps:
-        return int(idx[rng.integers(len(idx))])
-    cum = np.cumsum(np.exp(z - z.max()))
-    return int(min(np.searchsorted(cum, rng.random() * cum[-1], side="right"), len(z) - 1))
+        ready[k:nr - 1] = ready[k + 1:nr].copy()
+        nr -= 1
+        for e in range(succ_ptr[v], succ_ptr[v + 1]):
+            u, b = succ_idx[e], succ_bytes[e]
+            for d in range(A):
+                drt[u, d] = max(drt[u, d], fin + lat[a, d] + b * inv_bw[a, d])
+            on[u, a] += b
+            missing[u] -= 1
+            if missing[u] == 0:
+                ready[nr] = u
+                nr += 1
+    M = cand_ptr[N]
+    return (order, cand_ptr, cands[:M].copy(), cand_row[:M].copy(), row_node[:U].copy(), row_x[:U].copy(), sel_k,
+            plc_x, plc_ok, act, logp, place)
 
 
 # ---------------------------------------------------------------------- log-probabilities (the loss)
+def _replay(rec: Record, A: int) -> dict:
+    """The record as tensors, padded per step (built once per record)."""
+    import torch
+
+    if rec.replay is None:
+        T, n = len(rec.order), np.diff(rec.cand_ptr)
+        step = np.repeat(np.arange(T), n)
+        rec.replay = {"node": torch.as_tensor(rec.row_node), "row": torch.as_tensor(rec.cand_row),
+                      "step": torch.as_tensor(step), "pos": torch.as_tensor(np.arange(len(rec.cands)) - rec.cand_ptr[step]),
+                      "width": int(n.max()), "valid": None, "x": torch.as_tensor(rec.row_x, dtype=torch.float32),
+                      "k": torch.as_tensor(rec.sel_k)[:, None], "order": torch.as_tensor(rec.order),
+                      "act": torch.as_tensor(rec.act)[:, None],
+                      "onehot": torch.nn.functional.one_hot(torch.as_tensor(rec.act), A).float(),
+                      "px": torch.as_tensor(rec.plc_x, dtype=torch.float32), "ok": torch.as_tensor(rec.plc_ok)}
+        r = rec.replay
+        r["valid"] = torch.zeros(T, r["width"], dtype=torch.bool).index_put_((r["step"], r["pos"]), torch.tensor(True))
+    return rec.replay
+
+
 def log_probs(net, c: Ctx, tensors, rec: Record):
     """(log pi_SEL + log pi_PLC per step (T,), mean entropy of both per step, accuracy of the
-    greedy choices against the record), from one embedding pass and batched heads."""
+    greedy choices against the record), from one embedding pass and both heads batched over the
+    whole episode: SEL over every step's candidates (padded to the widest step), PLC over every
+    step's devices; the heads' first layers split into the per-node part and the rest, as in
+    :func:`episode`."""
     import torch
-    from torch_geometric.utils import scatter, softmax
+    import torch.nn.functional as F
 
-    x, src, dst = tensors
-    h = net.embed(x, src, dst)
-    T, A = len(rec.order), c.A
-    step = torch.as_tensor(np.repeat(np.arange(T), [len(C) for C in rec.cands]))
-    rows = torch.as_tensor(np.concatenate(rec.cands))
-    sx = torch.as_tensor(np.concatenate(rec.sel_x), dtype=torch.float32)
-    s = net.sel(torch.cat([h[rows], sx], dim=1))[:, 0]
-    p = softmax(s, step, num_nodes=T)
-    lp_all = torch.log(p.clamp_min(1e-30))
-    first = np.concatenate([[0], np.cumsum([len(C) for C in rec.cands])[:-1]])
-    chosen = torch.as_tensor(first + np.asarray(rec.sel_k))
-    lp_sel = lp_all[chosen]
-    ent_sel = -scatter(p * lp_all, step, dim=0, dim_size=T, reduce="sum")
-    sel_acc = (scatter(s, step, dim=0, dim_size=T, reduce="max") <= s[chosen]).float().mean()
-    order = torch.as_tensor(np.asarray(rec.order))
-    act = torch.as_tensor(np.asarray(rec.act))
-    onehot = torch.nn.functional.one_hot(act, A).float()  # (T, A)
-    hv = h[order]
-    csum = torch.cumsum(onehot[:, :, None] * hv[:, None, :], dim=0)  # devices' embedding sums after each step
-    cnt = torch.cumsum(onehot, dim=0)
-    g = torch.cat([torch.zeros_like(csum[:1]), csum[:-1]]) / torch.cat([torch.zeros_like(cnt[:1]), cnt[:-1]]
-                                                                        ).clamp_min(1.0)[:, :, None]
-    px = torch.as_tensor(np.stack(rec.plc_x), dtype=torch.float32)
-    ok = torch.as_tensor(np.stack(rec.plc_ok))
-    z = net.plc(torch.cat([hv[:, None, :].expand(T, A, hv.shape[1]), g, px], dim=2))[..., 0]
-    z = z.masked_fill(~ok, -1e9)
+    r = _replay(rec, c.A)
+    h = net.embed(*tensors)
+    H, T = h.shape[1], len(rec.order)
+    W, P = net.sel[0].weight, net.plc[0].weight
+    pre = F.linear(h, W[:, :H], net.sel[0].bias)[r["node"]] + F.linear(r["x"], W[:, H:])  # each distinct row once
+    s = h.new_full((T, r["width"]), -torch.inf).index_put((r["step"], r["pos"]), net.sel[1:](pre)[:, 0][r["row"]])
+    ls = torch.log_softmax(s, dim=1)
+    lp_sel = ls.gather(1, r["k"])[:, 0]
+    ent_sel = -(ls.exp() * ls.masked_fill(~r["valid"], 0.0)).sum(dim=1)
+    sel_acc = (s.amax(dim=1) <= s.gather(1, r["k"])[:, 0]).float().mean()
+    hv = h[r["order"]]
+    term = r["onehot"][:, :, None] * F.linear(hv, P[:, H:2 * H])[:, None, :]  # (T, A, H): each step's device term
+    csum, cnt = torch.cumsum(term, dim=0) - term, torch.cumsum(r["onehot"], dim=0) - r["onehot"]
+    pre = F.linear(hv, P[:, :H], net.plc[0].bias)[:, None, :] + csum / cnt.clamp_min(1.0)[:, :, None] + F.linear(
+        r["px"], P[:, 2 * H:])
+    z = net.plc[1:](pre)[..., 0].masked_fill(~r["ok"], -1e9)
     lz = torch.log_softmax(z, dim=1)
-    lp_plc = lz.gather(1, act[:, None])[:, 0]
+    lp_plc = lz.gather(1, r["act"])[:, 0]
     ent_plc = -(lz.exp() * lz).sum(dim=1)
-    plc_acc = (z.argmax(dim=1) == act).float().mean()
+    plc_acc = (z.argmax(dim=1) == r["act"][:, 0]).float().mean()
     return lp_sel + lp_plc, (ent_sel + ent_plc).mean(), float(sel_acc), float(plc_acc)
 
 
@@ -379,7 +524,7 @@ def tensors_of(c: Ctx):
 def embed_np(net, c: Ctx, tensors) -> np.ndarray:
     import torch
 
-    with torch.no_grad():
+    with torch.inference_mode():
         return net.embed(*tensors).double().numpy()
 
 
