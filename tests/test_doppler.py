@@ -72,6 +72,31 @@ def test_episode_picks_schedulable_nodes_and_feasible_devices(small):
     assert (p[cpu_only] == 2).all()
 
 
+def test_batched_log_probs_replay_the_rollouts_choices(small):
+    """log_probs scores a recorded episode in one batched pass (distinct SEL rows once, steps
+    padded): per step it equals what the rollout's own float64 scores gave, sampled or replayed."""
+    import torch
+
+    cfg = D.DopplerConfig(**FAST)
+    torch.manual_seed(0)
+    P = Problem(layered_training_graph(40, seed=3), preset("k80x4"))
+    for prob in (small, P):
+        c, net = D.Ctx(prob, cfg), D.make_net(cfg)
+        t = D.tensors_of(c)
+        sampled = D.episode(c, D.embed_np(net, c, t), net, np.random.default_rng(2), eps=0.3)
+        for rec in (sampled, D.teacher_record(c, net, cfg)):
+            C = rec.step_cands()
+            assert len(rec.row_x) <= len(rec.cands) and np.array_equal(rec.row_node[rec.cand_row], rec.cands)
+            assert [C[i][k] for i, k in enumerate(rec.sel_k)] == rec.order.tolist()
+            lp, ent, _, _ = D.log_probs(net, c, t, rec)
+            assert np.allclose(lp.detach().double().numpy(), rec.logp, atol=1e-5, rtol=0)
+            assert float(lp.detach().sum()) == pytest.approx(rec.logp.sum(), rel=1e-5)
+            assert (rec.logp < 0).any() and float(ent) > 0
+            lp.sum().backward()  # the replay is differentiable through both heads and the embedding
+            assert all(bool(p.grad.abs().sum() > 0) for n, p in net.named_parameters() if n.endswith("weight"))
+            net.zero_grad()
+
+
 def test_imitation_moves_the_policy_toward_the_teacher():
     import torch
 

@@ -216,11 +216,16 @@ def make_net(cfg: DopplerConfig):
             self.sel = mlp(H + N_SEL, H)
             self.plc = mlp(2 * H + N_PLC, H)
 
-        def embed(self, x, src, dst):
+        def embed(self, x, src, dst, n_in=None, n_out=None):
+            """``n_in`` / ``n_out``: (N, 1) in- and out-degrees at least 1 (counted when None): the
+            scatter-means' denominators."""
+            N = x.shape[0]
+            if n_in is None:
+                n_in, n_out = (scatter(torch.ones(len(i)), i, dim_size=N).clamp(min=1)[:, None] for i in (dst, src))
             h = torch.relu(self.inp(x))
             for down, up, me in zip(self.down, self.up, self.self_):
-                m_in = scatter(down(h)[src], dst, dim=0, dim_size=h.shape[0], reduce="mean")
-                m_out = scatter(up(h)[dst], src, dim=0, dim_size=h.shape[0], reduce="mean")
+                m_in = scatter(down(h)[src], dst, dim=0, dim_size=N, reduce="sum") / n_in
+                m_out = scatter(up(h)[dst], src, dim=0, dim_size=N, reduce="sum") / n_out
                 h = h + torch.relu(me(h) + m_in + m_out)
             return h
 
@@ -472,22 +477,27 @@ def _replay(rec: Record, A: int) -> dict:
         step = np.repeat(np.arange(T), n)
         rec.replay = {"node": torch.as_tensor(rec.row_node), "row": torch.as_tensor(rec.cand_row),
                       "step": torch.as_tensor(step), "pos": torch.as_tensor(np.arange(len(rec.cands)) - rec.cand_ptr[step]),
-                      "width": int(n.max()), "valid": None, "x": torch.as_tensor(rec.row_x, dtype=torch.float32),
+                      "width": int(n.max()), "pad": None, "x": torch.as_tensor(rec.row_x, dtype=torch.float32),
                       "k": torch.as_tensor(rec.sel_k)[:, None], "order": torch.as_tensor(rec.order),
                       "act": torch.as_tensor(rec.act)[:, None],
-                      "onehot": torch.nn.functional.one_hot(torch.as_tensor(rec.act), A).float(),
+                      "dev": torch.arange(A)[None, :],
                       "px": torch.as_tensor(rec.plc_x, dtype=torch.float32), "ok": torch.as_tensor(rec.plc_ok)}
         r = rec.replay
-        r["valid"] = torch.zeros(T, r["width"], dtype=torch.bool).index_put_((r["step"], r["pos"]), torch.tensor(True))
+        r["pad"] = torch.ones(T, r["width"], dtype=torch.bool).index_put_((r["step"], r["pos"]), torch.tensor(False))
+        onehot = np.eye(A, dtype=np.int64)[rec.act]
+        before = np.cumsum(onehot, axis=0) - onehot  # (T, A) nodes placed on each device before each step
+        r["before"], r["rank"], r["L"] = torch.as_tensor(before), torch.as_tensor(before[np.arange(T), rec.act] + 1), int(
+            before[-1].max() + 1)
+        r["cnt"] = torch.as_tensor(np.maximum(before, 1).astype(np.float32))[:, :, None]
     return rec.replay
 
 
-def log_probs(net, c: Ctx, tensors, rec: Record):
+def log_probs(net, c: Ctx, tensors, rec: Record, stats: bool = True):
     """(log pi_SEL + log pi_PLC per step (T,), mean entropy of both per step, accuracy of the
-    greedy choices against the record), from one embedding pass and both heads batched over the
-    whole episode: SEL over every step's candidates (padded to the widest step), PLC over every
-    step's devices; the heads' first layers split into the per-node part and the rest, as in
-    :func:`episode`."""
+    greedy choices against the record; the last three None unless ``stats``), from one embedding
+    pass and both heads batched over the whole episode: SEL over the record's distinct rows, then
+    every step's candidates padded to the widest step; PLC over every step's devices; the heads'
+    first layers split into the per-node part and the rest, as in :func:`episode`."""
     import torch
     import torch.nn.functional as F
 
@@ -498,27 +508,29 @@ def log_probs(net, c: Ctx, tensors, rec: Record):
     pre = F.linear(h, W[:, :H], net.sel[0].bias)[r["node"]] + F.linear(r["x"], W[:, H:])  # each distinct row once
     s = h.new_full((T, r["width"]), -torch.inf).index_put((r["step"], r["pos"]), net.sel[1:](pre)[:, 0][r["row"]])
     ls = torch.log_softmax(s, dim=1)
-    lp_sel = ls.gather(1, r["k"])[:, 0]
-    ent_sel = -(ls.exp() * ls.masked_fill(~r["valid"], 0.0)).sum(dim=1)
-    sel_acc = (s.amax(dim=1) <= s.gather(1, r["k"])[:, 0]).float().mean()
     hv = h[r["order"]]
-    term = r["onehot"][:, :, None] * F.linear(hv, P[:, H:2 * H])[:, None, :]  # (T, A, H): each step's device term
-    csum, cnt = torch.cumsum(term, dim=0) - term, torch.cumsum(r["onehot"], dim=0) - r["onehot"]
-    pre = F.linear(hv, P[:, :H], net.plc[0].bias)[:, None, :] + csum / cnt.clamp_min(1.0)[:, :, None] + F.linear(
-        r["px"], P[:, 2 * H:])
+    # each device's embedding term before each step: its nodes' terms summed in step order, then averaged
+    dev = h.new_zeros(c.A, r["L"] + 1, H).index_put((r["act"][:, 0], r["rank"]), F.linear(hv, P[:, H:2 * H]))
+    g = torch.cumsum(dev, dim=1)[r["dev"], r["before"]] / r["cnt"]  # (T, A, H)
+    pre = F.linear(hv, P[:, :H], net.plc[0].bias)[:, None, :] + g + F.linear(r["px"], P[:, 2 * H:])
     z = net.plc[1:](pre)[..., 0].masked_fill(~r["ok"], -1e9)
     lz = torch.log_softmax(z, dim=1)
-    lp_plc = lz.gather(1, r["act"])[:, 0]
-    ent_plc = -(lz.exp() * lz).sum(dim=1)
+    lp = ls.gather(1, r["k"])[:, 0] + lz.gather(1, r["act"])[:, 0]
+    if not stats:
+        return lp, None, None, None
+    ent = -(ls.exp() * ls.masked_fill(r["pad"], 0.0)).sum(dim=1) - (lz.exp() * lz).sum(dim=1)
+    sel_acc = (s.amax(dim=1) <= s.gather(1, r["k"])[:, 0]).float().mean()
     plc_acc = (z.argmax(dim=1) == r["act"][:, 0]).float().mean()
-    return lp_sel + lp_plc, (ent_sel + ent_plc).mean(), float(sel_acc), float(plc_acc)
+    return lp, ent.mean(), float(sel_acc), float(plc_acc)
 
 
 def tensors_of(c: Ctx):
+    """The embedding's inputs: static features, edges, in- and out-degrees (at least 1)."""
     import torch
 
+    deg = (np.maximum(np.bincount(i, minlength=c.N), 1).astype(np.float32)[:, None] for i in (c.dst, c.src))
     return (torch.as_tensor(c.x), torch.as_tensor(np.array(c.src, dtype=np.int64)),
-            torch.as_tensor(np.array(c.dst, dtype=np.int64)))
+            torch.as_tensor(np.array(c.dst, dtype=np.int64)), *(torch.as_tensor(d) for d in deg))
 
 
 def embed_np(net, c: Ctx, tensors) -> np.ndarray:
@@ -545,7 +557,7 @@ def imitate(net, ctxs: list[Ctx], records: list[Record], cfg: DopplerConfig, pro
     pick every teacher action greedily or ``il_steps`` updates."""
     import torch
 
-    opt = torch.optim.Adam(net.parameters(), lr=cfg.il_lr)
+    opt = torch.optim.Adam(net.parameters(), lr=cfg.il_lr, fused=True)
     tens = [tensors_of(c) for c in ctxs]
     info = {"il_steps": 0, "sel_acc": 0.0, "plc_acc": 0.0, "il_loss": None}
     best = (np.inf, 0)
@@ -582,7 +594,7 @@ def reinforce(net, ctxs: list[Ctx], evs: list[Evaluator], episodes: int, cfg: Do
     linearly to 0 over the stage. Stops early when an Evaluator's budget is spent. Returns updates."""
     import torch
 
-    opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
+    opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, fused=True)
     tens = [tensors_of(c) for c in ctxs]
     updates = -(-episodes // cfg.batch) if episodes > 0 else 0
     done = 0
@@ -603,8 +615,8 @@ def reinforce(net, ctxs: list[Ctx], evs: list[Evaluator], episodes: int, cfg: Do
             for r, y in zip(recs, obj):
                 reward = -float(y) / max(scales[gi], 1e-9)
                 b = baselines[gi][0] / baselines[gi][1] if baselines[gi][1] else reward
-                lp, ent, _, _ = log_probs(net, c, t, r)
-                loss = loss - (reward - b) * lp.sum() / B - cfg.entropy * ent
+                lp, ent, _, _ = log_probs(net, c, t, r, stats=cfg.entropy > 0)
+                loss = loss - (reward - b) * lp.sum() / B - (cfg.entropy * ent if cfg.entropy > 0 else 0.0)
                 baselines[gi][0] += reward
                 baselines[gi][1] += 1
             ran = True
