@@ -176,3 +176,31 @@ def test_the_paper_preset_differs_in_the_start_and_the_episode_only():
     P = problem(8, 3)
     r = run_method("giph", P, Budget(12), seed=0, config=GiPHConfig.paper(hidden=8, mp_steps=1))
     assert r.cost.placements == 12 and any("random start" in n for n in r.notes)
+
+
+def test_zero_shot_starts_at_the_list_schedulers_and_a_trained_policy_improves_on_that_start():
+    """Version 2: before, training episodes started at the best placement so far (most rewards <= 0:
+    the policy learned moves that change nothing) and placing started with every node on one device,
+    which zero-shot episodes never left. Now training starts from random placements (the paper's),
+    placing from the best of the list schedulers, and the trained policy's relocations improve on that
+    start where an untrained policy's do far less (kick=0: no random relocation helps either)."""
+    from placer.methods.seeding import seeded_start
+
+    cfg = GiPHConfig(kick=0)
+    train = [problem(24, 3, seed=1), problem(24, 5, seed=2)]
+    trained = GIPH_METHOD.train(train, cfg, 0, placements=3000)
+    untrained = GIPH_METHOD.train(train, cfg, 0, placements=1)  # its initial weights: no update
+    other = problem(30, 4, seed=7)  # 4 devices: a size it never saw
+    start_us = simulate(other, seeded_start(other, Evaluator(other), cfg.seeds, 0).placement).objective_us
+    assert start_us <= run_method("heft", other, Budget(1), seed=0).sim.objective_us
+    zero = GIPH_METHOD.place(other, trained, 0, Evaluator(other, limit=150), cfg)
+    blind = GIPH_METHOD.place(other, untrained, 0, Evaluator(other, limit=150), cfg)
+    assert zero.cost.placements == 150 and blind.sim.objective_us <= start_us
+    assert zero.sim.objective_us < 0.9 * start_us and zero.sim.objective_us < 0.95 * blind.sim.objective_us
+    # later episodes start from the best with ``kick`` random relocations
+    ctx = make_ctx(other, 64)
+    ev = Evaluator(other)
+    ev.simulate(ctx.gp.expand(start_actions(ctx, "best", ev, np.random.default_rng(0), True, cfg.seeds)))
+    best = start_actions(ctx, "best", ev, np.random.default_rng(0), False, cfg.seeds)
+    kicked = start_actions(ctx, "best", ev, np.random.default_rng(0), False, cfg.seeds, kick=2)
+    assert 1 <= int((kicked != best).sum()) <= 2

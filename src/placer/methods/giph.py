@@ -9,9 +9,14 @@ the number of tasks or devices, so one policy places task graphs on clusters it 
   device it is on now is masked, so every action moves a task); the reward is the improvement
   r_t = (C(p_t) - C(p_{t+1})) / LB, C the simulated, memory-penalised step time and LB the problem's
   lower bound (critical path, load), so rewards are schedule-length ratios alike on any graph; an
-  episode lasts ``episode`` relocations and starts, in the paper, from a random placement
-  (``start="random"``, :meth:`GiPHConfig.paper`); ours by default from the best placement evaluated
-  so far (``start="best"``), so later episodes keep improving it.
+  episode lasts ``episode`` relocations. Training episodes (:meth:`GiPH.train`) start, as in the
+  paper, from random placements (``train_start="random"``), where improving moves abound, so the
+  policy learns which relocations improve a placement. Placing episodes start by default
+  (``start="best"``, ours) from the best placement evaluated so far with ``kick`` random relocations,
+  the first from the best of the classical list schedulers ``seeds`` (HEFT, critical-path m-ETF;
+  each simulated once, counted in the budget), so the policy's sampling keeps searching around
+  the best instead of walking from it; the paper's every episode from a random placement is
+  ``start="random"`` (:meth:`GiPHConfig.paper`).
 * gpNet (section 4.2, :func:`gpnet`): one node per feasible (task, device) pair; for every edge u -> v
   of the task graph, edges from u's current pair (u, p(u)) to every option (v, d) of v, and from every
   option (u, d) of u to v's current pair (v, p(v)). A pair's features are the task's compute time on
@@ -52,6 +57,7 @@ from placer.methods.graph_ppo import node_actions, torch_geometric_available
 from placer.methods.learned import register_learned
 from placer.methods.learned_support import PolicyFields, Progress, StatePolicyMethod
 from placer.methods.memory_fallback import fit_in_memory
+from placer.methods.seeding import SEEDS_HELP, seed_names_ok, seeded_start
 from placer.nn.threads import one_thread
 
 FORMAT = "placer-giph-1"
@@ -73,7 +79,10 @@ class GiPHConfig(PolicyFields, MethodConfig):
     entropy: float = 0.01  # entropy bonus coefficient (ours)
     baseline_decay: float = 0.9  # per-step baseline: weight of the old mean when an episode is added (ours)
     grad_clip: float = 1.0  # max gradient norm (ours)
-    start: str = "best"  # each episode's start: best (ours: the best placement so far; the first episode from fastest), fastest (every node on its fastest device), random (the paper's)
+    start: str = "best"  # each placing episode's start: best (ours: the best placement so far, kicked; the first from ``seeds``), fastest (every node on its fastest device), random (the paper's)
+    seeds: str = "heft:free,heft,m-etf:free,m-etf"  # start="best": the first episode starts from the best of these classical heuristics, each simulated once (ours; "": every node on its fastest device)
+    kick: int = 2  # start="best": random relocations applied to the best placement at each later episode's start (ours)
+    train_start: str = "random"  # each training episode's start in ``train`` (the paper's random placement; or best, fastest)
     policy: Any = None  # a trained policy (its state dict) to place with (None: search mode, train from scratch)
     finetune: int = 0  # with a policy: REINFORCE updates (episodes) on this graph first; the rest of the budget places without updates
     progress: Any = None  # called with one dict per episode (None: nothing)
@@ -83,7 +92,8 @@ class GiPHConfig(PolicyFields, MethodConfig):
         """The paper's settings where the fields express them (Hu et al. 2023, section 4.1: every
         episode starts from a random placement), ``overrides`` applied: ``start="random"`` and
         ``episode=0`` (an episode of as many relocations as tasks: the text we could read does not
-        state the length; one move per task is our reading). The text we could read states no number
+        state the length; one move per task is our reading); ``train_start`` is the paper's random
+        start by default, and ``seeds`` and ``kick`` only act with ``start="best"``. The text we could read states no number
         for ``hidden``, ``mp_steps``, ``gamma``, ``lr``, ``entropy``, ``baseline_decay`` or
         ``grad_clip``: those stay this project's. Not expressible by the fields: the memory fallback
         after the first episode (:mod:`placer.methods.memory_fallback`, ours) always runs when
@@ -97,6 +107,8 @@ class GiPHConfig(PolicyFields, MethodConfig):
                 (self.lr >= 0, "lr", ">= 0"), (self.entropy >= 0, "entropy", ">= 0"),
                 (0 <= self.baseline_decay < 1, "baseline_decay", "in [0, 1)"), (self.grad_clip >= 0, "grad_clip", ">= 0"),
                 (self.start in ("random", "fastest", "best"), "start", "random, fastest or best"),
+                (self.train_start in ("random", "fastest", "best"), "train_start", "random, fastest or best"),
+                (seed_names_ok(self.seeds), "seeds", f"{SEEDS_HELP} (or empty)"), (self.kick >= 0, "kick", ">= 0"),
                 (self.finetune >= 0, "finetune", ">= 0")]
 
 
@@ -368,16 +380,26 @@ def reinforce_loss(net, opt, steps: list[tuple[GpNet, int]], rewards: list[float
     return total
 
 
-def start_actions(ctx: Ctx, how: str, ev: Evaluator, rng, first: bool) -> np.ndarray:
+def start_actions(ctx: Ctx, how: str, ev: Evaluator, rng, first: bool, seeds: str = "", kick: int = 0) -> np.ndarray:
     """An episode's start placement (action per node): random (a uniformly random feasible device per
     node), fastest (each node's fastest device; one device for all when one runs them fastest), best
-    (the best placement ``ev`` has evaluated; fastest before there is one)."""
+    (the best placement ``ev`` has evaluated with ``kick`` random relocations; the first episode's
+    from the best of the classical heuristics ``seeds``, simulated through ``ev``; fastest without)."""
     gp = ctx.gp
     if how == "random":
         u = rng.random(gp.feasible.shape) * gp.feasible
         return np.argmax(u + gp.feasible, axis=1).astype(np.int64)
     if how == "best" and not first and ev.best is not None:
-        return node_actions(gp, ev.best)
+        acts = node_actions(gp, ev.best)
+        for v in rng.integers(0, gp.n_groups, size=kick):
+            other = np.flatnonzero(gp.feasible[v] & (np.arange(gp.n_actions) != acts[v]))
+            if len(other):
+                acts[v] = other[rng.integers(len(other))]
+        return acts
+    if how == "best" and seeds and ev is not None:
+        got = seeded_start(ctx.problem, ev, seeds, 0)
+        if got is not None:
+            return node_actions(gp, got.placement)
     tot = np.where(gp.feasible.all(axis=0), np.where(gp.feasible, gp.compute_us, 0.0).sum(axis=0), np.inf)
     if np.isfinite(tot).any():
         return np.full(gp.n_groups, int(np.argmin(tot)), dtype=np.int64)
@@ -484,7 +506,7 @@ class GiPH(StatePolicyMethod):
                      f"{len(ctx.task)} gpNet pairs; episodes of {T} relocations from a {cfg.start} start")]
             n_ep = updates = 0
             while room():
-                acts = start_actions(ctx, cfg.start, ev, rng, first=n_ep == 0)
+                acts = start_actions(ctx, cfg.start, ev, rng, n_ep == 0, cfg.seeds, cfg.kick)
                 steps, rewards = episode(net, ctx, ev, acts, T, gen, room)
                 n_ep += 1
                 learn = policy is None or updates < cfg.finetune
@@ -511,8 +533,9 @@ class GiPH(StatePolicyMethod):
     def train(self, problems: list, cfg: GiPHConfig, seed: int, sim_params=None, *, placements: int | None = None,
               progress: Progress | None = None) -> dict:
         """One policy trained on ``problems`` (any graphs, any clusters: GiPH section 4): episodes go
-        round-robin over them, an update after each, until ``placements`` simulations in all (shared
-        equally; None: ``cfg.placements`` per problem) are spent. Returns the policy state."""
+        round-robin over them, each from a ``cfg.train_start`` placement, an update after each, until
+        ``placements`` simulations in all (shared equally; None: ``cfg.placements`` per problem) are
+        spent. Returns the policy state."""
         import torch
 
         if not problems:
@@ -537,7 +560,7 @@ class GiPH(StatePolicyMethod):
                 if done[i]:
                     continue
                 ctx, ev = ctxs[i], evs[i]
-                acts = start_actions(ctx, cfg.start, ev, rng, first=ev.best is None)
+                acts = start_actions(ctx, cfg.train_start, ev, rng, ev.best is None, cfg.seeds, cfg.kick)
                 steps, rewards = episode(net, ctx, ev, acts, cfg.episode or ctx.gp.n_groups, gen,
                                          lambda ev=ev: not ev.out_of_budget())
                 if steps and cfg.lr > 0:
@@ -554,7 +577,7 @@ class GiPH(StatePolicyMethod):
 @register("giph", "GiPH: gpNet of (task, device) pairs, GNN along the task graph, relocate one task per step, "
           "REINFORCE on step-time improvements", "learned", GiPHConfig,
           paper="Hu et al., MLSys 2023, GiPH: Generalizable Placement Learning for Adaptive Heterogeneous Computing",
-          available=torch_geometric_available, version=1)
+          available=torch_geometric_available, version=2)
 def giph(problem, seed: int, ev: Evaluator, cfg: GiPHConfig):
     return GIPH_METHOD.run(problem, seed, ev, cfg)
 
