@@ -34,7 +34,8 @@ Search mode (``run``): Stages I-III on the one graph within the placement budget
 placement and the greedy placement after Stage I count one each, every episode one); the best
 placement evaluated is returned. Graphs with more ops than ``nodes`` are placed as that many
 Merge-and-Colocate groups (Placeto A.6, :mod:`placer.grouping`), so 20k-op graphs run; each episode
-embeds once and does O(devices x candidates) numpy work per step. ``DOPPLER_METHOD`` offers train
+embeds once and runs its steps in one compiled kernel (:func:`_rollout`), and an update scores a
+whole recorded episode in one batched pass (:func:`log_probs`). ``DOPPLER_METHOD`` offers train
 (several graphs: policy mode) / place / fine-tune (:mod:`placer.methods.learned`). What the paper
 specifies and what we chose, and measurements: docs/methods/doppler.md.
 """
