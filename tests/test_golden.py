@@ -38,7 +38,9 @@ from test_method_contract import contract_problem  # noqa: E402
 FIXTURE = Path(__file__).resolve().parent / "golden" / "golden.json"
 SEED = 3
 PLACEMENTS = 400
-FLOAT_SENSITIVE = frozenset({"hierarchical", "mars"})  # PyTorch float32 results seen to differ by processor
+# PyTorch float32 results seen to differ by processor (hierarchical, mars), or by float32 summation order alone
+# (doppler: a 2e-6 gradient difference changed when its imitation stage stopped; docs/methods/doppler.md)
+FLOAT_SENSITIVE = frozenset({"hierarchical", "mars", "doppler"})
 FLOAT_RTOL = 0.05
 
 
