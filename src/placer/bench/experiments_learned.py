@@ -51,7 +51,12 @@ LEARNED_SINCE = Experiment(
     ),
     methods=(
         Method("DOPPLER", "doppler"),
+        # ours: the same search with the network never updated (no imitation, learning rate 0): what
+        # DOPPLER's learning buys over sampling its untrained policy around HEFT's placement
+        Method("DOPPLER, frozen (ablation)", "doppler", params={"il_steps": 0, "lr": 0.0}),
         Method("GiPH", "giph"),
+        # ours: GiPH's search (list-scheduler start, kicked restarts) with its network never updated
+        Method("GiPH, frozen (ablation)", "giph", params={"lr": 0.0}),
         Method("GiPH (zero-shot)", "giph", params={"policy": "@policy:giph", "finetune": 0}),
         # a short fine-tune: 50 REINFORCE episodes on the row's problem, the rest of the budget placing
         Method("GiPH (fine-tuned)", "giph", params={"policy": "@policy:giph", "finetune": 50}),
@@ -72,6 +77,8 @@ LEARNED_SINCE = Experiment(
         Derived("DOPPLER vs critical path", reduction_vs("HEFT (critical path)", "DOPPLER")),
         Derived("GiPH zero-shot vs HEFT", reduction_vs("HEFT (critical path)", "GiPH (zero-shot)")),
         Derived("GiPH zero-shot vs local search", reduction_vs("local search", "GiPH (zero-shot)")),
+        Derived("DOPPLER's learning buys", reduction_vs("DOPPLER, frozen (ablation)", "DOPPLER")),
+        Derived("GiPH zero-shot's policy buys", reduction_vs("GiPH, frozen (ablation)", "GiPH (zero-shot)")),
     ),
     lower_bound_column=True,
     paper_notes=(
@@ -95,6 +102,10 @@ LEARNED_SINCE = Experiment(
         "other task graphs on 4-, 6- and 8-device networks; their rows' networks have other device counts, "
         "speeds and links, or are a training network after devices left and joined. Fine-tuned: 50 "
         "REINFORCE episodes on the row's problem, then placing without updates for the rest of the budget.",
+        "DOPPLER, frozen and GiPH, frozen (ablations, ours) run the same search with the network never "
+        "updated (DOPPLER: no imitation, learning rate 0; GiPH: learning rate 0, its untrained network "
+        "relocating from the same start): the gap to DOPPLER, GiPH and GiPH (zero-shot) is what their "
+        "learning buys.",
         "HEFT (critical path) is both papers' list-scheduling baseline: ops in order of upward rank (their "
         "critical path to the exit), each on the device where it finishes first, under the simulator's "
         "communication model; it is also DOPPLER's Stage I teacher. m-ETF is Baechi's memory-aware "

@@ -78,7 +78,7 @@ class DopplerConfig(PolicyFields, MethodConfig):
     il_patience: int = 100  # Stage I: also stopped after this many updates without the loss falling 1% (ours)
     il_lr: float = 1e-3  # Stage I Adam learning rate (paper)
     il_entropy: float = 1e-3  # Stage I entropy bonus (paper)
-    lr: float = 1e-4  # Stages II and III Adam learning rate, decayed linearly to 0 over each stage (paper)
+    lr: float = 1e-4  # Stages II and III Adam learning rate, decayed linearly to 0 over each stage (paper; 0: never updated)
     epsilon: float = 0.2  # Stages II and III epsilon-greedy exploration of SEL and PLC, decayed linearly to 0 (paper)
     entropy: float = 0.0  # Stages II and III entropy bonus (paper)
     batch: int = 1  # episodes per REINFORCE update (paper: an update per episode)
@@ -99,7 +99,7 @@ class DopplerConfig(PolicyFields, MethodConfig):
                 (self.hidden >= 1, "hidden", ">= 1"), (self.layers >= 0, "layers", ">= 0"),
                 (self.teacher in ("heft", "m-etf"), "teacher", "heft or m-etf"),
                 (self.il_steps >= 0, "il_steps", ">= 0"), (self.il_patience >= 1, "il_patience", ">= 1"), (self.il_lr > 0, "il_lr", "> 0"),
-                (self.il_entropy >= 0, "il_entropy", ">= 0"), (self.lr > 0, "lr", "> 0"),
+                (self.il_entropy >= 0, "il_entropy", ">= 0"), (self.lr >= 0, "lr", ">= 0 (0: Stages II and III never update the network)"),
                 (0 <= self.epsilon <= 1, "epsilon", "in [0, 1]"), (self.entropy >= 0, "entropy", ">= 0"),
                 (self.batch >= 1, "batch", ">= 1"), (0 <= self.sim_share <= 1, "sim_share", "in [0, 1]"),
                 (self.grad_clip >= 0, "grad_clip", ">= 0"), (self.finetune >= 0, "finetune", ">= 0"),
