@@ -60,3 +60,20 @@ def test_policy_train_then_place_through_files(method, graph, tmp_path, capsys, 
     other = "colocrl" if method == "gdp" else "gdp"
     code, _, err = run_cli(capsys, monkeypatch, "policy", "place", graph, "-m", other, "--policy", pt, "-c", "k80x2")
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_policy_train_on_several_clusters_then_place_on_another(tmp_path, capsys, monkeypatch):
+    """`placer policy train -c A -c B`: every graph on each cluster (GiPH's policy places any cluster);
+    the policy then places a generated graph on a network of another size."""
+    pt = tmp_path / "giph.pt"
+    code, out, err = run_cli(capsys, monkeypatch, "policy", "train", "-m", "giph", "-g", "giph:tasks=12,seed=1",
+                             "-g", "giph:tasks=12,seed=2", "-c", "giph-net:devices=3,seed=1",
+                             "-c", "giph-net:devices=5,seed=2", "--budget", "40", "-o", pt, "--json")
+    assert code == 0 and pt.exists(), err
+    data = json.loads(out)
+    assert len(data["graphs"]) == 4 and len(set(data["clusters"])) == 2
+    code, out, err = run_cli(capsys, monkeypatch, "policy", "place", "giph:tasks=15,seed=9", "-m", "giph", "--policy",
+                             pt, "-c", "giph-net:devices=4,seed=7", "--budget", "20", "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["params"]["policy"] == "given" and 0 < res["placements_sampled"] <= 20

@@ -1,6 +1,7 @@
 """`placer policy train` and `placer policy place`: the learned-method protocol
 (:mod:`placer.methods.learned`) for every learned method with a transferable policy (GDP, Mars,
-ColocRL, the Hierarchical Planner, Placeto): train a policy on one or more graphs and write its
+ColocRL, the Hierarchical Planner, Placeto, DOPPLER, GiPH): train a policy on one or more graphs (on
+one or more clusters) and write its
 state, place a graph with a written policy (zero-shot, or fine-tuned first with
 ``--set finetune=N``). The method's hyperparameters are its config's, changed with ``--set``.
 (`placer train` / `placer place` keep Placeto's paper-specific options.)
@@ -46,7 +47,9 @@ def train(graph: List[str] = typer.Option(..., "--graph", "-g", help="train on t
           method: str = typer.Option(..., "--method", "-m", help="a learned method: placeto, gdp, mars, colocrl, hierarchical, doppler or giph"),
           out: str = typer.Option(..., "--out", "-o", help="policy state to write (read back with weights_only)",
                                   callback=output_file),
-          cluster: str = typer.Option("k80x4", "--cluster", "-c", help="preset name or cluster JSON"),
+          cluster: List[str] = typer.Option(["k80x4"], "--cluster", "-c",
+                                            help="preset name or cluster JSON (repeat for several: every graph on "
+                                                 "each, for a method whose policy places any cluster, as GiPH's)"),
           budget: Optional[int] = BudgetOpt,
           params: List[str] = typer.Option([], "--set", help="a method parameter KEY=VALUE (repeatable)"),
           log: Optional[str] = typer.Option(None, help="JSON lines log, one line per training update", callback=output_file),
@@ -58,7 +61,7 @@ def train(graph: List[str] = typer.Option(..., "--graph", "-g", help="train on t
 
     m = _learned(method)
     cfg = _config(method, params)
-    problems = [load_problem(g, cluster) for g in graph]
+    problems = [load_problem(g, c) for c in cluster for g in graph]
     lines, progress = _log(log)
     try:
         with console.status(f"training {method} on {len(problems)} graph(s) ...", spinner="dots"):
@@ -67,8 +70,10 @@ def train(graph: List[str] = typer.Option(..., "--graph", "-g", help="train on t
         if lines is not None:
             lines.close()
     write_checkpoint(m.policy_state(policy), out)
-    data = {"method": method, "out": str(out), "graphs": [P.graph.name for P in problems], "placements": budget}
-    _emit(data, as_json, lambda d: err_console.print(f"trained {method} on {len(d['graphs'])} graph(s); wrote {out}"))
+    data = {"method": method, "out": str(out), "graphs": [P.graph.name for P in problems],
+            "clusters": [P.cluster.name for P in problems], "placements": budget}
+    _emit(data, as_json, lambda d: err_console.print(f"trained {method} on {len(graph)} graph(s) x {len(cluster)} "
+                                                     f"cluster(s); wrote {out}"))
 
 
 @policy_app.command("place")
