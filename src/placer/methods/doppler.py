@@ -388,16 +388,23 @@ def imitate(net, ctxs: list[Ctx], records: list[Record], cfg: DopplerConfig, pro
             best = (info["il_loss"], step)
         if (info["sel_acc"] >= 1.0 and info["plc_acc"] >= 1.0) or step - best[1] >= cfg.il_patience:
             break
-        opt.zero_grad()
-        loss.backward()
-        if cfg.grad_clip:
-            torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
-        opt.step()
+        _step(opt, net, loss, cfg.grad_clip)
         info["il_steps"] = step + 1
         if progress is not None and step % cfg.log_every == 0:
             progress({"method": "doppler", "stage": 1, "step": step, "loss": info["il_loss"],
                       "sel_acc": info["sel_acc"], "plc_acc": info["plc_acc"]})
     return info
+
+
+def _step(opt, net, loss, grad_clip: float) -> None:
+    """One optimizer step on ``loss``, the gradient norm clipped at ``grad_clip`` (0: not clipped)."""
+    import torch
+
+    opt.zero_grad()
+    loss.backward()
+    if grad_clip:
+        torch.nn.utils.clip_grad_norm_(net.parameters(), grad_clip)
+    opt.step()
 
 
 # ---------------------------------------------------------------------- Stages II and III: REINFORCE (4.3, 4.4)
@@ -436,11 +443,7 @@ def reinforce(net, ctxs: list[Ctx], evs: list[Evaluator], episodes: int, cfg: Do
             ran = True
         if not ran:
             break
-        opt.zero_grad()
-        loss.backward()
-        if cfg.grad_clip:
-            torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
-        opt.step()
+        _step(opt, net, loss, cfg.grad_clip)
         done += 1
         if progress is not None and done % cfg.log_every == 0:
             progress({"method": "doppler", "stage": stage, "update": done, "epsilon": eps,
