@@ -151,6 +151,3 @@ def cluster_fingerprint(c) -> str:
     _h(h, c.latency_us)
     return h.hexdigest()[:16]
 
-
-def file_fingerprint(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]

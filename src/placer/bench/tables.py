@@ -291,6 +291,3 @@ def unavailable(plan: Plan) -> dict[str, list[str]]:
     return {"methods": [f"{k} ({v})" for k, v in methods.items()],
             "graphs": [f"{k} ({v})" for k, v in graphs.items()]}
 
-
-def method_label_list(methods: tuple[Method, ...]) -> str:
-    return ", ".join(f"{m.label} = `{m.method}`" for m in methods)

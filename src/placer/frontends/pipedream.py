@@ -40,16 +40,6 @@ def is_pipedream_line(line: str) -> bool:
     return bool(_NODE.match(line.rstrip("\r\n")))
 
 
-def is_pipedream(path) -> bool:
-    from placer.io import read_input_bytes
-
-    try:
-        head = read_input_bytes(path)[:4096].split(b"\n", 1)[0].decode("utf-8", "replace")
-    except InputError:
-        return False
-    return is_pipedream_line(head)
-
-
 def load_pipedream(path, name: str | None = None) -> OpGraph:
     path = str(path)
     from placer.io import read_input_bytes

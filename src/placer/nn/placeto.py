@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -132,6 +131,3 @@ def entropy_of(logits: torch.Tensor) -> torch.Tensor:
 def count_parameters(net: nn.Module) -> int:
     return int(sum(p.numel() for p in net.parameters()))
 
-
-def as_numpy(t: torch.Tensor) -> np.ndarray:
-    return t.detach().cpu().numpy()

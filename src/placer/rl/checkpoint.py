@@ -9,13 +9,6 @@ from pathlib import Path
 from placer.rl.policy import PlacetoPolicy
 
 
-def save_checkpoint(state: dict, path: str | Path) -> None:
-    """Write ``state`` to ``path`` atomically (:func:`placer.io.write_checkpoint`)."""
-    from placer.io import write_checkpoint
-
-    write_checkpoint(state, path)
-
-
 def load_policy(path: str | Path) -> PlacetoPolicy:
     """The Placeto policy in the file ``path`` (:func:`placer.io.read_checkpoint`), labelled with the
     path; bad files raise InputError."""

@@ -159,11 +159,11 @@ class PolicyTrainer:
     graph g's placements within its budget. Same seed, same updates: every random draw comes from a
     generator seeded by (seed, update, graph)."""
 
-    def __init__(self, policy, graphs: list, scorers: list, settings: TrainSettings, *, log_path=None,
+    def __init__(self, policy, graphs: list, scorers: list, settings: TrainSettings, *,
                  progress: Callable[[dict], None] | None = None, log_every: int = 10, logger=None, label: str = "ppo",
                  clock_start: float | None = None):
         """``progress`` gets one record per update (:mod:`placer.methods.learned`: methods know no
-        files); ``log_path`` appends the same records to a file, for the methods that still take a path."""
+        files; the CLI writes the records with :class:`placer.io.JsonLines`)."""
         import logging
         import time
 
@@ -177,7 +177,7 @@ class PolicyTrainer:
         self.used = [0 for _ in graphs]  # placements simulated per graph
         self.best = [{"objective_us": float("inf"), "placement": None, "at": 0} for _ in graphs]
         self.history: list[list[float]] = [[] for _ in graphs]  # mean objective (us) of each update's batch
-        self.log_path, self.progress, self.log_every = log_path, progress, max(1, int(log_every))
+        self.progress, self.log_every = progress, max(1, int(log_every))
         self.logger = logger or logging.getLogger(f"placer.{label}")
         self.label = label
         self.stopped = False
@@ -193,7 +193,7 @@ class PolicyTrainer:
         import time
 
         t0 = time.perf_counter()
-        rows, logps, advs, acts, gidx = [], [], [], [], []
+        logps, advs, acts, gidx = [], [], [], []
         objs_all = []
         for g, (graph, scorer) in enumerate(zip(self.graphs, self.scorers)):
             room = scorer.room()
@@ -236,17 +236,8 @@ class PolicyTrainer:
         return line
 
     def _log(self, line: dict) -> None:
-        import json
-
         if self.progress is not None:
             self.progress({"method": self.label, **line})
-        if self.log_path:
-            from pathlib import Path
-
-            p = Path(self.log_path)
-            p.parent.mkdir(parents=True, exist_ok=True)
-            with open(p, "a") as f:
-                f.write(json.dumps({"method": self.label, **line}) + "\n")
         if self.update % self.log_every == 0:
             best = min(b["objective_us"] for b in self.best)
             self.logger.info("%s update %d: %d placements, best %.3f ms, entropy %.3f", self.label, self.update,
