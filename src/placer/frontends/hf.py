@@ -65,7 +65,7 @@ def hf_recipe(name: str, sets: dict | None = None, optimizer: str = "sgd-momentu
     shape = {k: sets.pop(k) for k in INPUT_KEYS if k in sets}
     for k, v in shape.items():
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise InputError(f"hf:{name}", f"{k}={v!r}", "is not a positive integer", f"e.g. --set {k}=8")
+            raise InputError(f"hf:{name}", f"{k}={v!r}", "is not a positive integer", f"e.g. {k}=8")
     return {"kind": "hf", "name": name, "config": sets, "batch": shape.get("batch", DEFAULT_BATCH),
             "seq": shape.get("seq", DEFAULT_SEQ), "optimizer": optimizer, "loss": "auto", "seed": seed}
 
@@ -88,7 +88,7 @@ def make_config(recipe: dict):
     cfg = cfg_cls()
     for k, v in recipe.get("config", {}).items():
         if not hasattr(cfg, k):
-            raise InputError(f"hf:{recipe['name']}", f"--set {k}", f"is not an option of {cfg_cls.__name__}",
+            raise InputError(f"hf:{recipe['name']}", f"option {k}", f"is not an option of {cfg_cls.__name__}",
                              "use a field of the config class (or batch / seq)")
         setattr(cfg, k, v)
     cfg.use_cache = False
@@ -156,7 +156,7 @@ def build_hf(recipe: dict, device: str = "cpu"):
             model = model_cls(cfg) if model_cls is not None else tf.AutoModelForCausalLM.from_config(cfg)
     except Exception as e:
         raise InputError(f"hf:{recipe['name']}", "model", f"could not be built ({type(e).__name__}: {e})",
-                         "check the --set values") from e
+                         "check the options") from e
     model.train()
     b, s = int(recipe.get("batch", DEFAULT_BATCH)), int(recipe.get("seq", DEFAULT_SEQ))
     gen = torch.Generator().manual_seed(int(recipe.get("seed", 0)) + 1)

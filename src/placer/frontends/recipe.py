@@ -38,22 +38,22 @@ def parse_input_spec(text: str, batch: int) -> dict:
     with the batch dimension prepended."""
     parts = text.split(":")
     if not 1 <= len(parts) <= 3 or not parts[0]:
-        raise InputError("--input", f"'{text}'", "is not SHAPE[:DTYPE[:HIGH]]", "e.g. --input 3x224x224 or --input 128:int64:30000")
+        raise InputError("input", f"'{text}'", "is not SHAPE[:DTYPE[:HIGH]]", "e.g. 3x224x224 or 128:int64:30000")
     try:
         shape = [int(s) for s in parts[0].lower().replace(",", "x").split("x") if s != ""]
     except ValueError:
-        raise InputError("--input", f"'{text}'", f"shape '{parts[0]}' is not integers joined by 'x'", "e.g. 3x224x224") from None
+        raise InputError("input", f"'{text}'", f"shape '{parts[0]}' is not integers joined by 'x'", "e.g. 3x224x224") from None
     if any(s < 1 for s in shape) or batch < 1:
-        raise InputError("--input", f"'{text}'", "has a dimension below 1", "use positive sizes (and --batch >= 1)")
+        raise InputError("input", f"'{text}'", "has a dimension below 1", "use positive sizes (and a batch of at least 1)")
     dtype = parts[1] if len(parts) > 1 and parts[1] else "float32"
     if dtype not in DTYPES:
-        raise InputError("--input", f"'{text}'", f"dtype '{dtype}' is not supported", f"use one of {', '.join(DTYPES)}")
+        raise InputError("input", f"'{text}'", f"dtype '{dtype}' is not supported", f"use one of {', '.join(DTYPES)}")
     spec = {"shape": [batch, *shape], "dtype": dtype}
     if len(parts) == 3:
         try:
             spec["high"] = int(parts[2])
         except ValueError:
-            raise InputError("--input", f"'{text}'", f"HIGH '{parts[2]}' is not an integer", "e.g. 128:int64:30000") from None
+            raise InputError("input", f"'{text}'", f"HIGH '{parts[2]}' is not an integer", "e.g. 128:int64:30000") from None
     return spec
 
 
@@ -65,7 +65,7 @@ def parse_sets(items) -> dict:
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise InputError("--set", f"'{item}'", "is not KEY=VALUE", "e.g. --set n_layer=2")
+            raise InputError("option", f"'{item}'", "is not KEY=VALUE", "e.g. n_layer=2")
         try:
             out[key.strip()] = json.loads(value)
         except json.JSONDecodeError:
@@ -144,7 +144,7 @@ def loss_function(loss: str):
         if isinstance(out, (tuple, list)):
             out = out[0]
         if not isinstance(out, torch.Tensor):
-            raise InputError("--loss", loss, f"the model returned a {type(out).__name__}", "return a tensor from forward")
+            raise InputError("loss", loss, f"the model returned a {type(out).__name__}", "return a tensor from forward")
         return out
 
     if loss == "auto":
@@ -161,7 +161,7 @@ def loss_function(loss: str):
         return ce
     if ":" in loss:
         return load_callable(loss, "loss function")
-    raise InputError("--loss", f"'{loss}'", "is not a loss", f"use one of {', '.join(LOSSES)} or FILE.py:FUNCTION")
+    raise InputError("loss", f"'{loss}'", "is not a loss", f"use one of {', '.join(LOSSES)} or FILE.py:FUNCTION")
 
 
 def build_factory(recipe: dict, device: str = "cpu"):
@@ -177,7 +177,7 @@ def build_factory(recipe: dict, device: str = "cpu"):
         raise
     except Exception as e:
         raise InputError(recipe["target"], "factory", f"raised {type(e).__name__}: {e}",
-                         "check the factory and its --set arguments") from e
+                         "check the factory and its keyword options") from e
     inputs = None
     if isinstance(made, (tuple, list)) and len(made) == 2 and isinstance(made[0], torch.nn.Module):
         made, inputs = made
@@ -188,7 +188,7 @@ def build_factory(recipe: dict, device: str = "cpu"):
     if recipe.get("inputs"):
         inputs = make_inputs(recipe["inputs"], recipe.get("seed", 0), device)
     elif inputs is None:
-        raise InputError(recipe["target"], "inputs", "are not given", "pass --input SHAPE[:DTYPE] or return (module, inputs) from the factory")
+        raise InputError(recipe["target"], "inputs", "are not given", "give inputs as SHAPE[:DTYPE] (the CLI's --input) or return (module, inputs) from the factory")
     else:
         inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
     made.train()
