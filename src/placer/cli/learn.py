@@ -48,6 +48,18 @@ def family_problems(family: str, cluster: str, split: str):
     return [Problem(g, c) for g in graphs]
 
 
+def _placed(P, res, out) -> dict:
+    """The summary a policy's placement prints (its result and the problem's lower bound), the
+    placement written to ``out`` first when given."""
+    from placer.frontends.native import save_placement
+
+    data = res.summary()
+    data["lower_bound_us"] = P.lower_bound_us
+    if out is not None:
+        save_placement(out, P.graph, P.cluster, res.placement.devices, result=data)
+    return data
+
+
 def _log(path):
     """(the JSON-lines log at ``path``, or None; the progress callback that writes one record a line,
     numbers that are not finite as null)."""
@@ -211,7 +223,6 @@ def place(graph: str = typer.Argument(..., help="graph file or built-in name"),
           as_json: bool = typer.Option(False, "--json")):
     """Place a graph with a trained Placeto policy (zero-shot, or after --finetune N episodes)."""
     _need_torch()
-    from placer.frontends.native import save_placement
     from placer.methods import Budget, run_method
     from placer.rl.checkpoint import load_policy
 
@@ -227,10 +238,7 @@ def place(graph: str = typer.Argument(..., help="graph file or built-in name"),
     finally:
         if lines is not None:
             lines.close()
-    data = res.summary()
-    data["lower_bound_us"] = P.lower_bound_us
-    if out is not None:
-        save_placement(out, P.graph, P.cluster, res.placement.devices, result=data)
+    data = _placed(P, res, out)
 
     def render(d):
         console.print(f"placeto: step time {_us(d['step_time_us'])} (objective {_us(d['objective'])}, lower bound "

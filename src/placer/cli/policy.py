@@ -87,7 +87,7 @@ def place(graph: str = typer.Argument(..., help="graph file or built-in name"),
           seed: int = typer.Option(0, callback=seed_option),
           sim: str = SimOpt, as_json: bool = typer.Option(False, "--json")):
     """Place a graph with a written policy (zero-shot, or fine-tuned first: --set finetune=N)."""
-    from placer.frontends.native import save_placement
+    from placer.cli.learn import _placed
     from placer.methods import Budget, run_method
 
     _learned(method)
@@ -95,10 +95,7 @@ def place(graph: str = typer.Argument(..., help="graph file or built-in name"),
     P = load_problem(graph, cluster)
     with console.status(f"{method} policy on {P.graph.name} ...", spinner="dots"):
         res = run_method(method, P, Budget(budget), seed, sim_params(sim), config=cfg)
-    data = res.summary()
-    data["lower_bound_us"] = P.lower_bound_us
-    if out is not None:
-        save_placement(out, P.graph, P.cluster, res.placement.devices, result=data)
+    data = _placed(P, res, out)
 
     def render(d):
         console.print(f"{method}: step time {_us(d['step_time_us'])} (lower bound {_us(d['lower_bound_us'])})"
