@@ -178,7 +178,7 @@ def test_the_start_is_simulated_first_counted_and_never_lost(method):
 
     P = problem(60, cluster="k80x4")
     kw = SMALL if method == "gdp" else dict(hidden=16, gnn_layers=1, seq_hidden=16, segment=8, batch=4,
-                                           pretrain=False, start_steps=5)
+                                           pretrain=False)
     r = run_method(method, P, Budget(placements=120), seed=0, **kw)
     assert r.cost.placements == 120
     assert any(n.startswith("start: the ") for n in r.notes), r.notes
@@ -187,32 +187,6 @@ def test_the_start_is_simulated_first_counted_and_never_lost(method):
     assert r.sim.objective_us <= min(simulate(P, split).objective_us, simulate(P, single).objective_us) * (1 + 1e-9)
     n = run_method(method, P, Budget(placements=120), seed=0, **{**kw, "start": "none"})
     assert n.cost.placements == 120 and not any(x.startswith("start: ") for x in n.notes)
-
-
-def test_the_warm_start_raises_the_probability_of_its_target():
-    import math
-
-    import torch
-
-    from placer.methods.graph_ppo import warm_start
-    from placer.methods.mars import MarsConfig, make_mars_net
-
-    P = problem(40)
-    ctx = graph_ctx(P, 1024)
-    torch.manual_seed(0)
-    net = make_mars_net(MarsConfig(hidden=16, gnn_layers=1, seq_hidden=16, segment=8, pretrain=False),
-                        ctx.gp.n_actions, [ctx], 0)
-    target = np.arange(ctx.n) * ctx.gp.n_actions // ctx.n  # contiguous blocks, one per device
-    act = torch.as_tensor(target)[None, :]
-
-    def mean_prob():
-        with torch.no_grad():
-            return math.exp(float(net.evaluate(ctx, act)[0].mean()))
-
-    before = mean_prob()
-    steps, reached = warm_start(net, ctx, target, 0.8, 300)
-    assert before < 0.6 and 0 < steps < 300 and reached >= 0.8
-    assert mean_prob() == pytest.approx(reached, rel=1e-6)
 
 
 def test_progress_gets_one_line_per_ppo_update():
@@ -224,11 +198,13 @@ def test_progress_gets_one_line_per_ppo_update():
     assert np.array_equal(r.placement.devices, b.placement.devices)  # watching changes nothing
 
 
-def test_the_anchor_prior_gives_the_anchor_its_mass_and_gdp_learns_past_its_start():
+@pytest.mark.parametrize("method", ["gdp", "mars"])
+def test_the_anchor_prior_gives_the_anchor_its_mass_and_the_method_learns_past_its_start(method):
     """The logit prior puts probability m on each node's anchor device at equal network logits;
-    with it, GDP's default config returns a placement faster than its start on a graph where the
-    start is not optimal (before the anchor, its samples were several times slower than the start
-    and it returned the start itself, docs/methods/gdp.md)."""
+    with it, GDP's and Mars's default configs return a placement faster than their start on a graph
+    where the start is not optimal (before the anchor, GDP's samples were several times slower than
+    the start and Mars's all gathered on one GPU: both returned the start itself,
+    docs/methods/gdp.md, docs/methods/mars.md)."""
     from placer.methods.graph_ppo import anchor_prior, graph_ctx
 
     P = problem(60, cluster="k80x4")
@@ -236,8 +212,9 @@ def test_the_anchor_prior_gives_the_anchor_its_mass_and_gdp_learns_past_its_star
     target = np.arange(ctx.n) % ctx.gp.n_actions
     p = torch.softmax(torch.zeros(ctx.n, ctx.gp.n_actions) + anchor_prior(ctx.feasible, target, 0.97), dim=1)
     assert torch.allclose(p[torch.arange(ctx.n), torch.as_tensor(target)], torch.full((ctx.n,), 0.97), atol=1e-5)
-    r = run_method("gdp", P, Budget(placements=200), seed=0)
+    kw = {} if method == "gdp" else dict(hidden=32, gnn_layers=2, seq_hidden=32, segment=32, pretrain_epochs=20)
+    r = run_method(method, P, Budget(placements=200), seed=0, **kw)
     start = next(n for n in r.notes if n.startswith("start: the "))
     start_ms = float(start.rsplit("best ", 1)[1].split(" ms")[0].replace(",", ""))
-    assert r.cost.placements == 200 and any("anchored" in n for n in r.notes)
+    assert r.cost.placements == 200 and any("anchored" in n for n in r.notes), r.notes
     assert r.sim.objective_us / 1e3 < start_ms * 0.999, (r.sim.objective_us, start)

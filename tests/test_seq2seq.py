@@ -149,13 +149,13 @@ def test_bidirectional_encoder_shapes_and_masking():
     assert nxt.devices.shape == (5, 8)
 
 
-@pytest.mark.parametrize("bidirectional", [False, True])
+@pytest.mark.parametrize("bidirectional,with_prior", [(False, False), (True, False), (False, True)])
 @pytest.mark.parametrize("feed_aligned", [True, False])
-def test_teacher_forced_scoring_equals_the_step_loop(bidirectional, feed_aligned, monkeypatch):
+def test_teacher_forced_scoring_equals_the_step_loop(bidirectional, with_prior, feed_aligned, monkeypatch):
     """placer.nn.seq2seq.teacher_forced scores given devices in one pass over positions: the same
     log-probabilities, entropies, carried states and gradients as forward(actions=...), over two
-    segments (the second continuing the first's per-sample state), with a mask, with inputs that
-    differ per row, and with the attention computed in blocks of a few decoder steps."""
+    segments (the second continuing the first's per-sample state), with a mask, with a logit prior,
+    with inputs that differ per row, and with the attention computed in blocks of a few decoder steps."""
     from placer.nn import seq2seq
     from placer.nn.seq2seq import teacher_forced
 
@@ -164,20 +164,24 @@ def test_teacher_forced_scoring_equals_the_step_loop(bidirectional, feed_aligned
     x = torch.randn(1, 16, 5)
     mask = torch.rand(16, 4) > 0.3
     mask[torch.arange(16), torch.randint(0, 4, (16,))] = True
+    pr = 3.0 * torch.randn(16, 4) if with_prior else None
+    cut = (lambda lo, hi: None) if pr is None else (lambda lo, hi: pr[lo:hi])
     with torch.no_grad():
-        first = m(x[:, :9], mask[:9], samples=4, generator=torch.Generator().manual_seed(0))
-        second = m(x[:, 9:], mask[9:], state=first.state, generator=torch.Generator().manual_seed(1))
+        first = m(x[:, :9], mask[:9], samples=4, generator=torch.Generator().manual_seed(0), prior=cut(0, 9))
+        second = m(x[:, 9:], mask[9:], state=first.state, generator=torch.Generator().manual_seed(1),
+                   prior=cut(9, 16))
     acts = torch.cat([first.devices, second.devices], dim=1)
 
     def run(score):
         m.zero_grad()
-        a = score(x[:, :9], acts[:, :9], mask[:9], None)
-        b = score(x[:, 9:], acts[:, 9:], mask[9:], a.state)
+        a = score(x[:, :9], acts[:, :9], mask[:9], None, cut(0, 9))
+        b = score(x[:, 9:], acts[:, 9:], mask[9:], a.state, cut(9, 16))
         (a.log_prob.sum() + b.log_prob.sum() + 0.1 * (a.entropy.sum() + b.entropy.sum())).backward()
         return a, b, {k: p.grad.clone() for k, p in m.named_parameters()}
 
-    loop = run(lambda xx, aa, mm, st: m(xx, mm, samples=4 if st is None else None, actions=aa, state=st))
-    fused = run(lambda xx, aa, mm, st: teacher_forced(m, xx, aa, mm, st))
+    loop = run(lambda xx, aa, mm, st, pp: m(xx, mm, samples=4 if st is None else None, actions=aa, state=st,
+                                            prior=pp))
+    fused = run(lambda xx, aa, mm, st, pp: teacher_forced(m, xx, aa, mm, st, pp))
     for lo, fu in zip(loop[:2], fused[:2]):
         assert torch.equal(lo.devices, fu.devices)
         assert torch.allclose(lo.log_prob, fu.log_prob, atol=1e-4)
@@ -195,3 +199,18 @@ def test_teacher_forced_scoring_equals_the_step_loop(bidirectional, feed_aligned
     assert torch.allclose(lo.log_prob, fu.log_prob, atol=1e-4) and torch.allclose(lo.entropy, fu.entropy, atol=1e-4)
     with pytest.raises(ValueError):
         teacher_forced(m, torch.randn(2, 9, 5), acts[:, :9])
+
+
+def test_a_strong_logit_prior_holds_the_samples_on_its_devices_and_a_bad_shape_is_refused():
+    """A prior of +50 on one device per position outweighs the network's logits (at most C = 5 in
+    size): every sample and the greedy decode follow it; a prior of the wrong shape is refused."""
+    m = net(D=3, H=16)
+    target = torch.arange(10) % 3
+    pr = torch.zeros(10, 3)
+    pr[torch.arange(10), target] = 50.0
+    with torch.no_grad():
+        out = m(torch.randn(1, 10, 5), samples=6, generator=torch.Generator().manual_seed(0), prior=pr)
+        greedy = m(torch.randn(1, 10, 5), greedy=True, prior=pr)
+    assert torch.equal(out.devices, target.expand(6, 10)) and torch.equal(greedy.devices[0], target)
+    with pytest.raises(ValueError, match="prior"):
+        m(torch.randn(1, 10, 5), prior=torch.zeros(9, 3))

@@ -191,7 +191,7 @@ def make_gdp_net(cfg, n_actions: int, ctxs=None, seed: int = 0):
 
 
 ARCH_FIELDS = ("hidden", "gnn_layers", "attn_layers", "heads", "segment", "superposition")  # the network's shape
-GDP = PolicyKind("gdp", "placer-gdp-1", ARCH_FIELDS, make_gdp_net, anchor="prior")
+GDP = PolicyKind("gdp", "placer-gdp-1", ARCH_FIELDS, make_gdp_net)
 
 
 # ---------------------------------------------------------------------- the method

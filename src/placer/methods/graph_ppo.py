@@ -11,7 +11,8 @@ its network and a :class:`PolicyKind` naming them, and calls the driver here.
   placement budget, the best placement evaluated returned), or from a trained policy state
   (``cfg.finetune`` PPO updates on this graph, then the greedy placement). In search mode the start
   is simulated first (:func:`start_target`, ours, not in either paper) and the policy held near it
-  (:class:`Anchor`: GDP's logit prior that follows the best sample, Mars's warm start); after the first PPO update the memory fallback of
+  (:class:`Anchor`: a logit prior on the anchor's devices that follows the best sample); after the
+  first PPO update the memory fallback of
   :mod:`placer.methods.memory_fallback` runs (:func:`fallback_after_first`);
 * :func:`train`: batch training across graphs (GDP section 3.3): one policy, every update sampling
   ``cfg.batch`` placements of each graph;
@@ -93,7 +94,6 @@ class PolicyKind:
     format: str
     arch_fields: tuple[str, ...]
     make_net: Callable
-    anchor: str = "warm"  # how the policy is held near its anchor (:class:`Anchor`): "prior" or "warm"
 
 
 def policy_state(kind: PolicyKind, cfg, n_actions: int, trainer) -> dict:
@@ -173,7 +173,7 @@ def search(kind: PolicyKind, problem, seed: int, ev: Evaluator, cfg, *, policy: 
         if start is not None:
             notes.append(f"start: the {start[0]} placement ({ev.placements} placements simulated for it, best "
                          f"{ev.best_objective_us / 1e3:,.1f} ms)")
-            anchor = Anchor(kind, net, ctx, cfg, notes)
+            anchor = Anchor(ctx, cfg, notes)
             anchor.hold(start[1], ev.best_objective_us, f"the {start[0]} start")
         tr = PolicyTrainer(net, [ctx], [Scorer(ev)], settings(cfg, seed), log_every=cfg.log_every, label=name,
                            clock_start=started)
@@ -293,18 +293,6 @@ def start_target(problem, ctx: GraphCtx, ev: Evaluator, cfg) -> tuple[str, np.nd
     return k, cands[k]
 
 
-def warm_start(net, ctx: GraphCtx, target: np.ndarray, mass: float, max_steps: int) -> tuple[int, float]:
-    """Raise the policy's probability of ``target`` (N,) to a geometric mean per node of ``mass``
-    (:func:`placer.rl.warm.warm_start`, at most ``max_steps`` steps). Returns (steps, mean
-    probability reached)."""
-    import torch
-
-    from placer.rl.warm import warm_start as supervised
-
-    act = torch.as_tensor(np.asarray(target, dtype=np.int64))[None, :]
-    return supervised(lambda: -net.evaluate(ctx, act)[0].mean(), net.parameters(), mass, max_steps)
-
-
 def anchor_prior(feasible, target: np.ndarray, mass: float):
     """(N, A) logit prior that gives each node's ``target`` device probability ``mass`` when the
     network's own logits are equal: beta = log(mass / (1 - mass)) + log(A_v - 1) on the target, 0
@@ -321,40 +309,32 @@ def anchor_prior(feasible, target: np.ndarray, mass: float):
 
 class Anchor:
     """The placement the policy samples around (ours, not in either paper): first the start, then,
-    with ``cfg.follow_best``, the best sample whenever one beats it. Each node keeps its anchor
-    device with probability m = 1 - ``cfg.start_moves`` / N, so a sample moves about
-    ``start_moves`` of the N nodes off the anchor and PPO learns from the samples near it (a policy
-    sampled near uniform is many times slower than the start and never beats it, docs/methods/gdp.md).
-    The policy is held there as its kind says: ``"prior"`` (GDP), a logit prior on the anchor's
-    devices (:func:`anchor_prior`; a per-node output that sees no position cannot learn a split by
-    supervised steps), or ``"warm"`` (Mars), supervised steps toward the start until its mean
-    per-node probability reaches ``cfg.start_mass`` (:func:`warm_start`, at most
-    ``cfg.start_steps``; m and the following of the best do not apply, docs/methods/mars.md says
-    why). Nothing here is simulated."""
+    with ``cfg.follow_best``, the best sample whenever one beats it. A logit prior on the anchor's
+    devices (:func:`anchor_prior`, the graph's ``prior``, added to the network's logits) keeps each
+    node there with probability m = 1 - ``cfg.start_moves`` / N when the network's own logits are
+    equal, so a sample moves about ``start_moves`` of the N nodes off the anchor and PPO learns the
+    residual from the samples near it. A policy sampled near uniform is many times slower than the
+    start and never beats it (docs/methods/gdp.md); a supervised warm start toward the start does not
+    take with GDP's per-node outputs and, with Mars's decoder, leaves every sample after the first
+    update on one GPU (docs/methods/mars.md). Nothing here is simulated."""
 
-    def __init__(self, kind: PolicyKind, net, ctx: GraphCtx, cfg, notes: list[str]):
-        self.kind, self.net, self.ctx, self.cfg, self.notes = kind, net, ctx, cfg, notes
-        mass = (1.0 - cfg.start_moves / max(ctx.n, 1)) if kind.anchor == "prior" else cfg.start_mass
-        self.mass = min(1.0 - 1e-6, max(0.5, mass))
+    def __init__(self, ctx: GraphCtx, cfg, notes: list[str]):
+        self.ctx, self.cfg, self.notes = ctx, cfg, notes
+        self.mass = min(1.0 - 1e-6, max(0.5, 1.0 - cfg.start_moves / max(ctx.n, 1)))
         self.objective_us, self.moves = math.inf, 0
 
     def hold(self, target: np.ndarray, objective_us: float, what: str) -> None:
         """Make ``target`` (N,) the anchor (``objective_us`` its step time)."""
         self.target, self.objective_us = np.asarray(target, dtype=np.int64).copy(), float(objective_us)
-        if self.kind.anchor == "prior":
-            self.ctx.prior = anchor_prior(self.ctx.feasible, self.target, self.mass)
-            if not self.moves:
-                self.notes.append(f"policy anchored at {what}: logit prior, each node there with probability "
-                                  f"{self.mass:.4f}")
-        elif self.cfg.start_steps:
-            steps, reached = warm_start(self.net, self.ctx, self.target, self.mass, self.cfg.start_steps)
-            self.notes.append(f"policy warm-started toward it: {steps} steps, mean probability {reached:.3f}")
+        self.ctx.prior = anchor_prior(self.ctx.feasible, self.target, self.mass)
+        if not self.moves:
+            self.notes.append(f"policy anchored at {what}: logit prior, each node there with probability "
+                              f"{self.mass:.4f}")
 
     def follow(self, tr) -> None:
         """After a PPO update: move the anchor to the best sample when it beat the anchor."""
         best = tr.best[0]
-        if getattr(self.cfg, "follow_best", False) and best["placement"] is not None \
-                and best["objective_us"] < self.objective_us:
+        if self.cfg.follow_best and best["placement"] is not None and best["objective_us"] < self.objective_us:
             self.moves += 1
             self.hold(best["placement"], best["objective_us"], "the best sample")
 

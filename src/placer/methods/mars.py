@@ -30,13 +30,16 @@ Architecture, with our choices where the text we could read gives no number:
   log pi_old) / L_segment), the geometric mean of the per-op ratios (our choice: the ratio of a whole
   segment's joint probability would clip at once).
 
-The start (ours, not in the paper; ``start="none"`` is the paper's): as the Hierarchical Planner
-and Post here, the layer split with its cuts searched over 2..G GPUs (``split_search`` = 24
-simulations) and the whole graph on the fastest device are simulated first, counted in the budget
-(:func:`placer.methods.graph_ppo.start_target`); the policy is then warm-started toward the faster one by
-teacher-forced supervised steps until its mean per-node probability reaches ``start_mass`` = 0.9
-(at most ``start_steps`` = 50; nothing simulated). When nothing evaluated up to the first PPO update
-fits in memory, the memory fallback of :mod:`placer.methods.memory_fallback` runs, as for GDP.
+The start (ours, not in the paper; ``start="none"`` is the paper's): as GDP here, the layer split
+with its cuts searched over 2..G GPUs (``split_search`` = 24 simulations) and the whole graph on the
+fastest device are simulated first, counted in the budget
+(:func:`placer.methods.graph_ppo.start_target`), and the policy samples around an *anchor*, first the
+faster of the two, then the best sample whenever one beats it: a logit prior on each position's
+anchor device, added to the decoder's logits (``prior`` of :mod:`placer.nn.seq2seq`), keeps a node
+there with probability 1 - ``start_moves`` / N when the network's own logits are equal, and PPO
+learns the residual (:class:`placer.methods.graph_ppo.Anchor`; ``follow_best=False`` keeps the
+start). When nothing evaluated up to the first PPO update fits in memory, the memory fallback of
+:mod:`placer.methods.memory_fallback` runs, as for GDP.
 
 As a method (search mode) it trains on the one graph within the placement budget and returns the
 best placement evaluated. Given a trained ``policy`` (its state dict: ``MARS_METHOD.train``) it runs
@@ -83,10 +86,10 @@ class MarsConfig(PolicyFields, MethodConfig):
     finetune: int = 0  # with a policy: PPO updates on this graph before the greedy placement
     progress: Any = None  # called with one dict per PPO update (None: nothing)
     log_every: int = 10  # log a progress line (logger placer.mars) every this many updates
-    start: str = "best"  # best: the searched layer split or the fastest single device, whichever is faster, is simulated first and the policy warm-started toward it (ours; none: the paper's start)
+    start: str = "best"  # best: the searched layer split or the fastest single device, whichever is faster, is simulated first and anchors the samples (ours; none: the paper's start)
     split_search: int = 24  # simulations of that split's cut search, counted in the budget (ours)
-    start_mass: float = 0.9  # warm start: supervised steps until the start's mean per-node probability reaches this (ours)
-    start_steps: int = 50  # most warm-start steps (ours; docs/methods/mars.md)
+    start_moves: float = 2.0  # nodes a sample moves off its anchor on average: each keeps the anchor's device with probability 1 - start_moves / N (ours)
+    follow_best: bool = True  # the anchor moves to the best sample whenever one beats it (ours; False: it stays the start)
 
     @classmethod
     def paper(cls, **overrides) -> "MarsConfig":
@@ -95,7 +98,7 @@ class MarsConfig(PolicyFields, MethodConfig):
         ``overrides`` applied: the defaults are that design already (DGI pre-training on, the
         encoder fine-tuned, reward -sqrt(step ms) after the Hierarchical Planner), so only the
         start differs, the paper's (``start="none"``: no layer split or single device simulated
-        first and no warm start; ``split_search``, ``start_mass`` and ``start_steps`` then do
+        first and no anchor; ``split_search``, ``start_moves`` and ``follow_best`` then do
         nothing). The text this project read states no number for ``nodes``, ``hidden``,
         ``gnn_layers``, ``seq_hidden``, ``segment``, ``pretrain_epochs``, ``batch`` or ``lr``:
         those stay this project's. Not expressible by the fields: the memory fallback after the
@@ -105,8 +108,7 @@ class MarsConfig(PolicyFields, MethodConfig):
 
     def checks(self):
         return config_checks(self) + [(self.seq_hidden >= 1, "seq_hidden", ">= 1"),
-                                      (0 < self.start_mass < 1, "start_mass", "in (0, 1)"),
-                                      (self.start_steps >= 0, "start_steps", ">= 0"),
+                                      (self.start_moves > 0, "start_moves", "> 0"),
                                       (self.pretrain_epochs >= 0, "pretrain_epochs", ">= 0")]
 
 
@@ -137,11 +139,13 @@ def _net_class():
             z = self.embed(g)
             state, devs, lps, ents = None, [], [], []
             for s, e in segments(g.n, self.cfg.segment):
+                prior = None if g.prior is None else g.prior[s:e]  # the anchor's logit prior
                 if actions is not None:  # re-scoring a sampled batch: all positions at once
-                    out = teacher_forced(self.placer, z[s:e].unsqueeze(0), actions[:, s:e], g.feasible[s:e], state)
+                    out = teacher_forced(self.placer, z[s:e].unsqueeze(0), actions[:, s:e], g.feasible[s:e], state,
+                                         prior)
                 else:
                     out = self.placer(z[s:e].unsqueeze(0), g.feasible[s:e], samples=B if state is None else None,
-                                      greedy=greedy, generator=gen, state=state)
+                                      greedy=greedy, generator=gen, state=state, prior=prior)
                 state = out.state
                 devs.append(out.devices)
                 lps.append(out.log_prob / (e - s))
@@ -190,7 +194,7 @@ MARS = PolicyKind("mars", "placer-mars-1", ARCH_FIELDS, make_mars_net)
 # ---------------------------------------------------------------------- the method
 @register("mars", "Mars: DGI-pre-trained GCN encoder + segment-level seq2seq placer, PPO", "learned", MarsConfig,
           paper="Lan et al., Accelerated Device Placement Optimization with Contrastive Learning (Mars), ICPP 2021",
-          available=torch_geometric_available, version=1)
+          available=torch_geometric_available, version=2)
 def mars(problem, seed: int, ev: Evaluator, cfg: MarsConfig):
     return MARS_METHOD.run(problem, seed, ev, cfg)
 

@@ -19,8 +19,9 @@ The network, for a batch of B sequences of length L with F features and D device
 * attention (Bahdanau et al. 2015, additive / content-based): ``a_tj = softmax_j(v . tanh(W_e e_j +
   W_h h_t))``, context ``c_t = sum_j a_tj e_j``;
 * logits ``u_t = W_o [h_t; c_t]``, then ``C tanh(u_t / T)`` (HP section 3: tanh constant and
-  temperature), devices an input cannot run on set to -inf, and ``d_t`` drawn from the softmax
-  (or its argmax when greedy).
+  temperature), plus a caller's per-position logit ``prior`` when given (Mars holds its samples near
+  an anchor placement this way, :class:`placer.methods.graph_ppo.Anchor`), devices an input cannot
+  run on set to -inf, and ``d_t`` drawn from the softmax (or its argmax when greedy).
 
 Where the papers are silent and we chose:
 
@@ -117,6 +118,16 @@ def batch_mask(mask, B: int, L: int, D: int) -> torch.Tensor:
     return mask
 
 
+def batch_prior(prior, B: int, L: int, D: int) -> torch.Tensor:
+    """A logit ``prior`` ((L, D) or (B, L, D)) as a (B, L, D) float tensor; ValueError when its shape is wrong."""
+    prior = torch.as_tensor(prior, dtype=torch.float32)
+    if prior.dim() == 2:
+        prior = prior.unsqueeze(0)
+    if prior.dim() != 3 or prior.shape[1:] != (L, D) or prior.shape[0] not in (1, B):
+        raise ValueError(f"prior must be ({L}, {D}) or ({B}, {L}, {D}), got {tuple(prior.shape)}")
+    return prior.expand(B, L, D)
+
+
 class Seq2SeqPlacer(nn.Module):
     """LSTM encoder-decoder with content-based attention over the inputs, one device per input."""
 
@@ -163,7 +174,8 @@ class Seq2SeqPlacer(nn.Module):
     # ------------------------------------------------------------------ the forward pass
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, *, samples: int | None = None,
                 greedy: bool = False, actions: torch.Tensor | None = None, generator: torch.Generator | None = None,
-                state: Seq2SeqState | None = None, return_attention: bool = False) -> Seq2SeqOutput:
+                state: Seq2SeqState | None = None, return_attention: bool = False,
+                prior: torch.Tensor | None = None) -> Seq2SeqOutput:
         """Decode one device per input position.
 
         ``x``: (B, L, F) float features (or (L, F), read as B = 1). ``mask``: (L, D) or (B, L, D)
@@ -171,7 +183,8 @@ class Seq2SeqPlacer(nn.Module):
         all. ``samples``: with B = 1, encode once and decode this many placements from it (batched
         sampling in one pass). ``greedy``: argmax instead of sampling. ``actions``: (B, L) devices to
         score instead of choosing (teacher forcing: log-probs and entropy of given placements).
-        ``state``: the :class:`Seq2SeqState` a previous segment returned. Gradients flow to
+        ``state``: the :class:`Seq2SeqState` a previous segment returned. ``prior``: (L, D) or
+        (B, L, D) float added to each position's logits after the tanh (None: nothing). Gradients flow to
         ``log_prob`` and ``entropy``; the devices are integers."""
         cfg = self.cfg
         if x.dim() == 2:
@@ -201,6 +214,8 @@ class Seq2SeqPlacer(nn.Module):
                 raise ValueError(f"actions must be ({B}, {L}), got {tuple(actions.shape)}")
         if mask is not None:
             mask = batch_mask(mask, B, L, cfg.n_devices)
+        if prior is not None:
+            prior = batch_prior(prior, B, L, cfg.n_devices)
         # the decoder starts from the encoder's final state (first segment) or its own (later ones)
         h, c = (enc_final if state is None else st.dec)
         prev = st.last
@@ -221,6 +236,8 @@ class Seq2SeqPlacer(nn.Module):
             a = torch.softmax(score, dim=1)
             ctx = torch.bmm(a.unsqueeze(1), e).squeeze(1)
             u = cfg.tanh_c * torch.tanh(self.out(torch.cat([h, ctx], dim=1)) / cfg.temperature)
+            if prior is not None:
+                u = u + prior[:, t]
             if mask is not None:
                 u = u.masked_fill(~mask[:, t], float("-inf"))
             logp = torch.log_softmax(u, dim=1)
@@ -245,11 +262,11 @@ class Seq2SeqPlacer(nn.Module):
 
 
 def teacher_forced(net: Seq2SeqPlacer, x: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None = None,
-                   state: Seq2SeqState | None = None) -> Seq2SeqOutput:
+                   state: Seq2SeqState | None = None, prior: torch.Tensor | None = None) -> Seq2SeqOutput:
     """Log-probabilities and entropies of the given devices ``actions`` (B, L) for inputs ``x``
-    ((L, F), (1, L, F) or (B, L, F)), with ``mask`` and ``state`` as in
+    ((L, F), (1, L, F) or (B, L, F)), with ``mask``, ``state`` and ``prior`` as in
     :meth:`Seq2SeqPlacer.forward`, in one pass over positions (see the module docstring). Returns the
-    :class:`Seq2SeqOutput` of ``forward(x, mask, actions=actions, state=state)`` up to float32
+    :class:`Seq2SeqOutput` of ``forward(x, mask, actions=actions, state=state, prior=prior)`` up to float32
     rounding, without attention weights."""
     cfg = net.cfg
     actions = torch.as_tensor(actions, dtype=torch.int64)
@@ -297,6 +314,8 @@ def teacher_forced(net: Seq2SeqPlacer, x: torch.Tensor, actions: torch.Tensor, m
         s = net.att_v(torch.tanh(pre.unsqueeze(1) + q[:, t0:t0 + block].unsqueeze(2))).squeeze(3)  # (B, Lt, L)
         ctx.append(torch.bmm(torch.softmax(s, dim=2), e))
     u = cfg.tanh_c * torch.tanh(net.out(torch.cat([hs, torch.cat(ctx, dim=1)], dim=2)) / cfg.temperature)
+    if prior is not None:
+        u = u + batch_prior(prior, B, L, cfg.n_devices)
     if mask is not None:
         u = u.masked_fill(~mask, float("-inf"))
     logp = torch.log_softmax(u, dim=2)
