@@ -251,6 +251,20 @@ def test_report_summarises_committed_results(tiny, monkeypatch):
     assert f"{doc['spec']['method']})" in text
 
 
+def test_a_run_that_places_with_a_policy_also_depends_on_the_policy_mode_version(monkeypatch):
+    """A run of a learned method that places with a given policy carries the version of its policy
+    mode beside the method's; a search-mode run does not, so bumping only the policy mode redoes only
+    the runs that place with a policy. A method without a policy mode has none to carry."""
+    from placer.bench.versions import versions
+    from placer.methods import learned
+
+    search, placed = versions("placeto"), versions("placeto", policy=True)
+    assert "policy" not in search and placed == {**search, "policy": learned.policy_version("placeto")}
+    monkeypatch.setitem(learned.POLICY_VERSIONS, "placeto", 99)
+    assert versions("placeto") == search and versions("placeto", policy=True)["policy"] == 99
+    assert "policy" not in versions("heft", policy=True) and learned.policy_version("heft") is None
+
+
 def test_a_paper_budget_table_beside_the_default_one_is_reported_with_its_command_and_machines(tiny, monkeypatch):
     exp, results, _ = tiny
     monkeypatch.setitem(E.EXPERIMENTS, "tiny", exp)

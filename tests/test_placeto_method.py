@@ -280,6 +280,31 @@ def test_finetuning_refines_too_within_its_episodes(tmp_path):
     assert "fine-tuned 3 episodes" in short.notes and any("placed with" in n for n in short.notes)
 
 
+def test_a_refining_finetune_returns_the_weights_its_second_phase_ended_with(monkeypatch):
+    """Fine-tuning that refines trains two trainers, the first on the policy's units, the second on
+    finer ones from the first's weights: the fine-tuned policy it returns (and places with) holds the
+    weights the second ended with, not the first's (which dropped the second phase's training)."""
+    import torch
+
+    from placer.methods import placeto as mod
+    from placer.methods.base import Evaluator
+    from placer.methods.placeto import PLACETO, PlacetoConfig
+
+    P = Problem(layered_training_graph(70, seed=7), preset("k80x2"))
+    policy = PLACETO.train([P], PlacetoConfig(grouping="contiguous:8", episodes=4), 0, SimParams.placeto())
+    ended, train = [], mod._train
+
+    def recording(tr, *args):
+        train(tr, *args)
+        ended.append({k: v.detach().clone() for k, v in tr.net.state_dict().items()})
+    monkeypatch.setattr(mod, "_train", recording)
+    cfg = PlacetoConfig(grouping="contiguous:8", finetune=1000)
+    res, tuned = PLACETO.finetune(P, policy, 0, Evaluator(P, SimParams.placeto(), limit=120), cfg)
+    assert len(ended) == 2 and any(n.startswith("then") for n in res.notes), res.notes
+    assert all(torch.equal(tuned.weights[k], ended[1][k]) for k in ended[1])
+    assert any(not torch.equal(ended[0][k], ended[1][k]) for k in ended[0])
+
+
 def test_family_policies_keep_exploring_where_the_per_graph_entropy_collapses_onto_keeping():
     """The generalization table trains its family policies with a larger entropy bonus than the
     per-graph default: at the default the nmt-family policy soon moves one or two units an episode

@@ -159,9 +159,9 @@ def stale_runs(results_dir: Path, name: str) -> tuple[int, int, list[str]]:
         m, made = spec.get("method"), spec.get("versions")
         if not isinstance(m, str) or made is None:
             continue
-        key = (m, spec.get("objective"))
+        key = (m, spec.get("objective"), "policy" in (spec.get("params") or {}))
         if key not in now:
-            now[key] = versions(m, spec.get("objective")) if m in METHODS else None
+            now[key] = versions(*key) if m in METHODS else None
         total += 1
         if made != now[key]:
             stale += 1

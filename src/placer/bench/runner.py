@@ -225,7 +225,7 @@ def make_plan(exp: Experiment, level: str, results_dir: Path, seeds: tuple[int, 
                 objective = exp.objective_for(row, m)
                 if objective != "sim":  # only then: the hashes of simulator runs stay as committed
                     spec["objective"] = objective
-                spec["versions"] = versions(m.method, objective)
+                spec["versions"] = versions(m.method, objective, policy="policy" in params)
                 cell.hash = stable_hash(spec)
                 name = f"{slug(row.label)}__{slug(ctx.cluster.name)}__{slug(m.label)}__s{seed}__{cell.hash}.json"
                 cell.path = runs_dir / name

@@ -6,17 +6,23 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def versions(method: str, objective=None) -> dict[str, int]:
+def versions(method: str, objective=None, policy: bool = False) -> dict[str, int]:
     """The versions a run of ``method`` depends on: the method's own (``register(..., version=N)``),
-    the simulator's (:data:`placer.sim.VERSION`), the cost model's (:data:`placer.cost.VERSION`) and,
-    under a published objective, that objective's. A committed run is current while these equal
+    the simulator's (:data:`placer.sim.VERSION`), the cost model's (:data:`placer.cost.VERSION`),
+    under a published objective that objective's, and for a run that places with a given ``policy``
+    (zero-shot or fine-tuned) the version of the method's policy mode
+    (:func:`placer.methods.learned.policy_version`). A committed run is current while these equal
     today's; an edit meant to change one of them bumps it (and its runs are redone), an edit not
     meant to is held by the golden tests (tests/test_golden.py) and by re-simulating every committed
     run (tests/test_sim_committed.py)."""
     from placer import cost, sim
     from placer.methods import METHODS
 
+    from placer.methods.learned import policy_version
+
     out = {"method": METHODS[method].version, "sim": sim.VERSION, "cost": cost.VERSION}
+    if policy and policy_version(method) is not None:
+        out["policy"] = policy_version(method)
     if objective not in (None, "sim"):
         from placer.objectives import make_objective
 

@@ -9,6 +9,12 @@ search mode only). A policy is an object; its state is a plain dict the caller (
 writes and reads with :mod:`placer.io`. Progress is a callback (:data:`Progress`). Through
 ``run_method``, a policy travels in the config field ``policy`` (object or state dict), and the
 run places with it, fine-tuning first when the config says so. docs/architecture.md shows the calls.
+
+Versions: a method's registered version (``register(..., version=N)``) covers what it does; placing
+with a given policy and fine-tuning one have a version of their own (``register_learned(method,
+version=N)``, :func:`policy_version`), bumped when that behaviour changes on purpose, so that a change
+there redoes the bench runs that place with a policy (:func:`placer.bench.versions.versions`) and
+not every run of the method.
 """
 
 from __future__ import annotations
@@ -53,12 +59,20 @@ class LearnedMethod(Protocol):
 
 
 LEARNED: dict[str, LearnedMethod] = {}
+POLICY_VERSIONS: dict[str, int] = {}  # method name -> the version of its place / fine-tune behaviour
 
 
-def register_learned(method: LearnedMethod) -> LearnedMethod:
-    """List ``method`` in :data:`LEARNED` under its ``name`` (the method module does this on import)."""
+def register_learned(method: LearnedMethod, version: int = 1) -> LearnedMethod:
+    """List ``method`` in :data:`LEARNED` under its ``name`` (the method module does this on import);
+    ``version``: that of its placing with a policy and fine-tuning (module docstring)."""
     LEARNED[method.name] = method
+    POLICY_VERSIONS[method.name] = int(version)
     return method
+
+
+def policy_version(name: str) -> int | None:
+    """The version of method ``name``'s placing with a policy and fine-tuning (None: it has no policy mode)."""
+    return POLICY_VERSIONS.get(name)
 
 
 def learned_method(name: str) -> LearnedMethod:

@@ -224,7 +224,7 @@ def placeto(problem, seed: int, ev: Evaluator, cfg: PlacetoConfig):
         gp, initial = seeded_task(gp, got.placement, seed)
         env = replace(env, init="given")
     tr = build_trainer(cfg, [gp], seed, ev.sim_params, env=env, initial=initial)
-    more = _search(tr, env, cfg, seed, ev, cfg.episodes)
+    more, _ = _search(tr, env, cfg, seed, ev, cfg.episodes)
     notes = [RELIEVED] if got is not None and got.relieved else []
     return ev.result("placeto", notes=notes + [f"{tr.episode} episodes, {gp.n_groups} units of {cfg.grouping}"] + more)
 
@@ -260,29 +260,31 @@ def _train(tr, cfg: PlacetoConfig, ev: Evaluator, placements, seconds) -> None:
     ev.charge(tr.sim_calls, tr.curve[0], tr.best_op_placement(0), tr.best[0]["objective_us"])
 
 
-def _search(tr, env, cfg: PlacetoConfig, seed: int, ev: Evaluator, episodes) -> list[str]:
+def _search(tr, env, cfg: PlacetoConfig, seed: int, ev: Evaluator, episodes):
     """Search on the trainer ``tr`` (from scratch, or a fine-tuning one) within the budget and at
     most ``episodes`` in all: with ``refine``, the first ``refine_at`` of the placements on its units,
     then the rest on the units of :func:`refined` cut along the best placement so far, every episode
     starting there, the weights carried over, this config's REINFORCE settings. Returns the notes of
-    the second phase (none when there is no budget, time, episode or best placement left for it)."""
+    the second phase (none when there is no budget, time, episode or best placement left for it) and
+    the trainer that trained last (the second phase's when there was one: its weights are where the
+    training ended)."""
     fine, room = refined(cfg), ev.remaining()
     if fine is None or room is None or room < 2:
         _train(tr, cfg, ev, room, ev.seconds)
-        return []
+        return [], tr
     t0 = time.perf_counter()
     _train(tr, cfg, ev, max(1, int(room * cfg.refine_at)), ev.seconds)
     left = None if ev.seconds is None else ev.seconds - (time.perf_counter() - t0)
     more = None if episodes is None else episodes - tr.episode
     if not ev.remaining() or tr.best[0]["placement"] is None or (left is not None and left <= 0) or (
             more is not None and more < 1):
-        return []
+        return [], tr
     task = replace(cfg, grouping=fine).task(tr.graphs[0].problem, seed, tr.graphs[0].devices)  # the same candidates
     gp, initial = seeded_task(task, tr.best_op_placement(0), seed)
     tr2 = build_trainer(cfg, [gp], seed, ev.sim_params, episodes=more, env=replace(env, init="given"), initial=initial,
                         start=Placeto.policy_of(tr))
     _train(tr2, cfg, ev, ev.remaining(), left)
-    return [f"then {tr2.episode} episodes, {gp.n_groups} units of {fine}"]
+    return [f"then {tr2.episode} episodes, {gp.n_groups} units of {fine}"], tr2
 
 
 def restarts(cfg: PlacetoConfig):
@@ -350,13 +352,14 @@ class Placeto:
                  progress: Progress | None = None):
         """``cfg.finetune`` episodes of REINFORCE on ``problem`` from ``policy`` (its REINFORCE
         settings, ``cfg``'s workers; restarts and refinement as search mode), then :meth:`place`
-        with the fine-tuned weights (those of the first phase when it refined)."""
+        with the fine-tuned weights: those training ended with (the second phase's when it
+        refined; the network reads units of any count, so they place the policy's own units too)."""
         cfg = cfg if progress is None else replace(cfg, progress=progress)
         gp = cfg.task(problem, seed)
         rl = policy.rl_config(episodes=cfg.finetune, workers=cfg.workers, seed=seed, stop_window=0)
         tr = build_trainer(cfg, [gp], seed, ev.sim_params, env=policy.env, start=policy, rl=rl)
-        more = _search(tr, policy.env, cfg, seed, ev, cfg.finetune)
-        tuned = policy.with_weights(tr.net.state_dict())
+        more, last = _search(tr, policy.env, cfg, seed, ev, cfg.finetune)
+        tuned = policy.with_weights(last.net.state_dict())
         return _place(gp, tuned, seed, ev, cfg, [f"fine-tuned {tr.episode} episodes"] + more), tuned
 
     def policy_state(self, policy) -> dict:
@@ -375,7 +378,7 @@ class Placeto:
         return PlacetoPolicy(tr.state_dict(), label)
 
 
-PLACETO = register_learned(Placeto())
+PLACETO = register_learned(Placeto(), version=2)  # 2: a refining fine-tune keeps its second phase's weights
 
 
 def _place(gp, policy, seed: int, ev: Evaluator, cfg: PlacetoConfig, notes: list[str]):
