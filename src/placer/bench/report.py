@@ -137,8 +137,8 @@ def findings(s: dict) -> list[str]:
 def stale_runs(results_dir: Path, name: str) -> tuple[int, int, list[str]]:
     """(runs made at versions that have changed since, runs, the methods concerned) among the runs the
     experiment's ``results.csv`` shows (every run file when there is none): a run's versions
-    (``spec["versions"]``) against today's :func:`placer.bench.versions.versions` of its method and
-    objective. Such a run's cell in the committed table is what the older version gave;
+    (``spec["versions"]``) against today's :func:`placer.bench.versions.versions` of its method,
+    objective and whether it places with a policy. Such a run's cell in the committed table is what the older version gave;
     ``placer bench <experiment>`` would redo it."""
     from placer.bench.versions import versions
     from placer.methods import METHODS

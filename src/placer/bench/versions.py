@@ -21,8 +21,9 @@ def versions(method: str, objective=None, policy: bool = False) -> dict[str, int
     from placer.methods.learned import policy_version
 
     out = {"method": METHODS[method].version, "sim": sim.VERSION, "cost": cost.VERSION}
-    if policy and policy_version(method) is not None:
-        out["policy"] = policy_version(method)
+    mode = policy_version(method) if policy else None
+    if mode is not None:
+        out["policy"] = mode
     if objective not in (None, "sim"):
         from placer.objectives import make_objective
 
