@@ -3,11 +3,12 @@
 __version__ = "0.1.0"
 
 
-def apply(model, device_map):
+def apply(model, device_map, *, dry_run=False):
     """Place a PyTorch ``model`` by a module -> device map (``placer export --format device-map``):
     modules on their devices, activations moved at module boundaries (Hugging Face accelerate's
     hooks), so that an ordinary training loop runs across the devices. Build the optimizer after.
-    See :mod:`placer.dispatch`."""
+    The model and every device are checked first (placer.errors.InputError, nothing touched);
+    ``dry_run=True`` rehearses the split on the CPU. See :mod:`placer.dispatch`."""
     from placer.dispatch import apply as _apply
 
-    return _apply(model, device_map)
+    return _apply(model, device_map, dry_run=dry_run)
