@@ -6,12 +6,12 @@
 
 A graph captured from a Python file is rebuilt by importing that file: running a graph file runs the
 code its recipe names. That code must lie under a folder given with ``--allow-code`` (or
-``--allow-any-code``), checked by :mod:`placer.runtime.trust` before anything is imported.
+``--allow-any-code``), checked by :mod:`placer.runtime.trust` before anything is imported; code in
+the standard library or an installed package is refused whatever the flags.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Optional
 
 import typer
@@ -38,7 +38,8 @@ def _threads(ctx: typer.Context, param: typer.CallbackParam, value):
 @app.command(epilog="Trust: a graph captured from your own Python file (`placer capture my_model.py:build`) is "
              "rebuilt by importing that file and calling its factory, so running a graph file runs the code its "
              "recipe names. `placer run` refuses unless that code lies under a folder you allow with --allow-code "
-             "DIR (or you pass --allow-any-code for a graph file you trust). Zoo and hf: graphs name no code.")
+             "DIR (or you pass --allow-any-code for a graph file you trust). Code in the standard library or an installed "
+             "package (site-packages) is never run from a recipe, whatever the flags. Zoo and hf: graphs name no code.")
 def run(graph: str = GraphArg, cluster: str = ClusterOpt,
         placement: str = typer.Option(..., "--placement", "-p", help="placement JSON, or 'single:<device index>'"),
         map_: Optional[str] = typer.Option(None, "--map", help="cluster device -> real device, e.g. gpu:0=cuda:0,cpu:0=cpu "
@@ -65,11 +66,9 @@ def run(graph: str = GraphArg, cluster: str = ClusterOpt,
     from placer.cli.guard import user_code
     from placer.recipes import recipe_of
     from placer.runtime import device_map, parse_map, run_placement
-    from placer.runtime.trust import check_code, check_recipe
+    from placer.runtime.trust import check_allowed, check_code, check_recipe
 
-    for d in allow_code:
-        if not Path(d).is_dir():
-            raise InputError("--allow-code", d, "is not a folder", "give a folder holding the model's Python file")
+    allowed = check_allowed(allow_code)  # folders only: not empty, not inside Python's installation
     P = load_problem(graph, cluster)
     if P.graph.meta.get("source") != "torch":
         raise InputError(graph, f"graph '{P.graph.name}' (source {P.graph.meta.get('source', 'unknown')})",
@@ -79,7 +78,7 @@ def run(graph: str = GraphArg, cluster: str = ClusterOpt,
     recipe = recipe_of(P.graph)
     if recipe is not None:  # checked before anything is imported or built
         check_recipe(recipe, graph)
-        check_code(recipe, graph, allow_code, allow_any_code)
+        check_code(recipe, graph, allowed, allow_any_code)
     applied = None
     if apply_:  # refused before anything runs when the placement is not module-level
         from placer.export import device_map as module_map
