@@ -3,6 +3,7 @@
     placer capture my_model.py:build --input 3x32x32 --batch 16 --out g.json
     placer capture pkg.models:make_net --set width=128 --input 64:int64:1000 --loss cross-entropy -o g.json
     placer capture hf:gpt2 --set n_layer=2 --set n_embd=128 --batch 4 --seq 256 -o gpt2.json
+    placer capture my_model.py:build --input 3x32x32 --batch 16 --profile cpu --profile cuda:0 -o g.json
 """
 
 from __future__ import annotations
@@ -13,13 +14,28 @@ from typing import Optional
 import typer
 
 from placer.cli import app, console, err_console
-from placer.cli.options import at_least, output_file, seed_option
+from placer.cli.options import at_least, bounded, output_file, output_folder, seed_option
 from placer.errors import InputError, printable
 
-MAX_BATCH = 2**20  # samples per step (and hf tokens per sequence): inputs are made for real on the CPU
 MAX_NAME = 200
-MAX_LAYERS = 1_000  # hf layer counts: capture time grows with them (GPT-3 has 96)
-MAX_SIZE = 2**20  # other hf sizes (hidden, heads, vocabulary, positions): the largest models use ~2**18
+MAX_THREADS_PER_CORE = 4  # torch threads beyond this only slow it down (as `placer run --threads`)
+
+
+def _profile_threads(ctx: typer.Context, param: typer.CallbackParam, value):
+    import os
+
+    cores = os.cpu_count() or 1
+    return at_least(1, 1, MAX_THREADS_PER_CORE * cores, f"{MAX_THREADS_PER_CORE} per CPU core, {cores} cores here")(
+        ctx, param, value)
+
+
+def _profile_devices(ctx: typer.Context, param: typer.CallbackParam, value):
+    """Every --profile DEVICE a device torch sees here, before anything is captured."""
+    if not value or ctx.resilient_parsing:
+        return value
+    from placer.runtime.profile_device import check_device
+
+    return [check_device(d, "--profile") for d in value]
 
 
 @app.command()
@@ -30,9 +46,9 @@ def capture(source: str = typer.Argument(..., help="FILE.py:FACTORY, MODULE:FACT
                                              "dimension (3x224x224, 128:int64:30000); repeat for several"),
             batch: int = typer.Option(None, "--batch", "-b", help="batch size, prepended to every --input (default 1; "
                                       "hf: 8; at most 1,048,576)",
-                                      callback=at_least(1, 16, MAX_BATCH, "inputs are made for real on the CPU")),
+                                      callback=bounded("batch", 16)),
             seq: Optional[int] = typer.Option(None, "--seq", help="hf: tokens per sequence (default 128; at most the "
-                                              "model's positions)", callback=at_least(1, 128, MAX_BATCH, "2**20 tokens")),
+                                              "model's positions)", callback=bounded("hf.seq", 128)),
             loss: str = typer.Option("auto", "--loss", help="auto (the output if scalar, else its mean), mean, sum, "
                                      "cross-entropy, or FILE.py:FUNCTION(output) -> scalar"),
             optimizer: str = typer.Option("sgd-momentum", help="sgd, sgd-momentum or adam"),
@@ -41,8 +57,26 @@ def capture(source: str = typer.Argument(..., help="FILE.py:FACTORY, MODULE:FACT
             seed: int = typer.Option(0, help="seeds the weights and inputs (used again by `placer run`)",
                                      callback=seed_option),
             name: Optional[str] = typer.Option(None, help="graph name (default: the factory's file or the hf name)"),
-            profile_cpu: bool = typer.Option(False, "--profile-cpu", help="also measure every op on this CPU "
-                                             "(compute_us['cpu'] = measured medians)"),
+            profile: list[str] = typer.Option([], "--profile", help="record real steps on DEVICE (cpu, cuda:K; repeat "
+                                              "for several) with torch.profiler and store every op's measured cost under "
+                                              "the device's model key (the key `--cluster here` devices look up); "
+                                              "cached by model, configuration, device and torch version",
+                                              callback=_profile_devices),
+            profile_threads: int = typer.Option(1, "--profile-threads", help="torch CPU threads while profiling "
+                                                "(default 1: the single-thread devices of `--cluster here:cpus=N` and "
+                                                "`placer run --threads 1`; part of the CPU's key, e.g. .../1t)",
+                                                callback=_profile_threads),
+            profile_steps: int = typer.Option(5, "--profile-steps", help="steps recorded under the profiler, and as "
+                                              "many timed plain steps (1 to 100)", callback=at_least(1, 5, 100,
+                                              "each step's trace is held in memory")),
+            profile_cache: Optional[str] = typer.Option(None, "--profile-cache", help="folder of cached profiles "
+                                                        "(default $PLACER_CACHE_DIR/profiles or ~/.cache/placer/profiles)",
+                                                        callback=output_folder),
+            no_profile_cache: bool = typer.Option(False, "--no-profile-cache", help="record again, read and write no "
+                                                  "cached profile"),
+            profile_cpu: bool = typer.Option(False, "--profile-cpu", help="the older op-by-op profile: time every op "
+                                             "alone on this CPU (compute_us['cpu'] = measured medians); --profile cpu "
+                                             "records whole steps instead"),
             as_json: bool = typer.Option(False, "--json", help="print machine-readable JSON")):
     """Capture a model's training step (forward, loss, backward, update) and write it as a graph file
     that `placer run` can execute."""
@@ -62,26 +96,14 @@ def capture(source: str = typer.Argument(..., help="FILE.py:FACTORY, MODULE:FACT
     if name is not None:
         check_name(name)
     if source.startswith("hf:"):
-        from placer.frontends.hf import hf_recipe, parse_hf_spec
+        from placer.frontends.hf import spec_recipe
 
         if inputs:
             raise InputError("--input", inputs[0], "does not apply to hf: models", "use --batch / --seq (inputs come from the config)")
-        base = parse_hf_spec(source)
-        check_hf_sets(base["name"], {**base["config"], **kw})
-        over = {**base["config"], **kw}
-        if batch is not None:
-            over["batch"] = batch
-        elif base["batch"] != 8:
-            over["batch"] = base["batch"]
-        if seq is not None:
-            over["seq"] = seq
-        elif base["seq"] != 128:
-            over["seq"] = base["seq"]
-        recipe = hf_recipe(base["name"], over, optimizer, seed)
-        check_hf_shape(recipe)
+        recipe = spec_recipe(source, kw, batch, seq, optimizer, seed)  # every number checked (placer.bounds)
         if loss != "auto":
             raise InputError("--loss", loss, "does not apply to hf: models", "their task head computes the loss")
-        default_name = f"hf-{base['name']}"
+        default_name = f"hf-{recipe['name']}"
     else:
         if ":" not in source:
             raise InputError(source, "model", "is not FILE.py:FACTORY, MODULE:FACTORY or hf:NAME", "e.g. my_model.py:build")
@@ -108,15 +130,33 @@ def capture(source: str = typer.Argument(..., help="FILE.py:FACTORY, MODULE:FACT
             from placer.cost.profile import profile_capture, with_measured_costs
 
             g = with_measured_costs(g, profile_capture(cap, "cpu", threads=1, clock="thread"), "cpu")
+    profiles = []
+    if profile:
+        from placer.runtime.profile_device import default_cache_dir, profile_graph
+
+        cache = None if no_profile_cache else (profile_cache or default_cache_dir())
+        with console.status(f"profiling on {', '.join(profile)} ...", spinner="dots"), user_code(source, "model"):
+            g, profiles = profile_graph(g, profile, threads=profile_threads, steps=profile_steps, cache=cache)
     save_graph(g, out)
     data = {"graph": g.name, "ops": g.n_ops, "edges": g.n_edges, "capture_s": round(cap.capture_s, 3),
             "fx_nodes": cap.info.get("fx_nodes"), "params": len(cap.info.get("params", [])),
-            "param_bytes": float(g.param_bytes.sum()), "gflops": float(g.flops.sum() / 1e9), "out": str(out)}
+            "param_bytes": float(g.param_bytes.sum()), "gflops": float(g.flops.sum() / 1e9), "out": str(out),
+            "profiles": profiles}
     if as_json:
         sys.stdout.write(json.dumps(data, indent=1) + "\n")
         return
     console.print(f"{safe(g.name)}: {g.n_ops:,} ops, {g.n_edges:,} edges, {data['gflops']:,.2f} GFLOP per step, "
                   f"captured in {cap.capture_s:.2f} s")
+    for p in profiles:
+        for note in p["notes"]:
+            err_console.print(safe(note))
+        if "same_as" in p:
+            console.print(f"{p['device']}: same model as {p['same_as']} ({safe(p['key'])}), profiled once")
+            continue
+        src = {"hit": "from the cache", "miss": "recorded, cached", "off": "recorded, not cached"}[p["cache"]]
+        console.print(f"{p['device']} -> {safe('compute_us[' + p['key'] + ']')}: {p['steps']} steps {src} ({p['date']}), "
+                      f"step {p['step_us'] / 1e3:,.1f} ms (iqr {p['step_iqr_pct']:.1f}%), ops sum "
+                      f"{p['sum_cost_us'] / 1e3:,.1f} ms")
     err_console.print(f"wrote {safe(out)}")
 
 
@@ -125,63 +165,3 @@ def check_name(name: str) -> None:
     if not name.strip() or not name.isprintable() or len(name) > MAX_NAME:
         raise InputError("--name", printable(name, 80), f"is empty, longer than {MAX_NAME} characters or holds control "
                          "characters (terminal escapes, newlines, bidi overrides)", "give a plain name, e.g. --name my-net")
-
-
-_COUNT_WORDS = ("layer", "head", "hidden", "size", "dim", "n_", "num_", "positions", "vocab", "d_", "ff")
-
-
-def check_hf_sets(model: str, sets: dict) -> None:
-    """``--set`` values of an hf: model against the config class's defaults, before anything is built:
-    the default's type (an integer field takes an integer: n_layer=abc is refused), and a count or
-    size (layers, heads, hidden size, vocabulary, positions) from 1 to its bound."""
-    from placer.frontends.hf import make_config
-
-    defaults = make_config({"name": model, "config": {}})
-    for key, v in sets.items():
-        if key in ("batch", "seq") or not hasattr(defaults, key):
-            continue  # the shape keys, and unknown fields (make_config names those)
-        d = getattr(defaults, key)
-        item = f"--set {key}={printable(v, 40)}"
-        if isinstance(d, bool):
-            ok, want = isinstance(v, bool), "true or false"
-        elif isinstance(d, int):
-            ok, want = isinstance(v, int) and not isinstance(v, bool), "a whole number"
-        elif isinstance(d, float):
-            ok, want = isinstance(v, (int, float)) and not isinstance(v, bool), "a number"
-        elif isinstance(d, str):
-            ok, want = isinstance(v, str), "a string"
-        else:
-            continue
-        if not ok:
-            raise InputError(f"hf:{model}", item, f"is not {want} (the config's default is {d!r})",
-                             f"e.g. --set {key}={json_text(d)}")
-        if isinstance(d, int) and not isinstance(d, bool) and d >= 1 and any(w in key.lower() for w in _COUNT_WORDS) \
-                and not key.endswith("_id"):
-            hi = MAX_LAYERS if "layer" in key.lower() else MAX_SIZE
-            if not 1 <= v <= hi:
-                raise InputError(f"hf:{model}", item, f"is not from 1 to {hi:,}, the most placer allows"
-                                 + (" (capture time grows with the layers)" if hi == MAX_LAYERS else ""),
-                                 f"e.g. --set {key}={d}")
-
-
-def json_text(v) -> str:
-    import json
-
-    return json.dumps(v)
-
-
-def check_hf_shape(recipe: dict) -> None:
-    """hf inputs: tokens per sequence within the model's positions, batch x seq within one tensor's bound."""
-    from placer.frontends.hf import make_config
-    from placer.runtime.trust import MAX_ELEMENTS
-
-    b, s = int(recipe["batch"]), int(recipe["seq"])
-    if b * s > MAX_ELEMENTS:
-        raise InputError(f"hf:{recipe['name']}", f"--batch {b} x --seq {s}", f"is {b * s:,} tokens, more than "
-                         f"{MAX_ELEMENTS:,}, the most placer allows (one input tensor)", "use a smaller --batch or --seq")
-    cfg = make_config(recipe)
-    for key in ("n_positions", "max_position_embeddings"):
-        n = getattr(cfg, key, None)
-        if isinstance(n, int) and not isinstance(n, bool) and s > n:
-            raise InputError(f"hf:{recipe['name']}", f"--seq {s}", f"is longer than the model's {n:,} positions ({key})",
-                             f"use --seq {n} or less, or --set {key}={s}")
