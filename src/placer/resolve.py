@@ -73,7 +73,8 @@ def closest(name: str, choices) -> str | None:
 
 
 def resolve_cluster(spec: str, graph: OpGraph | None = None, graph_spec: str | None = None) -> Cluster:
-    """A preset name, a cluster JSON file, or ``auto``: the cluster a dnn-partitioning graph file
+    """A preset name, a cluster JSON file, ``here`` / ``here:cpus=N`` (this machine, measured once per
+    process: :mod:`placer.runtime.detect`), or ``auto``: the cluster a dnn-partitioning graph file
     describes, else the default preset."""
     if spec == "auto":
         if graph is not None and graph.meta.get("source") == "dnn-partitioning" and graph_spec and Path(graph_spec).exists():
@@ -82,6 +83,8 @@ def resolve_cluster(spec: str, graph: OpGraph | None = None, graph_spec: str | N
         return preset(DEFAULT_PRESET)
     if spec.lower() in PRESETS:
         return preset(spec)
+    if spec == "here" or spec.startswith("here:"):
+        return here_cluster(spec)
     if spec.startswith("giph-net:"):  # a GiPH random device network (placer.zoo.giph)
         from placer.zoo.giph import network_from_spec
         return network_from_spec(spec)
@@ -89,4 +92,19 @@ def resolve_cluster(spec: str, graph: OpGraph | None = None, graph_spec: str | N
         from placer.frontends.native import load_cluster
         return load_cluster(spec)
     raise InputError("--cluster", f"preset '{spec}'", "is not a known cluster preset or file",
-                     did_you_mean(spec, PRESETS) + f"use one of {', '.join(PRESETS)} or a cluster JSON file")
+                     did_you_mean(spec, PRESETS) + f"use one of {', '.join(PRESETS)}, here, here:cpus=N "
+                     "or a cluster JSON file")
+
+
+def here_cluster(spec: str) -> Cluster:
+    """``here`` (this machine, the CPU as one device) or ``here:cpus=N`` (N single-thread CPU
+    devices): the spec checked first, then detected once per process (needs the torch extra)."""
+    import importlib.util
+
+    from placer.runtime.detect import detected, parse_here
+
+    cpus = parse_here(spec)
+    if importlib.util.find_spec("torch") is None:
+        raise InputError("--cluster", f"'{spec}'", "measures this machine with torch, which is not installed",
+                         "pip install 'placer[torch]', or give a preset or a cluster file")
+    return detected(cpus)

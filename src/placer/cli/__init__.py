@@ -27,7 +27,8 @@ console = Console(width=None if sys.stdout.isatty() else 150)  # piped output: d
 err_console = Console(stderr=True)
 
 GraphArg = typer.Argument(..., help="graph file (native JSON, PipeDream graph.txt, dnn-partitioning JSON) or built-in name")
-ClusterOpt = typer.Option("auto", "--cluster", "-c", help="preset name, cluster JSON file, or 'auto'")
+ClusterOpt = typer.Option("auto", "--cluster", "-c", help="preset name, cluster JSON file, 'here' or 'here:cpus=N' "
+                          "(this machine, measured: `placer cluster detect`), or 'auto'")
 JsonOpt = typer.Option(False, "--json", help="print machine-readable JSON")
 GROUPING_DEFAULT = "metis:64"  # PlacetoConfig's default grouping (a test keeps them equal)
 GroupingOpt = typer.Option(GROUPING_DEFAULT, "--grouping", callback=grouping_spec,
@@ -453,7 +454,7 @@ def _load_plugins() -> None:
     import importlib
 
     for mod in ("placer.cli.zoo", "placer.cli.bench", "placer.cli.learn", "placer.cli.capture", "placer.cli.run",
-                "placer.cli.pretrain", "placer.cli.export", "placer.cli.policy"):
+                "placer.cli.pretrain", "placer.cli.export", "placer.cli.policy", "placer.cli.cluster"):
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as e:

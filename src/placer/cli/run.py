@@ -48,7 +48,8 @@ def run(graph: str = GraphArg, cluster: str = ClusterOpt,
                                   callback=at_least(1, 10, MAX_STEPS, "a median needs tens")),
         warmup: int = typer.Option(2, help=f"untimed steps first, the first also counts memory (1 to {MAX_WARMUP:,})",
                                    callback=at_least(1, 2, MAX_WARMUP, "a few steps warm caches and allocators")),
-        threads: Optional[int] = typer.Option(None, help="torch CPU threads (default: torch's; at most 4 per CPU core)",
+        threads: Optional[int] = typer.Option(None, help="torch CPU threads (default: the cluster's, for a detected one, else torch's; "
+                                                   "at most 4 per CPU core)",
                                               callback=_threads),
         allow_code: list[str] = typer.Option([], "--allow-code", metavar="DIR",
                                              help="a folder whose Python files the graph's recipe may import and run "
@@ -70,6 +71,9 @@ def run(graph: str = GraphArg, cluster: str = ClusterOpt,
 
     allowed = check_allowed(allow_code)  # folders only: not empty, not inside Python's installation
     P = load_problem(graph, cluster)
+    if threads is None:  # a detected cluster (here:cpus=N: one thread per CPU device) holds for its thread count
+        from placer.runtime.detect import cluster_threads
+        threads = cluster_threads(P.cluster)
     if P.graph.meta.get("source") != "torch":
         raise InputError(graph, f"graph '{P.graph.name}' (source {P.graph.meta.get('source', 'unknown')})",
                          "has no executable program to run", "run graphs captured from PyTorch (`placer capture`, the zoo, hf:NAME)")
