@@ -310,6 +310,10 @@ def time_applied(graph, device_map: dict[str, str], *, steps: int = 10, warmup: 
     recipe = recipe_of(graph)
     if recipe is None:
         raise InputError("--apply", f"graph '{graph.name}'", "has no model to rebuild", "capture it from PyTorch")
+    from placer.runtime.trust import check_code, check_recipe
+
+    check_recipe(recipe, graph.name)  # as placer.runtime.measure.rebuild: never code in Python's installation
+    check_code(recipe, graph.name, [], any_code=True)
     module, inputs, loss_fn = build(recipe, "cpu")
     apply(user_model(graph, module), device_map)
     opt = optimizer_for(recipe, [p for p in module.parameters() if p.requires_grad])

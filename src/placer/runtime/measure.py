@@ -74,7 +74,12 @@ def rebuild(graph, where: str = "graph"):
         raise InputError(where, f"graph '{graph.name}' (source {src})", "has no executable program to run",
                          "run graphs captured from PyTorch (`placer capture`, the zoo, hf:NAME)")
     from placer.frontends.torch import trace_training_step
+    from placer.runtime.trust import check_code, check_recipe
 
+    # the Python API trusts the caller's own code, as `placer run --allow-any-code` does, but never
+    # runs code in Python's installation nor a function its file does not define (placer.runtime.trust)
+    check_recipe(recipe, where)
+    check_code(recipe, where, [], any_code=True)
     module, inputs, loss_fn = build(recipe, "cpu")
     # the real weights, kept before tracing: functional_call over tied weights can leave the traced
     # (fake) tensors in the module afterwards
