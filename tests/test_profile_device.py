@@ -163,3 +163,36 @@ def test_a_device_torch_does_not_see_is_refused_in_one_line(tmp_path, model_file
     assert code == 2 and needle in se and "--profile" in se
     assert len(se.strip().splitlines()) == 1 and "Traceback" not in se and "capturing" not in so
     assert not out.exists()
+
+
+def test_a_detected_cluster_costs_every_op_from_the_profile(tmp_path, model_file, capsys, monkeypatch):
+    """`--cluster here:cpus=2`: both single-thread CPU devices look their costs up under
+    model_key('cpu', 1), so a one-device step simulates to the sum of the profiled costs (no per-node
+    overhead is added to real-step costs), and optimize / simulate place with those costs."""
+    from placer.problem import Problem
+    from placer.resolve import resolve_cluster
+    from placer.runtime.detect import model_key
+    from placer.sim import simulate
+
+    out = tmp_path / "g.json"
+    capture(capsys, monkeypatch, model_file, out, tmp_path / "cache")
+    g, measured = costs(out, model_key("cpu", 1))
+    here = resolve_cluster("here:cpus=2")
+    P = Problem(g, here)
+    assert np.array_equal(P.compute_us[:, 0], measured) and np.array_equal(P.compute_us[:, 1], measured)
+    assert not np.array_equal(measured, np.asarray(g.compute_us["cpu"]))  # the roofline row is not what is used
+
+    code, so, se = run_cli(capsys, monkeypatch, "simulate", out, "--cluster", "here:cpus=2", "--placement", "single:0",
+                           "--json")
+    assert code == 0, se
+    assert json.loads(so)["makespan_us"] == pytest.approx(measured.sum(), rel=1e-9)
+
+    code, so, se = run_cli(capsys, monkeypatch, "optimize", out, "--cluster", "here:cpus=2", "--method", "local-search",
+                           "--budget", "200", "-o", tmp_path / "p.json", "--json")
+    assert code == 0, se
+    from placer.frontends.native import load_placement
+
+    p = load_placement(tmp_path / "p.json", g, here)
+    step = float(simulate(P, p).makespan_us)
+    assert json.loads(so)["step_time_us"] == pytest.approx(step, rel=1e-9) and step <= measured.sum() + 1e-6
+
