@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from placer.runtime.detect import detect_cluster, link_timings, usable_cores
+from placer.runtime.detect import detect_cluster, handover_parts, link_timings, usable_cores
 
 SIZE = 64 * 2**20
 TARGET = 0.20
@@ -36,7 +36,14 @@ def one_run(cpus: int | None, repeats: int) -> dict:
     c = detect_cluster(cpus)
     rows = []
     for ln in c.meta["detected"]["links"]:
-        direct = link_timings(ln["kind"], ln["src"], ln["dst"], [SIZE], repeats, c.meta["torch_threads"])[0]
+        parts = None
+        if ln["kind"] == "handover":  # the wake-up and the data part apart: which of them moves with the load
+            pairs = handover_parts([SIZE], repeats, c.meta["torch_threads"])[0]
+            direct = [w + d for w, d in pairs]
+            parts = {"wake_median_us": round(statistics.median(w for w, _ in pairs), 1),
+                     "data_median_us": round(statistics.median(d for _, d in pairs), 1)}
+        else:
+            direct = link_timings(ln["kind"], ln["src"], ln["dst"], [SIZE], repeats, c.meta["torch_threads"])[0]
         med = statistics.median(direct)
         pred = ln["latency_us"] + SIZE / ln["bandwidth_bytes_per_us"]
         q25, q75 = np.percentile(direct, [25, 75])
@@ -46,7 +53,7 @@ def one_run(cpus: int | None, repeats: int) -> dict:
                      if any(p["bytes"] == SIZE for p in ln["per_size"]) else None,
                      "predicted_us": round(pred, 1), "direct_median_us": round(med, 1),
                      "direct_q25_us": round(float(q25), 1), "direct_q75_us": round(float(q75), 1),
-                     "ratio": round(pred / med, 3) if med > 0 else None})
+                     "ratio": round(pred / med, 3) if med > 0 else None, **(parts or {})})
     return {"cluster": c.name, "date": c.meta["detected"]["date"], "load_before": round(load0, 2),
             "load_after": round(os.getloadavg()[0], 2), "seconds": round(time.perf_counter() - t0, 1), "links": rows}
 
@@ -69,7 +76,9 @@ def main(argv=None) -> int:
         for x in run["links"]:
             print(f"  {x['link']:28s} {x['kind']:8s} fit {x['latency_us']:9.1f} us + 64 MiB / {x['bandwidth_bytes_per_us'] / 1e3:9.1f} GB/s"
                   f" = {x['predicted_us']:10.1f} us | direct median {x['direct_median_us']:10.1f} us"
-                  f" [{x['direct_q25_us']:.1f} .. {x['direct_q75_us']:.1f}] | ratio {x['ratio']}")
+                  f" [{x['direct_q25_us']:.1f} .. {x['direct_q75_us']:.1f}] | ratio {x['ratio']}"
+                  + (f" | direct wake-up {x['wake_median_us']} us, data {x['data_median_us']} us (medians)"
+                     if "wake_median_us" in x else ""))
         if not runs[-1]["links"]:
             print("  no links to check (one device)")
     summary = []

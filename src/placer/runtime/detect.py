@@ -309,7 +309,12 @@ def cpu_roofline(threads: int, repeats: int) -> dict:
 
 
 def handover_us(sizes, repeats: int, threads: int = 1) -> list[list[float]]:
-    """Per size, ``repeats`` timings (us) of the executor's hand-over of a float32 tensor of that many
+    """Per size, ``repeats`` timings (us) of the hand-over: :func:`handover_parts`, summed."""
+    return [[w + d for w, d in per] for per in handover_parts(sizes, repeats, threads)]
+
+
+def handover_parts(sizes, repeats: int, threads: int = 1) -> list[list[tuple[float, float]]]:
+    """Per size, ``repeats`` timings (us, as ``(wake-up, data)``) of the executor's hand-over of a float32 tensor of that many
     bytes from one worker thread to another (module docstring), the sizes in interleaved rounds (a
     drift of the machine's load hits every size alike), after one untimed round.
 
@@ -375,11 +380,11 @@ def handover_us(sizes, repeats: int, threads: int = 1) -> list[list[float]]:
         t.join()
     if errors:
         raise errors[0]
-    out: list[list[float]] = [[] for _ in sizes]
+    out: list[list[tuple[float, float]]] = [[] for _ in sizes]
     for i, (r, k) in enumerate(plan):
         if r:
             woke, c0, c1, c2 = got[i]
-            out[k].append(((woke - put_ns[i]) + (c1 - c0) - (c2 - c1)) / 1e3)
+            out[k].append(((woke - put_ns[i]) / 1e3, ((c1 - c0) - (c2 - c1)) / 1e3))
     return out
 
 
@@ -635,5 +640,5 @@ def detected(cpus: int | None = None):
         return c
 
 
-__all__ = ["LinkFit", "cluster_threads", "cpu_model_name", "detect_cluster", "detected", "fit_link", "handover_us", "model_key",
+__all__ = ["LinkFit", "cluster_threads", "cpu_model_name", "detect_cluster", "detected", "fit_link", "handover_parts", "handover_us", "model_key",
            "parse_here", "usable_cores"]
