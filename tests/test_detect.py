@@ -192,7 +192,7 @@ def test_cluster_show_json_round_trips(capsys, monkeypatch, tmp_path, name):
 def test_compare_and_optimize_accept_here(captured, capsys, monkeypatch, tmp_path):
     d, g = captured
     code, so, se = run_cli(capsys, monkeypatch, "compare", d / "g.json", "--cluster", "here:cpus=2",
-                           "--methods", "cpu-only,random", "--budget", "4", "--json")
+                           "--methods", "cpu-only,random", "--budget", "4", "--jobs", "1", "--json")
     assert code == 0, se
     r = json.loads(so)
     assert r["cluster"] == "here:cpus=2"
