@@ -134,7 +134,6 @@ def model_key(device: str, threads: int | None = None) -> str:
     raise InputError("model_key", f"device '{device}'", "is not a real device name", "use cpu or cuda:k")
 
 
-
 # ---------------------------------------------------------------------- cores, memory
 def usable_cores() -> int:
     """The cores this process may run on (its CPU affinity), the most CPU devices ``cpus`` may ask for."""
@@ -640,5 +639,5 @@ def detected(cpus: int | None = None):
         return c
 
 
-__all__ = ["LinkFit", "cluster_threads", "cpu_model_name", "detect_cluster", "detected", "fit_link", "handover_parts", "handover_us", "model_key",
-           "parse_here", "usable_cores"]
+__all__ = ["LinkFit", "cluster_threads", "cpu_model_name", "detect_cluster", "detected", "fit_link", "handover_parts",
+           "handover_us", "link_timings", "model_key", "parse_here", "usable_cores"]
