@@ -323,7 +323,7 @@ def phase_rows(problems, args):
         eng = Engine(problem, SimParams.placeto())
         pr, CF, CI, PI, WI, WF, vi, vf = eng.prep, eng.CF, eng.CI, eng.PI, eng.WI, eng.WF, eng.vi, eng.vf
         GI, GF = pr.GI, pr.GF
-        o = K.ccnt_start(pr.n, pr.m, pr.D)
+        o = K.ccnt_start(pr.n, pr.m, pr.D, 0)
         t = {k: [] for k in ("init", "prepass", "loop", "finish", "full", "objective")}
         for i in range(max(args.repeat, 2 * len(ps))):
             q = ps[i % len(ps)]

@@ -82,6 +82,9 @@ class Cluster:
         return f"Cluster({self.name!r}, devices={list(self.device_names)})"
 
 
+# The simulator's communication models (placer.sim, docs/simulator.md); a cluster file's ``comm_model``
+# (kept in ``Cluster.meta``) picks one, ``placeto`` when it names none.
+COMM_MODELS = ("placeto", "p2p", "giph", "link")
 MAX_DEVICES = 4096  # devices in one cluster: its (D x D) link matrices stay under 300 MB
 
 

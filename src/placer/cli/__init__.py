@@ -33,8 +33,9 @@ JsonOpt = typer.Option(False, "--json", help="print machine-readable JSON")
 GROUPING_DEFAULT = "metis:64"  # PlacetoConfig's default grouping (a test keeps them equal)
 GroupingOpt = typer.Option(GROUPING_DEFAULT, "--grouping", callback=grouping_spec,
                            help="op groups: ops, colocate, merge:N, metis:K or contiguous:N")
-SimOpt = typer.Option("default", "--sim", help="'default' (cluster links, no gaps) or 'placeto' (reference constants)",
-                      callback=one_of("default", "placeto"))
+SimOpt = typer.Option("default", "--sim", help="'default' (cluster links, no gaps, the cluster's communication model), "
+                      "'placeto' (reference constants), or a communication model: p2p, giph, link (docs/simulator.md)",
+                      callback=one_of("default", "placeto", "p2p", "giph", "link"))
 SeedOpt = typer.Option(0, help="random seed, 0 to 2**32-1 (same seed, same placement)", callback=seed_option)
 BudgetOpt = typer.Option(None, help="placements the method may sample (1 to 10,000,000)", callback=budget_option)
 OutOpt = typer.Option(None, "--out", "-o", help="write the placement JSON here", callback=output_file)
@@ -128,10 +129,11 @@ def load_problem(graph: str, cluster: str):
     return Problem(g, c)
 
 
-def sim_params(name: str):
+def sim_params(name: str, problem=None):
+    """The SimParams of ``--sim``; ``default`` takes the communication model the problem's cluster declares."""
     from placer.sim import SimParams
 
-    return SimParams.preset(name)
+    return SimParams.preset(name, getattr(problem, "cluster", None))
 
 
 def placement_arg(P, placement: str) -> np.ndarray:
@@ -228,7 +230,7 @@ def simulate(graph: str = GraphArg, cluster: str = ClusterOpt,
 
     P = load_problem(graph, cluster)
     p = placement_arg(P, placement)
-    r = run_sim(P, p, sim_params(sim))
+    r = run_sim(P, p, sim_params(sim, P))
     data = r.summary(list(P.cluster.device_names))
     data["lower_bound_us"] = P.lower_bound_us
     if trace is not None:
@@ -236,7 +238,7 @@ def simulate(graph: str = GraphArg, cluster: str = ClusterOpt,
     if html is not None:
         from placer.cli import report
 
-        data["html"] = report.for_simulate(html, P, placement, p, r, sim_params(sim))
+        data["html"] = report.for_simulate(html, P, placement, p, r, sim_params(sim, P))
 
     def render(d):
         console.print(f"step time {_us(d['makespan_us'])}  (lower bound {_us(d['lower_bound_us'])}, "
@@ -285,7 +287,7 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
     elif grouping is not None:
         kw["grouping"] = grouping
     with console.status(f"{method} on {safe(P.graph.name)} / {safe(P.cluster.name)} ...", spinner="dots"):
-        res = run_method(method, P, Budget(budget, seconds), seed, sim_params(sim), objective=objective, **kw)
+        res = run_method(method, P, Budget(budget, seconds), seed, sim_params(sim, P), objective=objective, **kw)
     data = res.summary()
     data["lower_bound_us"] = P.lower_bound_us
     if out is not None:
@@ -293,7 +295,7 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
     if html is not None:
         from placer.cli import report
 
-        data["html"] = report.for_optimize(html, P, res, sim_params(sim))
+        data["html"] = report.for_optimize(html, P, res, sim_params(sim, P))
 
     def render(d):
         console.print(f"{d['method']}: step time {_us(d['step_time_us'])} (lower bound {_us(d['lower_bound_us'])})"
@@ -382,8 +384,8 @@ def compare(graph: str = typer.Argument("default", help="graph file or built-in 
     results: dict = {}  # the answers, kept for --html
     with Progress(console=err_console, transient=True, disable=not err_console.is_terminal) as prog:
         task = prog.add_task("compiling the simulator", total=None)
-        warmup_s = _warm_up_simulator(P, sim_params(sim))
-        data = compare_methods(P, names, budget, seed, sim_params(sim), objective=objective, jobs=jobs,
+        warmup_s = _warm_up_simulator(P, sim_params(sim, P))
+        data = compare_methods(P, names, budget, seed, sim_params(sim, P), objective=objective, jobs=jobs,
                                skip=out_of_range(P, names) if methods == "default" else None,
                                scaled=scaled_budgets(P, names) if methods == "default" and budget is None else None,
                                on_start=lambda m, k, n: prog.update(task, description=f"{m} ({k}/{n})", total=n, completed=k - 1),

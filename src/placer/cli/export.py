@@ -44,7 +44,7 @@ def export(graph: str = GraphArg, cluster: str = ClusterOpt,
     if fmt == "device-map":
         data = ex.device_map(P, p, real, depth, where=placement, graph_arg=graph)
     else:
-        data = ex.pipeline(P, p, real, depth, sim_params(sim), where=placement, graph_arg=graph)
+        data = ex.pipeline(P, p, real, depth, sim_params(sim, P), where=placement, graph_arg=graph)
     if out is not None:
         write_text_atomic(out, json.dumps(data, indent=1) + "\n")
 

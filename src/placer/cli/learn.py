@@ -232,7 +232,7 @@ def place(graph: str = typer.Argument(..., help="graph file or built-in name"),
     lines, progress = _log(log)
     try:
         with console.status(f"placeto policy on {P.graph.name} ...", spinner="dots"):
-            res = run_method("placeto", P, Budget(), seed, sim_params(sim), policy=trained, finetune=finetune,
+            res = run_method("placeto", P, Budget(), seed, sim_params(sim, P), policy=trained, finetune=finetune,
                              workers=workers, place_episodes=episodes, greedy=not sample,
                              grouping=grouping, devices=devices, progress=progress)
     finally:

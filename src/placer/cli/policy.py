@@ -94,7 +94,7 @@ def place(graph: str = typer.Argument(..., help="graph file or built-in name"),
     cfg = _config(method, [*params, f"policy={policy}"])
     P = load_problem(graph, cluster)
     with console.status(f"{method} policy on {P.graph.name} ...", spinner="dots"):
-        res = run_method(method, P, Budget(budget), seed, sim_params(sim), config=cfg)
+        res = run_method(method, P, Budget(budget), seed, sim_params(sim, P), config=cfg)
     data = _placed(P, res, out)
 
     def render(d):

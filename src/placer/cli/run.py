@@ -91,7 +91,7 @@ def run(graph: str = GraphArg, cluster: str = ClusterOpt,
     with console.status(f"running {safe(P.graph.name)} on {', '.join(sorted(set(real)))} ...", spinner="dots"), \
             user_code(graph, "recipe factory"):
         rep = run_placement(P.graph, P.cluster, p, real, steps=steps, warmup=warmup, threads=threads,
-                            sim_params=sim_params(sim))
+                            sim_params=sim_params(sim, P))
     data = rep.summary()
     if applied is not None:
         from placer.dispatch import time_applied

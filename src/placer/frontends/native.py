@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from placer.cluster import Cluster, Device, make_cluster
+from placer.cluster import COMM_MODELS, Cluster, Device, make_cluster
 from placer.errors import InputError, kind_of
 from placer.io import dumps, read_json, write_text_atomic
 from placer.graph import MAX_VALUE, ROLE_NAMES, OpGraph
@@ -152,13 +152,22 @@ def cluster_to_doc(c: Cluster) -> dict:
     default = max(set(pairs_bw), key=pairs_bw.count) if pairs_bw else (1.0, 0.0)
     pairs = [{"src": c.devices[a].name, "dst": c.devices[b].name, "bandwidth_bytes_per_us": _num(w), "latency_us": _num(l)}
              for (a, b), (w, l) in zip(off, pairs_bw) if (w, l) != default]
-    return {
-        "format": FORMAT, "version": VERSION, "kind": "cluster", "name": c.name, "meta": dict(c.meta),
+    meta = dict(c.meta)
+    comm = meta.pop("comm_model", None)  # the simulator fields are top-level in the file
+    shared = meta.pop("shared_links", None)
+    links = {"default": {"bandwidth_bytes_per_us": _num(default[0]), "latency_us": _num(default[1])}, "pairs": pairs}
+    if shared:
+        links["shared"] = {str(k): [list(p) for p in v] for k, v in shared.items()}
+    doc = {
+        "format": FORMAT, "version": VERSION, "kind": "cluster", "name": c.name, "meta": meta,
         "devices": [{"name": d.name, "kind": d.kind, "model": d.model, "memory_bytes": _num(d.memory_bytes),
                      "peak_flops_per_us": _num(d.peak_flops_per_us), "mem_bw_bytes_per_us": _num(d.mem_bw_bytes_per_us),
                      "launch_us": _num(d.launch_us)} for d in c.devices],
-        "links": {"default": {"bandwidth_bytes_per_us": _num(default[0]), "latency_us": _num(default[1])}, "pairs": pairs},
+        "links": links,
     }
+    if comm is not None:
+        doc["comm_model"] = comm
+    return doc
 
 
 def cluster_from_doc(doc: Any, path: str = "<cluster>") -> Cluster:
@@ -203,7 +212,44 @@ def cluster_from_doc(doc: Any, path: str = "<cluster>") -> Cluster:
                          _float(pr.get("latency_us", default.get("latency_us", 0)), path, f"link #{k}"))
     bw = _float(default.get("bandwidth_bytes_per_us", 1e4), path, "links.default.bandwidth_bytes_per_us")
     lat = _float(default.get("latency_us", 0.0), path, "links.default.latency_us")
-    return make_cluster(str(doc.get("name", Path(path).stem)), devices, bw, lat, pairs, doc.get("meta"), source=path)
+    meta = dict(doc.get("meta") or {})
+    meta.update(_sim_fields(doc, links, names, path))
+    return make_cluster(str(doc.get("name", Path(path).stem)), devices, bw, lat, pairs, meta, source=path)
+
+
+def _sim_fields(doc: dict, links: dict, names: list[str], path: str) -> dict:
+    """The cluster's simulator fields, checked: ``comm_model`` (top level) and ``links.shared``
+    (named groups of directed links that share one resource in the ``link`` model)."""
+    out: dict = {}
+    comm = doc.get("comm_model", (doc.get("meta") or {}).get("comm_model"))
+    if comm is not None:
+        if comm not in COMM_MODELS:
+            raise InputError(path, "comm_model", f"is {str(comm)[:40]!r}", f"use one of {', '.join(COMM_MODELS)}")
+        out["comm_model"] = comm
+    shared = links.get("shared")
+    if shared is None:
+        return out
+    if not isinstance(shared, dict):
+        raise InputError(path, "links.shared", f"is {kind_of(shared)}, not an object",
+                         'give {"group name": [["src device", "dst device"], ...]}')
+    seen: dict = {}
+    groups = {}
+    for name, pairs in shared.items():
+        if not isinstance(pairs, list) or not pairs:
+            raise InputError(path, f"links.shared.{str(name)[:40]}", "is not a non-empty list of [src, dst] pairs",
+                             'give [["src device", "dst device"], ...]')
+        for k, pr in enumerate(pairs):
+            ok = isinstance(pr, list) and len(pr) == 2 and all(isinstance(x, str) and x in names for x in pr)
+            if not ok or pr[0] == pr[1]:
+                raise InputError(path, f"links.shared.{str(name)[:40]} #{k}", "is not a [src, dst] pair of two devices "
+                                 "of the cluster", "name two different devices of the cluster")
+            if tuple(pr) in seen:
+                raise InputError(path, f"links.shared.{str(name)[:40]} #{k}", f"link {pr[0]} -> {pr[1]} is already in "
+                                 f"group {seen[tuple(pr)]!r}", "put each link in at most one group")
+            seen[tuple(pr)] = str(name)
+        groups[str(name)] = [list(p) for p in pairs]
+    out["shared_links"] = groups
+    return out
 
 
 # ---------------------------------------------------------------------- placements

@@ -28,7 +28,13 @@ import numpy as np
 from placer.sim import kernel as K
 from placer.sim.memory import live_at
 from placer.sim.prepare import config, prepared
-from placer.sim.result import SimParams, SimResult
+from placer.sim.result import SimParams, SimResult, cluster_comm_model
+
+
+def default_params(problem) -> SimParams:
+    """The SimParams used when none is given: the defaults, with the communication model the
+    problem's cluster declares (``placeto`` when it declares none)."""
+    return SimParams(comm_model=cluster_comm_model(problem.cluster))
 
 
 class Engine:
@@ -37,15 +43,16 @@ class Engine:
 
     def __init__(self, problem, params: SimParams | None = None):
         self.problem = problem
-        self.params = params or SimParams()
+        self.params = params or default_params(problem)
         self.prep = prepared(problem, self.params.tie_break)
         self.PI = self.prep.PI
         self.CF, self.CI = config(problem, self.params)
         n, m, D = self.prep.n, self.prep.m, self.prep.D
-        ni, nf = K.ws_sizes(n, m, D)
+        x = K.heap_extra(self.CI)
+        ni, nf = K.ws_sizes(n, m, D, x)
         self.WI = np.zeros(ni, dtype=np.int64)
-        self.WF = np.zeros(nf, dtype=np.float64)
-        self.vi, self.vf = K.views(self.WI, self.WF, n, m, D)
+        self.WF = np.zeros(nf + K.link_slots(self.CI), dtype=np.float64)
+        self.vi, self.vf = K.views(self.WI, self.WF, n, m, D, x)
         self.place = np.zeros(n, dtype=np.int64)  # the placement of the last run
         self.recorded = False  # whether the last run kept its records
 
@@ -145,7 +152,7 @@ _local = threading.local()
 
 def engine(problem, params: SimParams | None = None) -> Engine:
     """The cached Engine of (problem, params) for the calling thread."""
-    params = params or SimParams()
+    params = params or default_params(problem)
     cache = problem.__dict__.setdefault("_sim_engines", {})
     k = (params, threading.get_ident())
     e = cache.get(k)
@@ -171,7 +178,7 @@ def evaluate_many(problem, placements, params: SimParams | None = None, n_jobs: 
     """Simulate a (k, n) array of placements in one call. ``n_jobs``: threads (None or 1: the
     calling thread; -1: one per core); rows are split into contiguous chunks, one per thread, each
     with its own workspace (the kernel releases the GIL). Results do not depend on ``n_jobs``."""
-    params = params or SimParams()
+    params = params or default_params(problem)
     prep = prepared(problem, params.tie_break)
     PI = prep.PI
     P = np.asarray(placements)

@@ -46,7 +46,7 @@ from placer.sim.numba_cache import ensure_writable_cache
 ensure_writable_cache()  # before the first cache=True function below (and in placer.sim.state)
 
 from placer.sim.state import (  # noqa: E402, F401  (re-exported: placer.sim.fast and .restore use them)
-    PLACETO, P2P, KIND_SHIFT, A_SHIFT, A_MASK, NS, NSF, S_HSIZE, S_SEQ, S_NRUN, S_NXE, S_NXS, S_NLOG, S_NDIRTY, S_BAD, F_TCUR,
+    PLACETO, P2P, GIPH, LINK, heap_extra, link_slots, KIND_SHIFT, A_SHIFT, A_MASK, NS, NSF, S_HSIZE, S_SEQ, S_NRUN, S_NXE, S_NXS, S_NLOG, S_NDIRTY, S_BAD, F_TCUR,
     F_TMAX, F_OBJ, F_OVER, OK, BAD_PLACEMENT, NOT_ALL_RAN, heap_cap, ws_sizes, views, push, pop, key, gviews,
     check_placement, I_MISSING, I_USE, I_FIFO, I_ENQSEQ, I_DISP, I_DISPPREV, I_COPYREP, I_COPYCNT, I_XQNEXT, I_XFSEQ,
     I_XELIST, I_XSLIST, I_XSPREV, I_DEVHEAD, I_DEVTAIL, I_DEVACT, I_DEVLAST, I_BUSHEAD, I_BUSTAIL, I_BUSACT,
@@ -121,6 +121,11 @@ def init_state(GI, GF, CI, place, WI, WF, vi, vf):
         WI[k] = 0
     for k in range(NSF):
         WF[k] = 0.0
+    nl = link_slots(CI)
+    if nl > 0:  # link model: every link resource free at t = 0
+        o = ws_sizes(n, m, D, heap_extra(CI))[1]
+        for k in range(o, o + nl):
+            WF[k] = 0.0
     hsize = 0
     seq = 0
     for i in range(n):
@@ -155,6 +160,11 @@ def run_loop(GI, GF, CF, CI, PI, place, WI, WF, vi, vf, record):
     carr, cfree, level, peak, peak_t, ht, log_t, log_level = vf[8], vf[9], vf[10], vf[11], vf[12], vf[14], vf[15], vf[16]
     lfree = vf[F_LFREE]  # when the last buffer of an op (output or a received copy) was freed
     dev_free, bus_free = vf[F_DEVFREE], vf[F_BUSFREE]  # when a device / sender is free again
+    # link model: CI[5] link resources, CI[6 + s * D + x] the resource of link (s, x); when each is free
+    nres = link_slots(CI)
+    link_of = CI[6:6 + (D * D if nres > 0 else 0)]
+    lo_res = ws_sizes(n, m, D, heap_extra(CI))[1]
+    res_free = WF[lo_res:lo_res + nres]
 
     hsize, seq, n_run, n_xe, n_xs = WI[S_HSIZE], WI[S_SEQ], WI[S_NRUN], WI[S_NXE], WI[S_NXS]
     n_log, n_dirty = WI[S_NLOG], WI[S_NDIRTY]
@@ -260,6 +270,18 @@ def run_loop(GI, GF, CF, CI, PI, place, WI, WF, vi, vf, record):
                         if dev_act[U(d)] == 0:
                             dev_act[U(d)] = 1
                             hsize = push(ht, hk, hp, hsize, max(t, dev_free[U(d)]), key(2, d, 0), -1)
+                elif model == GIPH:  # one transfer per edge, sent now, no contention
+                    copy_rep[U(e)] = e
+                    copy_cnt[U(e)] = 1
+                    eb = ebytes[U(e)]
+                    cbytes[U(e)] = eb
+                    ndev += 1
+                    v = lat[U(d * D + x)] + eb / bw[U(d * D + x)]
+                    xdur[U(e)] = v
+                    if record:
+                        xf_start[U(e)] = t
+                        xf_arr[U(e)] = t + v
+                    hsize = push(ht, hk, hp, hsize, t + v, key(0, e, 1), e)
                 else:
                     f = first[U(x)]
                     if f < 0:
@@ -277,7 +299,7 @@ def run_loop(GI, GF, CF, CI, PI, place, WI, WF, vi, vf, record):
                         cbytes[U(f)] = eb
                     if eb > maxb:
                         maxb = eb
-            ntx = ndev if model == P2P else min(ndev, 1)
+            ntx = min(ndev, 1) if model == PLACETO else ndev
             use_cnt[U(u)] = nloc + ntx
             if nloc + ntx == 0:
                 level[U(d)] -= obytes[U(u)]
@@ -310,7 +332,22 @@ def run_loop(GI, GF, CF, CI, PI, place, WI, WF, vi, vf, record):
                     if bus_act[U(d)] == 0:
                         bus_act[U(d)] = 1
                         hsize = push(ht, hk, hp, hsize, max(t, bus_free[U(d)]), key(1, d, 0), -1)
-                else:
+                elif model == LINK:  # one transfer per destination, FIFO on its link resource
+                    for x in range(D):
+                        f = first[U(x)]
+                        if f >= 0:
+                            v = lat[U(d * D + x)] + cbytes[U(f)] / bw[U(d * D + x)]
+                            xdur[U(f)] = v
+                            rs = link_of[U(d * D + x)]
+                            st = max(t, res_free[U(rs)])
+                            arr = st + v
+                            res_free[U(rs)] = arr + bus_gap
+                            if record:
+                                xf_start[U(f)] = st
+                                xf_arr[U(f)] = arr
+                            hsize = push(ht, hk, hp, hsize, arr, key(0, prio[U(u)], 1 + x), f)
+                            first[U(x)] = -1
+                elif model == P2P:
                     for x in range(D):
                         f = first[U(x)]
                         if f >= 0:
@@ -331,8 +368,8 @@ def run_loop(GI, GF, CF, CI, PI, place, WI, WF, vi, vf, record):
                                 hsize = push(ht, hk, hp, hsize, max(t, bus_free[U(d)]), key(1, d, 0), -1)
                             first[U(x)] = -1
         elif kind == 0:  # ------------------------------------------ transfer pay of op inv[a] arrived
-            u = inv[U(a)]
             r = pay
+            u = edge_src[U(r)] if model == GIPH else inv[U(a)]  # giph: a is the edge (pay)
             s = place[U(u)]
             use_cnt[U(u)] -= 1
             if use_cnt[U(u)] == 0:
@@ -372,8 +409,9 @@ def run_loop(GI, GF, CF, CI, PI, place, WI, WF, vi, vf, record):
                                 dev_act[U(x)] = 1
                                 hsize = push(ht, hk, hp, hsize, max(t, dev_free[U(x)]), key(2, x, 0), -1)
             else:
-                x = (k & 255) - 1
-                recv[U(x)] = 0
+                x = place[U(succ_idx[U(r)])] if model == GIPH else (k & 255) - 1
+                if model == P2P:
+                    recv[U(x)] = 0
                 level[U(x)] += cbytes[U(r)]
                 if record:
                     carr[U(r)] = t
@@ -381,7 +419,10 @@ def run_loop(GI, GF, CF, CI, PI, place, WI, WF, vi, vf, record):
                     is_dirty[U(x)] = 1
                     dirty[U(n_dirty)] = x
                     n_dirty += 1
-                for e in range(succ_ptr[U(u)], succ_ptr[U(u + 1)]):
+                # giph: the one consumer of edge r; p2p, link: every consumer on x
+                e_lo = r if model == GIPH else succ_ptr[U(u)]
+                e_hi = r + 1 if model == GIPH else succ_ptr[U(u + 1)]
+                for e in range(e_lo, e_hi):
                     c = succ_idx[U(e)]
                     if place[U(c)] == x:
                         missing[U(c)] -= 1
@@ -399,7 +440,7 @@ def run_loop(GI, GF, CF, CI, PI, place, WI, WF, vi, vf, record):
                             if dev_act[U(x)] == 0:
                                 dev_act[U(x)] = 1
                                 hsize = push(ht, hk, hp, hsize, max(t, dev_free[U(x)]), key(2, x, 0), -1)
-                for s2 in range(D):  # the freed receiver may unblock an idle sender
+                for s2 in range(D if model == P2P else 0):  # the freed receiver may unblock an idle sender
                     if bus_act[U(s2)] == 0 and bus_head[U(s2)] >= 0:
                         bus_act[U(s2)] = 1
                         hsize = push(ht, hk, hp, hsize, max(t, bus_free[U(s2)]), key(1, s2, 0), -1)
@@ -468,6 +509,8 @@ def run_loop(GI, GF, CF, CI, PI, place, WI, WF, vi, vf, record):
     WI[S_NLOG], WI[S_NDIRTY] = n_log, 0
     for d in range(D):  # the reference's run time also counts the last (idle) wake-ups
         tmax = max(tmax, dev_free[d], bus_free[d])
+    for j in range(nres):  # link model: a link's last transfer (+ bus gap)
+        tmax = max(tmax, res_free[j])
     WF[F_TCUR], WF[F_TMAX] = t_cur, tmax
 
 
@@ -495,7 +538,7 @@ def prepass(GI, GF, CF, CI, place, WI, WF):
     comp = GF[m + 3 * n:m + 3 * n + n * D]
     bw = CF[4:4 + D * D]
     lat = CF[4 + D * D:4 + 2 * D * D]
-    osucc, ccnt, nloc, mask, cost, xdur, cb = xviews(WI, WF, n, m, D)
+    osucc, ccnt, nloc, mask, cost, xdur, cb = xviews(WI, WF, n, m, D, 0)
     lat0 = lat[1] if D > 1 else 0.0
     bw0 = bw[1] if D > 1 else 1.0
     zero = False
@@ -649,7 +692,7 @@ def run_placeto(GI, GF, CF, CI, PI, place, WI, WF, vi, vf):
     inv = PI[n:2 * n]
     op_gap = CF[0]
     bus_gap = CF[1]
-    osucc, ccnt, nloc, mask, cost, xdur, cb = xviews(WI, WF, n, m, D)
+    osucc, ccnt, nloc, mask, cost, xdur, cb = xviews(WI, WF, n, m, D, 0)
     missing, fifo = vi[I_MISSING], vi[I_FIFO]
     dev_head, dev_tail, dev_act = vi[I_DEVHEAD], vi[I_DEVTAIL], vi[I_DEVACT]
     bus_head, bus_tail, bus_act = vi[I_BUSHEAD], vi[I_BUSTAIL], vi[I_BUSACT]
@@ -825,7 +868,7 @@ def sim_full(GI, GF, CF, CI, PI, place, WI, WF, record):
     if bad >= 0:
         WI[S_BAD] = bad
         return BAD_PLACEMENT
-    vi, vf = views(WI, WF, n, m, D)
+    vi, vf = views(WI, WF, n, m, D, heap_extra(CI))
     init_state(GI, GF, CI, place, WI, WF, vi, vf)
     # run_placeto pays off when most ops send a transfer (random-like placements: 1.2-1.35x); on
     # mostly-local placements (one device, contiguous blocks) it measured 2x slower than run_loop
@@ -843,7 +886,7 @@ def sim_full(GI, GF, CF, CI, PI, place, WI, WF, record):
     if fast:
         run_placeto(GI, GF, CF, CI, PI, place, WI, WF, vi, vf)
     if fast and WI[S_NRUN] != n or prepared and not fast:  # ccnt is all zero after a run in which every op ran
-        o = ccnt_start(n, m, D)  # (not through xviews: its tuple of views, made here, corrupted the heap)
+        o = ccnt_start(n, m, D, 0)  # (not through xviews: its tuple of views, made here, corrupted the heap)
         for k in range(o, o + n * D):
             WI[k] = 0
     if not fast:
@@ -855,9 +898,9 @@ def sim_full(GI, GF, CF, CI, PI, place, WI, WF, record):
 def sim_batch(GI, GF, CF, CI, PI, places, lo, hi, out_obj, out_mk, out_peak, out_status):
     """Rows lo..hi-1 of ``places``: objective, makespan, peak bytes per device (params included)."""
     n, m, D = CI[0], CI[1], CI[2]
-    ni, nf = ws_sizes(n, m, D)
+    ni, nf = ws_sizes(n, m, D, heap_extra(CI))
     WI = np.zeros(ni, dtype=np.int64)  # zeros: sim_full keeps xviews' ccnt zero between runs
-    WF = np.empty(nf, dtype=np.float64)
+    WF = np.empty(nf + link_slots(CI), dtype=np.float64)
     o = NSF + 4 * n + 6 * m
     for row in range(lo, hi):
         st = sim_full(GI, GF, CF, CI, PI, places[row], WI, WF, False)

@@ -9,7 +9,8 @@ Packed layouts (all C-contiguous, so one call passes a handful of arrays, not fo
 ``GI`` int64   succ_ptr (n+1) | succ_idx (m) | pred_ptr (n+1) | pred_edge (m) | edge_src (m) | leader (n) | pred_idx (m)
 ``GF`` float64 edge_bytes (m) | out_bytes (n) | temp_bytes (n) | param_bytes (n) | compute_us (n*D, row-major)
 ``CF`` float64 op_gap, bus_gap, penalty_us_per_byte, oom_penalty_us | bandwidth (D*D) | latency (D*D) | capacity (D)
-``CI`` int64   n, m, D, comm model (0 placeto, 1 p2p), uniform links (1: every off-diagonal link alike)
+``CI`` int64   n, m, D, comm model (0 placeto, 1 p2p, 2 giph, 3 link), uniform links (1: every off-diagonal link alike)
+              | link model only: R (link resources) | resource of each link (D*D, row-major; see :func:`link_resources`)
 ``PI`` int64   prio (n) | inv (n)   (``Prepared.order``; None: the identity)
 
 Tie-break orders (``SimParams.tie_break``): ``prio[i]`` is op i's rank among simultaneous events and
@@ -29,8 +30,8 @@ import numpy as np
 
 from placer.sim.result import SimParams
 
-PLACETO, P2P = 0, 1
-COMM_MODELS = {"placeto": PLACETO, "p2p": P2P}
+PLACETO, P2P, GIPH, LINK = 0, 1, 2, 3
+COMM_MODELS = {"placeto": PLACETO, "p2p": P2P, "giph": GIPH, "link": LINK}
 MAX_DEVICES = 250  # the event key keeps 8 bits for a device (+1)
 
 
@@ -161,4 +162,29 @@ def config(problem, params: SimParams) -> tuple[np.ndarray, np.ndarray]:
     off = ~np.eye(D, dtype=bool)
     uniform = D < 2 or (bool((bw[off] == bw[off][0]).all()) and bool((lat[off] == lat[off][0]).all()))
     CI = np.array([prep.n, prep.m, prep.D, COMM_MODELS[params.comm_model], int(uniform)], dtype=np.int64)
+    if params.comm_model == "link":
+        res = link_resources(problem.cluster)
+        CI = np.concatenate([CI, [int(res.max()) + 1], res.ravel()]).astype(np.int64)
     return CF, CI
+
+
+def link_resources(cluster) -> np.ndarray:
+    """(D, D) int64: the resource each directed link (s, x) queues on in the ``link`` model. Every
+    link is its own resource, except the links of a shared group (the cluster's ``shared_links``:
+    ``{group name: [[from device, to device], ...]}``), which share one. The diagonal is unused."""
+    D = cluster.n_devices
+    res = np.arange(D * D, dtype=np.int64).reshape(D, D)
+    groups = shared_links(cluster)
+    if groups:
+        index = {name: i for i, name in enumerate(cluster.device_names)}
+        for k, pairs in enumerate(groups.values()):
+            for a, b in pairs:
+                if a in index and b in index:  # a subset of the cluster keeps the links it still has
+                    res[index[a], index[b]] = D * D + k
+    _, dense = np.unique(res, return_inverse=True)  # number the resources 0..R-1
+    return dense.reshape(D, D).astype(np.int64)
+
+
+def shared_links(cluster) -> dict:
+    """The cluster's shared link groups (``meta["shared_links"]``), or {}."""
+    return dict(getattr(cluster, "meta", {}).get("shared_links") or {})

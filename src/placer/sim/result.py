@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from placer.cluster import COMM_MODELS  # the kernel's numbering: placer.sim.prepare.COMM_MODELS
+
 
 def memory_first(objective_us: float, fits: bool) -> tuple[bool, float]:
     """The order in which every best placement is kept (the Evaluator's, the RL trainers', the
@@ -17,12 +19,24 @@ def memory_first(objective_us: float, fits: bool) -> tuple[bool, float]:
     return (not fits, float(objective_us))
 
 
+
+
+def cluster_comm_model(cluster) -> str:
+    """The communication model a cluster declares (``meta["comm_model"]``, from its file's
+    ``comm_model`` field), ``"placeto"`` when it declares none (or for no cluster)."""
+    meta = getattr(cluster, "meta", None) or {}
+    return str(meta.get("comm_model") or "placeto")
+
+
 @dataclass(frozen=True)
 class SimParams:
     """How a step is simulated. ``SimParams.placeto()`` reproduces the reference simulator."""
 
     comm_model: str = "placeto"  # "placeto": one outgoing bus per device, one transfer per output tensor;
-    #                               "p2p": one transfer per destination device, links and both ends serialised
+    #                               "p2p": one transfer per destination device, links and both ends serialised;
+    #                               "giph": one transfer per edge, no contention (GiPH's env/latency.py);
+    #                               "link": one transfer per destination device, FIFO on each link resource
+    #                               (see docs/simulator.md; COMM_MODELS)
     op_gap_us: float = 0.0  # idle gap on a device after each op with non-zero cost
     bus_gap_us: float = 0.0  # gap on the sending bus after each transfer (does not delay arrival)
     bandwidth_bytes_per_us: float | None = None  # overrides every link's bandwidth when set
@@ -33,8 +47,8 @@ class SimParams:
     #                           "name" (op-name rank, as the reference simulator's heap of name tuples)
 
     def __post_init__(self):
-        if self.comm_model not in ("placeto", "p2p"):
-            raise ValueError(f"comm_model must be 'placeto' or 'p2p', not {self.comm_model!r}")
+        if self.comm_model not in COMM_MODELS:
+            raise ValueError(f"comm_model must be one of {', '.join(COMM_MODELS)}, not {self.comm_model!r}")
         if self.tie_break not in ("index", "name"):
             raise ValueError(f"tie_break must be 'index' or 'name', not {self.tie_break!r}")
         for name in ("op_gap_us", "bus_gap_us", "memory_penalty_us_per_byte", "oom_penalty_us"):
@@ -46,16 +60,20 @@ class SimParams:
         if self.latency_us is not None and not self.latency_us >= 0:
             raise ValueError("latency_us must be non-negative")
 
-    PRESETS = ("default", "placeto")  # names accepted by preset(), --sim and experiments
+    PRESETS = ("default", "placeto", "p2p", "giph", "link")  # names accepted by preset(), --sim and experiments
 
     @classmethod
-    def preset(cls, name: str) -> "SimParams":
-        """The simulator settings called ``name``: ``default`` (the cluster's own links, no gaps) or
-        ``placeto`` (the reference simulator's constants). The one lookup the CLI and the bench use."""
+    def preset(cls, name: str, cluster=None) -> "SimParams":
+        """The simulator settings called ``name``: ``default`` (the cluster's own links, no gaps,
+        the communication model the cluster declares: :func:`cluster_comm_model`), ``placeto``
+        (the reference simulator's constants), or a communication model (``p2p``, ``giph``,
+        ``link``) with the cluster's links and no gaps. The one lookup the CLI and the bench use."""
         if name == "default":
-            return cls()
+            return cls(comm_model=cluster_comm_model(cluster))
         if name == "placeto":
             return cls.placeto()
+        if name in COMM_MODELS:
+            return cls(comm_model=name)
         from placer.errors import InputError
 
         raise InputError("--sim", repr(name)[:80], "is not a simulator preset", f"use one of {', '.join(cls.PRESETS)}")

@@ -16,7 +16,7 @@ from numba import njit
 KIND_SHIFT = 58
 A_SHIFT = 8
 A_MASK = (1 << 50) - 1
-PLACETO, P2P = 0, 1
+PLACETO, P2P, GIPH, LINK = 0, 1, 2, 3
 NS = 16  # scalar slots at the head of WI
 NSF = 4  # scalar slots at the head of WF
 # WI scalar slots
@@ -28,27 +28,43 @@ OK, BAD_PLACEMENT, NOT_ALL_RAN = 0, 1, 2
 
 
 @njit(cache=True, nogil=True)
-def heap_cap(D):
-    return 4 * D + 16
+def heap_cap(D, x):
+    """Event heap capacity: at most one op-done and one wake-up per device and one transfer per
+    bus are pending (``placeto``, ``p2p``); ``giph`` and ``link`` schedule each transfer's arrival
+    when it is sent, so up to ``x`` = m more (:func:`heap_extra`)."""
+    return 4 * D + 16 + x
 
 
 @njit(cache=True, nogil=True)
-def ws_sizes(n, m, D):
-    """(len(WI), len(WF)) for a graph of n ops, m edges on D devices."""
-    H = heap_cap(D)
+def heap_extra(CI):
+    """The extra heap slots of the model in ``CI`` (see :func:`heap_cap`)."""
+    return CI[1] if CI[3] >= GIPH else 0
+
+
+@njit(cache=True, nogil=True)
+def link_slots(CI):
+    """Float slots after the workspace for the ``link`` model's resources (when each is free)."""
+    return CI[5] if CI[3] == LINK else 0
+
+
+@njit(cache=True, nogil=True)
+def ws_sizes(n, m, D, x):
+    """(len(WI), len(WF)) for a graph of n ops, m edges on D devices, ``x`` extra heap slots (the
+    ``link`` model's resource slots come after these, see :func:`link_slots`)."""
+    H = heap_cap(D, x)
     L = n + m + 1
     return (NS + 6 * n + 7 * m + 13 * D + 2 * H + 2 * L + m + n * D + 2 * n,
             NSF + 5 * n + 6 * m + 6 * D + H + 2 * L + 3 * n)
 
 
 @njit(cache=True, nogil=True)
-def ccnt_start(n, m, D):
+def ccnt_start(n, m, D, x):
     """Where :func:`xviews`' ``ccnt`` (n * D) starts in WI."""
-    return NS + 6 * n + 7 * m + 13 * D + 2 * heap_cap(D) + 2 * (n + m + 1) + m
+    return NS + 6 * n + 7 * m + 13 * D + 2 * heap_cap(D, x) + 2 * (n + m + 1) + m
 
 
 @njit(cache=True, nogil=True)
-def xviews(WI, WF, n, m, D):
+def xviews(WI, WF, n, m, D, x):
     """The objective-only placeto loop's per-placement arrays (:func:`placer.sim.kernel.prepass`),
     after the :func:`views` arrays: ``osucc`` (m: each op's consumers, the ones on its device first),
     ``ccnt`` (n*D: consumers of op u's buffer on device x still to run; x = u's own device: its
@@ -57,9 +73,9 @@ def xviews(WI, WF, n, m, D):
     (n: duration of its transfer), ``cb`` (n: bytes of its transfer / of each received copy).
     ``ccnt`` is zero between runs (a run in which every op ran counts it down to zero; otherwise
     :func:`placer.sim.kernel.sim_full` clears it), so :func:`placer.sim.kernel.prepass` only counts up."""
-    H = heap_cap(D)
+    H = heap_cap(D, x)
     L = n + m + 1
-    oi = ccnt_start(n, m, D) - m  # osucc, then ccnt
+    oi = ccnt_start(n, m, D, x) - m  # osucc, then ccnt
     of = NSF + 5 * n + 6 * m + 6 * D + H + 2 * L
     o2 = oi + m + n * D
     return (WI[oi:oi + m], WI[oi + m:o2], WI[o2:o2 + n], WI[o2 + n:o2 + 2 * n],
@@ -67,9 +83,9 @@ def xviews(WI, WF, n, m, D):
 
 
 @njit(cache=True, nogil=True)
-def views(WI, WF, n, m, D):
+def views(WI, WF, n, m, D, x):
     """(WI views, WF views): two homogeneous tuples of array views, in the I_* / F_* order."""
-    H = heap_cap(D)
+    H = heap_cap(D, x)
     L = n + m + 1
     oi = np.empty(31, dtype=np.int64)
     oi[0] = NS
