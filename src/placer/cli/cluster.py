@@ -97,11 +97,14 @@ def _render(c) -> None:
         console.print(f"measured {safe(det['date'])} on {safe(det['machine'])}: per link and size the median "
                       f"of {det['repeats']} timings (quartiles below it); --json has how each was timed")
         t = Table("link", "timed", "fit", *(_size(s) for s in det["sizes"]))
+        if not det["links"]:
+            console.print("no links measured: one device")
         for ln in det["links"]:
             t.add_row(safe(ln["pairs"]), KIND_LABEL.get(ln.get("kind"), safe(ln.get("kind", "?"))),
                       f"{ln['latency_us']:,.1f} us + bytes / {ln['bandwidth_bytes_per_us'] / 1e3:,.1f} GB/s",
                       *(f"{p['median_us']:,.1f} us\n{p['q25_us']:,.1f} .. {p['q75_us']:,.1f}" for p in ln["per_size"]))
-        console.print(t)
+        if det["links"]:
+            console.print(t)
         console.print(f"memory limits: {safe(det['memory'])}", highlight=False)
 
 
