@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -128,19 +129,21 @@ def compare_methods(problem, names: Sequence[str] | None, budget: int | None, se
         check_method(n, "--methods")
     skip, scaled = dict(skip or {}), dict(scaled or {})
     todo = [(n, scaled.get(n, budget), n in scaled) for n in names if n not in skip]
-    ran = _run_all(problem, todo, seed, sim_params, objective, jobs, on_start)
     rows = []
-    for name in names:  # the table keeps the line-up's order, skipped methods in their place
-        if name in skip:
-            rows.append({"method": name, "error": skip[name], "bound": method_bound(name, budget)[1], "skipped": True})
-            continue
-        _, r, bound = next(ran)
-        if isinstance(r, str):
-            rows.append({"method": name, "error": r, "bound": bound})
-            continue
-        rows.append({**r.summary(), "bound": bound, **({"scaled": True} if name in scaled else {})})
-        if on_result:
-            on_result(name, r)
+    with _pool(jobs, len(todo)) as pool:  # left by any exception (Ctrl-C): every worker gone first
+        ran = _run_all(problem, todo, seed, sim_params, objective, pool, on_start)
+        for name in names:  # the table keeps the line-up's order, skipped methods in their place
+            if name in skip:
+                rows.append({"method": name, "error": skip[name], "bound": method_bound(name, budget)[1],
+                             "skipped": True})
+                continue
+            _, r, bound = next(ran)
+            if isinstance(r, str):
+                rows.append({"method": name, "error": r, "bound": bound})
+                continue
+            rows.append({**r.summary(), "bound": bound, **({"scaled": True} if name in scaled else {})})
+            if on_result:
+                on_result(name, r)
     ok = [r for r in rows if "error" not in r]
     custom = objective not in (None, "sim")  # a published objective: its value decides (invalid = inf)
     ref = next((r for r in ok if r["method"] == "single-gpu"), None)
@@ -159,34 +162,38 @@ def compare_methods(problem, names: Sequence[str] | None, budget: int | None, se
             "single_gpu_oom": bool(single_oom), "rows": rows}
 
 
-def _run_all(problem, todo, seed, sim_params, objective, jobs, on_start):
+def _pool(jobs: int, tasks: int):
+    """The worker processes of :func:`_run_all`: a :class:`placer.procpool.WorkerPool` of ``jobs``
+    (at most ``tasks``) when that is more than one, else none (the methods run in this process)."""
+    if jobs <= 1 or tasks <= 1:
+        return contextlib.nullcontext(None)
+    from placer.procpool import WorkerPool
+
+    return WorkerPool(min(jobs, tasks))
+
+
+def _run_all(problem, todo, seed, sim_params, objective, pool, on_start):
     """The rows of :func:`compare_methods` in ``todo``'s order ((name, budget, scaled) each), run in
-    this process or, with ``jobs`` above 1, in that many spawned worker processes, which take the
+    this process or, given a ``pool`` (:func:`_pool`), in its worker processes, which take the
     methods with the most simulated ops first (placements x ops; a construction counts one
-    placement) so that a long search does not start last; the order decides no result."""
+    placement) so that a long search does not start last; the order decides no result. The caller
+    holds the pool, so that an exception anywhere in its loop stops the workers."""
     names = [t[0] for t in todo]
-    if jobs <= 1 or len(todo) <= 1:
+    if pool is None:
         for k, (name, budget, scaled) in enumerate(todo, 1):
             if on_start:
                 on_start(name, k, len(todo))
             yield _run_one(problem, name, budget, seed, sim_params, objective, scaled)
         return
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
 
     def work(t):
         n = t[1] if t[1] is not None else getattr(METHODS[t[0]].config(), "placements", 1)
         return -(n if t[0] not in SECONDS else 10**9)  # a wall-clock-capped solver: the longest
 
     first = sorted(range(len(todo)), key=lambda k: (work(todo[k]), k))
-    with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=mp.get_context("spawn")) as pool:
-        futures = {k: pool.submit(_run_one, problem, *todo[k][:2], seed, sim_params, objective, todo[k][2])
-                   for k in first}
-        try:
-            for k, name in enumerate(names):
-                if on_start:
-                    on_start(name, k + 1, len(names))
-                yield futures[k].result()
-        except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
+    futures = {k: pool.submit(_run_one, problem, *todo[k][:2], seed, sim_params, objective, todo[k][2])
+               for k in first}
+    for k, name in enumerate(names):
+        if on_start:
+            on_start(name, k + 1, len(names))
+        yield futures[k].result()

@@ -8,8 +8,8 @@ to change a result leaves the cache current (the golden tests hold it to that), 
 version. Each run file also records the commit it was made at (:func:`source_commit`). A
 finished run is written at once as ``results/<exp>/runs/<row>__<method>__s<seed>__<hash>.json``, so
 an interrupted experiment resumes where it stopped and a repeated one simulates nothing. Independent
-runs go to ``--jobs N`` worker processes (``concurrent.futures.ProcessPoolExecutor``, spawned so a
-parent that has used torch or numba threads is never forked).
+runs go to ``--jobs N`` worker processes (:class:`placer.procpool.WorkerPool`, spawned so a
+parent that has used torch or numba threads is never forked, deaf to Ctrl-C and stopped with it).
 """
 
 from __future__ import annotations
@@ -411,17 +411,14 @@ def run_plan(plan: Plan, jobs: int = 1, on_done: Callable[[Cell, int, int], None
         for cell in todo:
             finish(cell, execute(cell.task))
     else:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor, as_completed
+        from concurrent.futures import as_completed
 
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
+        from placer.procpool import WorkerPool
+
+        with WorkerPool(min(jobs, total)) as pool:  # left by Ctrl-C: every worker gone first (placer.procpool)
             futures = {pool.submit(execute, c.task): c for c in todo}
-            try:
-                for fut in as_completed(futures):
-                    finish(futures[fut], fut.result())
-            except BaseException:
-                pool.shutdown(wait=False, cancel_futures=True)
-                raise
+            for fut in as_completed(futures):
+                finish(futures[fut], fut.result())
     return {"ran": total, "cached": sum(c.cached and not c.stale for c in plan.cells),
             "kept_stale": sum(c.stale for c in plan.cells),
             "errors": sum(c.status == ERROR for c in plan.cells)}

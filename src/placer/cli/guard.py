@@ -7,7 +7,8 @@ line on stderr and a fixed status, never a traceback:
   callback) and usage errors (unknown command or option, a missing argument): status 2;
 * an output that cannot be written (an ``OSError`` naming a file): status 2;
 * Ctrl-C: status 130, "interrupted". A second Ctrl-C stops at once, whatever the first one was
-  waiting for. A Ctrl-C that lands inside a C callback (numba writing its cache, for one) cannot
+  waiting for (killing the workers of any :class:`placer.procpool.WorkerPool` first; the first one
+  stops them as it unwinds, and they never see SIGINT themselves). A Ctrl-C that lands inside a C callback (numba writing its cache, for one) cannot
   propagate from there: Python reports it as "unraisable" and the library then fails with an error of
   its own. Both are recognised as the interrupt's consequence: the unraisable report is silenced and
   any failure after a Ctrl-C ends as an interrupt.
@@ -103,6 +104,9 @@ class _SigintGuard:
     def handler(self, signum, frame):
         self.count += 1
         if self.count >= 2:
+            pools = sys.modules.get("placer.procpool")  # loaded only where a command started workers
+            if pools is not None:
+                pools.kill_all()  # no time to unwind: the workers go with the process
             os.write(2, b"error: interrupted twice; stopped\n")
             os._exit(EXIT_INTERRUPTED)
         raise Interrupted()

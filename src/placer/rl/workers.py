@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
-import multiprocessing as mp
 import numpy as np
 import torch
 
 from placer.nn.fast import NumpyPolicy, softmax
 from placer.nn.features import GraphTensors
 from placer.nn.placeto import PlacetoNet, PolicyConfig, entropy_of
+from placer.procpool import WorkerPool
 from placer.rl.env import EnvConfig, PlacementEnv
 from placer.rl.loss import reinforce_loss, returns_to_go
 from placer.rl.task import PlacementTask
@@ -175,13 +174,14 @@ def _run_in_process(weights, tasks):
 
 
 class ProcessBackend:
-    """Local worker processes (spawned, one torch thread each). Tasks are dealt to the processes
-    in contiguous blocks; results come back in task order."""
+    """Local worker processes (spawned, one torch thread each; a :class:`placer.procpool.WorkerPool`,
+    deaf to Ctrl-C). Tasks are dealt to the processes in contiguous blocks; results come back in task
+    order."""
 
     def __init__(self, graphs, policy, env, sim_params=None, initial=None, processes: int | None = None):
         self.processes = max(1, int(processes or os.cpu_count() or 1))
-        self.pool = ProcessPoolExecutor(max_workers=self.processes, mp_context=mp.get_context("spawn"),
-                                        initializer=_init_process, initargs=(graphs, policy, env, sim_params, initial))
+        self.pool = WorkerPool(self.processes, initializer=_init_process,
+                               initargs=(graphs, policy, env, sim_params, initial))
 
     def run(self, weights, tasks):
         k = min(self.processes, len(tasks))
@@ -193,7 +193,7 @@ class ProcessBackend:
         return out
 
     def close(self) -> None:
-        self.pool.shutdown(wait=True, cancel_futures=True)
+        self.pool.stop()  # idle after a finished run(); mid-run (Ctrl-C) its episodes are dropped, promptly
 
 
 class RayBackend:
