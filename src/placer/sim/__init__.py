@@ -15,6 +15,14 @@ Semantics
   consumer there; a device sends one and receives one transfer at a time (so each directed link is
   serialised too); a free sender starts the oldest queued transfer whose receiver is free; a
   receiver becoming free wakes idle senders; ``bus_gap_us`` follows every send on the sender.
+  ``comm_model="giph"`` (the GiPH authors' evaluator, ``env/latency.py``; oracle
+  :mod:`placer.sim.reference_giph`): one transfer per edge with that edge's bytes, sent when its
+  producer ends, never waiting (no bus, link or endpoint is a resource).
+  ``comm_model="link"``: one transfer per (tensor, destination device) as in ``p2p``, FIFO on its
+  link's resource (each directed link its own, or a group of the cluster's ``shared_links``), which
+  stays busy ``bus_gap_us`` after each. A cluster names its model in ``meta["comm_model"]`` (its
+  file's ``comm_model``): the one used when no SimParams is given and by ``SimParams.preset("default",
+  cluster)``. docs/simulator.md describes the four with their sources.
 * Simultaneous events run in the order (time, kind, priority): op done / tensor arrived, then
   senders waking, then devices waking; within a kind by the producer op's priority (then
   destination device), or by device index. An op's priority is its topological index

@@ -8,7 +8,7 @@ Events are popped from a binary heap in the order of the key ``(time, kind, a, b
 * kind 0, b = 0: op ``a`` done (frees its temp bytes and the inputs it was the last user of,
   releases its local children, queues its output on the bus);
 * kind 0, b > 0: the transfer of op ``a``'s output arrived (``placeto``: at every remote consumer
-  device; ``p2p``: at device ``b - 1``);
+  device; ``p2p``, ``link``: at device ``b - 1``; ``giph``: ``a`` is the edge, whose consumer it reached);
 * kind 1: sender ``a`` (the bus of device ``a``) wakes up and starts the next queued transfer;
 * kind 2: device ``a`` wakes up and starts the next queued op.
 
@@ -32,7 +32,9 @@ Objective-only runs of the ``placeto`` model (``record=False``, at most 63 devic
 taking some time, at least half the ops sending one) go through :func:`prepass` and :func:`run_placeto` instead of :func:`run_loop`:
 the same events in the same order and the same floating-point operations, with fewer
 data-dependent branches (see :func:`run_placeto` for the profile behind it). Recorded runs and the
-``p2p`` model use :func:`run_loop`.
+other models use :func:`run_loop`. ``giph`` and ``link`` schedule a transfer's arrival when it is
+sent (``giph``: nothing delays it; ``link``: its start is ``max(now, when its link resource is free)``,
+a FIFO with known service times), so they need no sender wake-ups; their heap holds up to m more events.
 """
 
 from __future__ import annotations
