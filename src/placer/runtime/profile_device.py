@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import statistics
 import time
 from pathlib import Path
@@ -193,8 +194,10 @@ def profile_device(capture, module, inputs, device: str = "cpu", threads: int = 
     from placer.runtime.detect import model_key
 
     device = check_device(device)
-    if not (isinstance(threads, int) and not isinstance(threads, bool) and 1 <= threads):
-        raise InputError("profile", f"threads {threads!r}", "is not a positive whole number", "use threads=1 or more")
+    most = 4 * (os.cpu_count() or 1)  # as `placer run --threads`: more only slows torch down
+    if not (isinstance(threads, int) and not isinstance(threads, bool) and 1 <= threads <= most):
+        raise InputError("profile", f"threads {threads!r}", f"is not a whole number from 1 to {most} (4 per CPU core)",
+                         "use threads=1")
     if not (isinstance(steps, int) and not isinstance(steps, bool) and 1 <= steps <= MAX_PROFILE_STEPS):
         raise InputError("profile", f"steps {steps!r}", f"is not from 1 to {MAX_PROFILE_STEPS}", "use steps=5")
     key = model_key(device, threads)
