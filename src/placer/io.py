@@ -2,7 +2,8 @@
 
 Every input goes through :func:`read_input_bytes` (a regular file only, never more than
 :func:`max_input_bytes` of it or of what it gunzips to); every output through :func:`atomic_writer`
-(a temporary file renamed into place, with the user's umask); every checkpoint through
+(a temporary file renamed into place, with the user's umask), each output of a command checked
+first against its inputs (:func:`check_outputs_spare_inputs`: never overwrite one); every checkpoint through
 :func:`read_checkpoint` (``torch.load(weights_only=True)`` on bytes read as above, the only
 ``torch.load`` in the package) and :func:`write_checkpoint`; every JSON-lines log through
 :class:`JsonLines`. Bad files raise :class:`placer.errors.InputError` naming the file, the item and
@@ -21,7 +22,7 @@ import stat
 import tempfile
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from placer.errors import InputError, first_sentence
 
@@ -197,6 +198,61 @@ def check_output_path(path: str | os.PathLike, option: str = "output") -> Path:
         raise InputError(option, text, "exists and is not a regular file", "give a file name")
     probe_writable_below(p.absolute().parent, option, text)
     return p
+
+
+def _stat(path) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except (OSError, ValueError):  # missing, unreadable, or a name no file can have (a NUL byte)
+        return None
+
+
+def _named_files(value) -> list[str]:
+    """What an input argument names on disk: the path itself (a file or a folder), and for
+    ``FILE.py:FACTORY`` or ``FILE:ITEM`` forms the file before a colon, where they exist (a preset or
+    built-in name names nothing)."""
+    text = os.fspath(value) if isinstance(value, (str, os.PathLike)) else None
+    if not text:
+        return []
+    parts = [text[:i] for i, ch in enumerate(text) if ch == ":" and i]  # files only: `hf:gpt2` names no folder hf
+    return ([text] if _stat(text) is not None else []) + [c for c in dict.fromkeys(parts) if os.path.isfile(c)]
+
+
+def check_outputs_spare_inputs(outputs: Mapping[str, Any], inputs: Mapping[str, Any]) -> None:
+    """Refuse, before any work, an output that would overwrite one of the same command's inputs or
+    another of its outputs. ``outputs`` maps each output option (``--out``) to its path (None: not
+    given); ``inputs`` maps each input (``graph``, ``--policy``) to what the user gave: a path, a
+    list of them (a repeated option), or a name that is no file (a preset, ``hf:gpt2``), which
+    counts for nothing. ``FILE.py:FACTORY`` counts its file; a folder counts every file under it.
+    The same file by any name is caught: relative or absolute, through a symbolic link, or a hard
+    link (the same device and inode). One InputError naming the output and the input."""
+    seen: dict[Any, str] = {}
+    for option, out in outputs.items():
+        if out is None or not os.fspath(out):
+            continue
+        text = os.fspath(out)
+        st = _stat(text)
+        if st is not None:
+            for name, given in inputs.items():
+                for value in given if isinstance(given, (list, tuple)) else [given]:
+                    for path in _named_files(value):
+                        ist = _stat(path)
+                        if ist is None:
+                            continue
+                        if stat.S_ISDIR(ist.st_mode):
+                            inside = Path(os.path.realpath(path)) in Path(os.path.realpath(text)).parents
+                        else:
+                            inside = (ist.st_dev, ist.st_ino) == (st.st_dev, st.st_ino)
+                        if inside:
+                            what = (f"is a file in {name} {path}, which this command reads" if stat.S_ISDIR(ist.st_mode)
+                                    else f"is {name} {path}" + ("" if path == text else " (the same file)"))
+                            raise InputError(option, text, f"{what}: writing it would overwrite an input",
+                                             "give another output path")
+        key = (st.st_dev, st.st_ino) if st is not None else os.path.normcase(os.path.realpath(text))
+        if key in seen:
+            raise InputError(option, text, f"is also the {seen[key]} output: one would overwrite the other",
+                             "give each output its own path")
+        seen[key] = option
 
 
 def probe_writable_below(folder: Path, option: str, text: str) -> None:

@@ -205,8 +205,10 @@ def convert(src: str = typer.Argument(..., help="graph in any supported format")
                                                       callback=output_file)):
     """Convert a graph to the native JSON format."""
     from placer.frontends.native import save_cluster, save_graph
+    from placer.io import check_outputs_spare_inputs
     from placer.resolve import resolve_graph
 
+    check_outputs_spare_inputs({"out": out, "--cluster-out": cluster_out}, {"the graph": src})
     g = resolve_graph(src)
     c = None
     if cluster_out is not None:
@@ -225,9 +227,11 @@ def simulate(graph: str = GraphArg, cluster: str = ClusterOpt,
                                                  callback=output_file),
              sim: str = SimOpt, as_json: bool = JsonOpt, html: Optional[str] = HtmlOpt):
     """Simulate one training step of a placement: makespan, utilisation, peak memory."""
-    from placer.io import write_text_atomic
+    from placer.io import check_outputs_spare_inputs, write_text_atomic
     from placer.sim import simulate as run_sim
 
+    check_outputs_spare_inputs({"--trace": trace, "--html": html},
+                               {"the graph": graph, "--cluster": cluster, "--placement": placement})
     P = load_problem(graph, cluster)
     p = placement_arg(P, placement)
     r = run_sim(P, p, sim_params(sim, P))
@@ -276,8 +280,12 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
     from placer.frontends.native import save_placement
     from placer.methods import Budget, run_method
 
-    from placer.cli.learned_files import open_learned_params
+    from placer.cli.learned_files import open_learned_params, set_files
+    from placer.io import check_outputs_spare_inputs
 
+    given, logs = set_files(params)
+    check_outputs_spare_inputs({"--out": out, "--html": html, **logs},
+                               {"the graph": graph, "--cluster": cluster, **given})
     kw = open_learned_params(method, method_params(params))
     P = load_problem(graph, cluster)
     if grouping is not None and grouping.startswith("module") and not _groups(method):
@@ -377,6 +385,9 @@ def compare(graph: str = typer.Argument("default", help="graph file or built-in 
     )
     from placer.resolve import default_graph_name
 
+    from placer.io import check_outputs_spare_inputs
+
+    check_outputs_spare_inputs({"--html": html}, {"the graph": graph, "--cluster": cluster})
     t0 = time.perf_counter()
     jobs = jobs or _cores()
     P = load_problem(default_graph_name() if graph == "default" else graph, cluster)

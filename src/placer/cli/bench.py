@@ -46,7 +46,9 @@ def report(results: str = typer.Option("results", "--results", help="results fol
                                    callback=output_file)):
     """Regenerate REPRODUCTION.md from the committed results (runs nothing)."""
     from placer.bench.report import write_report
+    from placer.io import check_outputs_spare_inputs
 
+    check_outputs_spare_inputs({"--out": out}, {"--results": results})
     _check_tables_are_text(Path(results))
     try:
         write_report(results, out)

@@ -86,8 +86,10 @@ def capture(source: str = typer.Argument(..., help="FILE.py:FACTORY, MODULE:FACT
     from placer.frontends.native import save_graph
     from placer.frontends.recipe import parse_input_spec, parse_sets
     from placer.frontends.torch import OPTIMIZERS
+    from placer.io import check_outputs_spare_inputs
     from placer.recipes import capture_recipe
 
+    check_outputs_spare_inputs({"--out": out}, {"the model": source, "--loss": loss})
     if optimizer not in OPTIMIZERS:
         raise InputError("--optimizer", f"'{optimizer}'", "is not supported", f"use one of {', '.join(OPTIMIZERS)}")
     if batch is not None and batch < 1:

@@ -35,9 +35,10 @@ def export(graph: str = GraphArg, cluster: str = ClusterOpt,
            sim: str = SimOpt, as_json: bool = JsonOpt):
     """Write a module-level placement as a module -> device map or as pipeline split points."""
     from placer import export as ex
-    from placer.io import write_text_atomic
+    from placer.io import check_outputs_spare_inputs, write_text_atomic
     from placer.runtime.devices import device_map, parse_map
 
+    check_outputs_spare_inputs({"--out": out}, {"the graph": graph, "--cluster": cluster, "--placement": placement})
     P = load_problem(graph, cluster)
     p = placement_arg(P, placement)
     real = device_map(P.cluster, parse_map(map_, P.cluster))

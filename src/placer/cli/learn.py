@@ -137,10 +137,12 @@ def train(graph: Optional[List[str]] = typer.Option(None, "--graph", "-g", help=
           as_json: bool = typer.Option(False, "--json")):
     """Train a Placeto policy with REINFORCE and write a checkpoint."""
     _need_torch()
-    from placer.io import write_checkpoint
+    from placer.io import check_outputs_spare_inputs, write_checkpoint
     from placer.methods.placeto import PlacetoConfig, build_trainer
     from placer.rl.checkpoint import load_policy
 
+    check_outputs_spare_inputs({"--out": out, "--log": log},
+                               {"--graph": list(graph or []), "--cluster": cluster, "--resume": resume})
     if bool(graph) == bool(family):
         raise InputError("placer train", "graphs", "give --graph (one or more) or --family, not both or neither",
                          "e.g. --family cifar10 or --graph inception_v3.txt")
@@ -223,9 +225,11 @@ def place(graph: str = typer.Argument(..., help="graph file or built-in name"),
           as_json: bool = typer.Option(False, "--json")):
     """Place a graph with a trained Placeto policy (zero-shot, or after --finetune N episodes)."""
     _need_torch()
+    from placer.io import check_outputs_spare_inputs
     from placer.methods import Budget, run_method
     from placer.rl.checkpoint import load_policy
 
+    check_outputs_spare_inputs({"--out": out, "--log": log}, {"the graph": graph, "--policy": policy, "--cluster": cluster})
     P = load_problem(graph, cluster)
     trained = load_policy(policy)
     _check_policy_fits(trained, P, devices)

@@ -30,3 +30,18 @@ def open_learned_params(method: str, params: dict[str, str]) -> dict:
         check_output_path(out["log"], "--set log")
         out["progress"] = JsonLines(out.pop("log")).write
     return out
+
+
+def set_files(items: list[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """The files ``--set KEY=VALUE`` items name, before any is opened: (inputs, outputs), each
+    ``{"--set KEY": FILE}`` (inputs: policy, encoder; output: log), for
+    :func:`placer.io.check_outputs_spare_inputs`."""
+    inputs, outputs = {}, {}
+    for item in items:
+        key, sep, value = str(item).partition("=")
+        key = key.strip()
+        if sep and key in ("policy", "encoder"):
+            inputs[f"--set {key}"] = value
+        elif sep and key == "log":
+            outputs[f"--set {key}"] = value
+    return inputs, outputs

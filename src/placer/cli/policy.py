@@ -57,8 +57,11 @@ def train(graph: List[str] = typer.Option(..., "--graph", "-g", help="train on t
           sim: str = SimOpt, as_json: bool = typer.Option(False, "--json")):
     """Train a learned method's policy on the graphs and write its state."""
     from placer.cli.learn import _log
-    from placer.io import write_checkpoint
+    from placer.cli.learned_files import set_files
+    from placer.io import check_outputs_spare_inputs, write_checkpoint
 
+    given, logs = set_files(params)
+    check_outputs_spare_inputs({"--out": out, "--log": log, **logs}, {"--graph": graph, "--cluster": cluster, **given})
     m = _learned(method)
     cfg = _config(method, params)
     problems = [load_problem(g, c) for c in cluster for g in graph]
@@ -88,8 +91,13 @@ def place(graph: str = typer.Argument(..., help="graph file or built-in name"),
           sim: str = SimOpt, as_json: bool = typer.Option(False, "--json")):
     """Place a graph with a written policy (zero-shot, or fine-tuned first: --set finetune=N)."""
     from placer.cli.learn import _placed
+    from placer.cli.learned_files import set_files
+    from placer.io import check_outputs_spare_inputs
     from placer.methods import Budget, run_method
 
+    given, logs = set_files(params)
+    check_outputs_spare_inputs({"--out": out, **logs},
+                               {"the graph": graph, "--policy": policy, "--cluster": cluster, **given})
     _learned(method)
     cfg = _config(method, [*params, f"policy={policy}"])
     P = load_problem(graph, cluster)

@@ -57,6 +57,10 @@ def pretrain(family: Optional[List[str]] = typer.Option(None, "--family", "-f",
     """Pre-train Mars's graph encoder with Deep Graph Infomax and write it."""
     from placer.methods.graph_ppo import torch_geometric_available
 
+    from placer.io import check_outputs_spare_inputs
+
+    check_outputs_spare_inputs({"--out": out}, {"--graph": list(graph or []), "--held-out": list(held_out or []),
+                                                "--cluster": cluster})
     why = torch_geometric_available()
     if why:
         raise InputError("placer pretrain", "graph encoder", why, "install the extra")
