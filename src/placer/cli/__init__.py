@@ -16,8 +16,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from placer.cli.options import (MAX_SECONDS, at_least, budget_option, grouping_spec, method_name, objective_spec, one_of,
-                                output_file, positive_finite, seed_option)
+from placer.cli.options import (at_least, bounded, budget_option, grouping_spec, method_name, objective_spec, one_of,
+                                output_file, seed_option)
 from placer.cli.report import HtmlOpt
 from placer.errors import InputError
 
@@ -265,7 +265,7 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
                                         callback=method_name),
              budget: Optional[int] = BudgetOpt,
              seconds: Optional[float] = typer.Option(None, help="wall-clock limit in seconds (above 0, at most a day)",
-                                                     callback=positive_finite(60, MAX_SECONDS, "a day")),
+                                                     callback=bounded("seconds", 60)),
              seed: int = SeedOpt,
              out: Optional[str] = OutOpt,
              sim: str = SimOpt, as_json: bool = JsonOpt,

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import typer
 
+from placer import bounds as _bounds
 from placer.errors import InputError
 
 
@@ -27,10 +28,28 @@ def _example(name: str, value: Any) -> str:
     return f"e.g. {name} {value}" if name.startswith("-") else f"e.g. {value}"
 
 
-INT64_MAX = 2**63 - 1  # the compiled kernels, numpy and torch take 64-bit integers: no option may exceed it
-MAX_SEED = 2**32 - 1  # numpy's legacy RandomState and torch's generators both take any seed below 2**32
-MAX_PLACEMENTS = 10_000_000  # 50x the papers' largest budget (200,000); hours of simulation on the largest graphs
-MAX_SECONDS = 86_400.0  # a day: a longer wall-clock limit is better run as a `placer bench` experiment that resumes
+# the bounds themselves live in one table, placer.bounds.BOUNDS (reasons there); these names are its rows
+INT64_MAX = _bounds.INT64_MAX  # the compiled kernels, numpy and torch take 64-bit integers: no option may exceed it
+MAX_SEED = int(_bounds.bound("seed").hi)
+MAX_PLACEMENTS = int(_bounds.bound("budget").hi)
+MAX_SECONDS = float(_bounds.bound("seconds").hi)
+
+
+def bounded(setting: str, example=None) -> Callable:
+    """An option checked against the row ``setting`` of :data:`placer.bounds.BOUNDS` (None passes:
+    the option was not given): the same bound the library enforces however the value arrives."""
+    b = _bounds.bound(setting)
+
+    def check(ctx: typer.Context, param: typer.CallbackParam, value):
+        if value is None or ctx.resilient_parsing:
+            return value
+        name = _name(param)
+        ex = example if example is not None else b.example
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            b.check(v, name, _bounds.short(v), f"{_example(name, ex)} ({b.range_text()})")
+        return value
+
+    return check
 
 
 def at_least(lo: int, example: int | None = None, most: int | None = None, why: str = "") -> Callable:
@@ -64,14 +83,13 @@ def _short_int(v: int) -> str:
 
 
 def seed_option(ctx: typer.Context, param: typer.CallbackParam, value):
-    """A random seed: 0 to 2**32 - 1."""
-    return at_least(0, 0, MAX_SEED, "numpy and torch take seeds below 2**32")(ctx, param, value)
+    """A random seed: 0 to 2**32 - 1 (the table's ``seed``)."""
+    return bounded("seed", 0)(ctx, param, value)
 
 
 def budget_option(ctx: typer.Context, param: typer.CallbackParam, value):
-    """Placements a method may sample: 1 to :data:`MAX_PLACEMENTS`."""
-    return at_least(1, 1000, MAX_PLACEMENTS, "50x the papers' largest budget; hours of simulation on large graphs"
-                    )(ctx, param, value)
+    """Placements a method may sample: 1 to :data:`MAX_PLACEMENTS` (the table's ``budget``)."""
+    return bounded("budget", 1000)(ctx, param, value)
 
 
 def positive_finite(example: float, most: float | None = None, why: str = "") -> Callable:
@@ -184,22 +202,16 @@ def existing_folder(ctx: typer.Context, param: typer.CallbackParam, value):
     return p
 
 
-MAX_PIECES = 2**31 - 1  # more pieces than any graph has ops (a piece holds one op or more); 'any' is the no-limit setting
-
-
 def objective_spec(ctx: typer.Context, param: typer.CallbackParam, value):
     """``--objective``: parsed by :func:`placer.objectives.make_objective` now, so an unknown objective
-    or option is refused before any work (``compare`` used to run every method and print n/a)."""
+    or option, an empty or duplicate one, or a number out of its bound is refused before any work
+    (``compare`` used to run every method and print n/a)."""
     if value is None or ctx.resilient_parsing or value == "sim":
         return value
     from placer.objectives import make_objective
 
     try:
-        obj = make_objective(value)
+        make_objective(value)
     except InputError as e:  # the library names its parameter; here it is the option
         raise e.at(_name(param)) from None
-    pieces = getattr(obj, "pieces", None)
-    if isinstance(pieces, int) and pieces > MAX_PIECES:
-        raise InputError(_name(param), repr(value)[:60], f"pieces is more than {MAX_PIECES:,}, the most placer allows "
-                         "(more pieces than any graph has ops)", "use latency:pieces=any for no limit")
     return value

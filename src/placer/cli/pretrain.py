@@ -14,7 +14,7 @@ from typing import List, Optional
 import typer
 
 from placer.cli import _emit, app, console, err_console, load_problem
-from placer.cli.options import at_least, one_of, output_file, positive_finite
+from placer.cli.options import bounded, one_of, output_file, positive_finite, seed_option
 from placer.errors import InputError
 
 
@@ -45,14 +45,14 @@ def pretrain(family: Optional[List[str]] = typer.Option(None, "--family", "-f",
              out: str = typer.Option(..., "--out", "-o", help="encoder checkpoint to write", callback=output_file),
              cluster: str = typer.Option("k80x4", "--cluster", "-c", help="preset name or cluster JSON (for costs)"),
              epochs: int = typer.Option(50, help="passes over the graphs, one Adam step per graph",
-                                        callback=at_least(1, 50)),
+                                        callback=bounded("pretrain.epochs")),
              lr: float = typer.Option(1e-3, help="Adam learning rate (DGI's)", callback=positive_finite(1e-3)),
              kind: str = typer.Option("gcn", help="encoder layers: gcn (Mars) or sage (GDP)", callback=one_of("gcn", "sage")),
-             hidden: int = typer.Option(128, help="embedding size (Mars's hidden must match)", callback=at_least(1, 128)),
+             hidden: int = typer.Option(128, help="embedding size (Mars's hidden must match)", callback=bounded("encoder.hidden")),
              layers: int = typer.Option(3, help="message-passing layers (Mars's gnn_layers must match)",
-                                        callback=at_least(1, 3)),
-             nodes: int = typer.Option(1024, help="most nodes per graph (Mars's nodes)", callback=at_least(1, 1024)),
-             seed: int = typer.Option(0, callback=at_least(0)),
+                                        callback=bounded("encoder.layers")),
+             nodes: int = typer.Option(1024, help="most nodes per graph (Mars's nodes)", callback=bounded("encoder.nodes")),
+             seed: int = typer.Option(0, callback=seed_option),
              as_json: bool = typer.Option(False, "--json")):
     """Pre-train Mars's graph encoder with Deep Graph Infomax and write it."""
     from placer.methods.graph_ppo import torch_geometric_available
@@ -66,6 +66,9 @@ def pretrain(family: Optional[List[str]] = typer.Option(None, "--family", "-f",
         raise InputError("placer pretrain", "graph encoder", why, "install the extra")
     if not family and not graph:
         raise InputError("placer pretrain", "graphs", "none were given", "give --family NAME and/or --graph NAME")
+    from placer.nn.pretrain import check_pretrain_memory
+
+    check_pretrain_memory(hidden, layers, nodes, "placer pretrain")  # before any graph is read
     import torch
 
     from placer.io import write_checkpoint
@@ -94,13 +97,15 @@ def pretrain(family: Optional[List[str]] = typer.Option(None, "--family", "-f",
         after = discrimination(res.model, test) if test else None
         write_checkpoint(encoder_state(res, extra={"held_out": [g.name for g in test]}), out)
     data = {"out": str(out), "graphs": res.graphs, "held_out": [g.name for g in test], "epochs": epochs,
-            "encoder": enc_cfg.to_dict(), "loss_first": res.losses[0], "loss_last": res.losses[-1],
+            "encoder": enc_cfg.to_dict(), "loss_first": res.losses[0] if res.losses else None,
+            "loss_last": res.losses[-1] if res.losses else None,
             "losses": res.losses, "seconds": res.seconds, "held_out_before": before, "held_out_after": after}
 
     def render(d):
         console.print(f"pre-trained a {d['encoder']['kind']} encoder ({d['encoder']['layers']} x {d['encoder']['hidden']}) "
-                      f"on {len(d['graphs'])} graph(s), {d['epochs']} epochs, {d['seconds']:.1f} s: "
-                      f"DGI loss {d['loss_first']:.4f} -> {d['loss_last']:.4f}")
+                      f"on {len(d['graphs'])} graph(s), {d['epochs']} epochs, {d['seconds']:.1f} s"
+                      + (f": DGI loss {d['loss_first']:.4f} -> {d['loss_last']:.4f}" if d["losses"] else
+                         " (none: the encoder as initialised)"))
         if d["held_out_after"]:
             b, a = d["held_out_before"], d["held_out_after"]
             console.print(f"held-out graphs ({len(d['held_out'])}): discriminator accuracy {b['accuracy']:.1%} -> "

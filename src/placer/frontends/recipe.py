@@ -66,6 +66,8 @@ def parse_sets(items) -> dict:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise InputError("option", f"'{item}'", "is not KEY=VALUE", "e.g. n_layer=2")
+        if key.strip() in out:
+            raise InputError("option", f"'{key.strip()}'", "is given twice", "give each KEY=VALUE once")
         try:
             out[key.strip()] = json.loads(value)
         except json.JSONDecodeError:

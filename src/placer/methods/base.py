@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from placer.bounds import bound, method_field_bound, short
 from placer.errors import InputError
 from placer.placement import Cost, Placement, PlacementResult, Stopwatch
 from placer.sim import SimParams, SimResult, memory_first, simulate
@@ -60,12 +61,11 @@ class Budget:
 
     def __post_init__(self):
         p, s = self.placements, self.seconds
-        if p is not None and (isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < 1):
-            raise InputError("budget", f"placements={p!r}", "is not a positive whole number of placements",
-                             "give placements=1 or more")
-        if s is not None and (isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s) or s <= 0):
-            raise InputError("budget", f"seconds={s!r}", "is not a positive finite number of seconds",
-                             "give seconds > 0, or None for no wall-clock limit")
+        if p is not None:  # the table's rows (placer.bounds)
+            bound("budget").check(p, "budget", f"placements={short(p)}", f"give placements {bound('budget').range_text()}")
+        if s is not None:
+            bound("seconds").check(s, "budget", f"seconds={short(s)}",
+                                   f"give seconds {bound('seconds').range_text()}, or None for no wall-clock limit")
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,11 @@ class MethodConfig:
         hints = typing.get_type_hints(type(self))
         for f in dataclasses.fields(self):
             object.__setattr__(self, f.name, _coerce(self.method_name(), f.name, getattr(self, f.name), hints[f.name]))
+            size = method_field_bound(f.name)  # network widths, layers, epochs: the table's rows (placer.bounds)
+            v = getattr(self, f.name)
+            if size is not None and isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
+                size.check(v, self.method_name(), f"parameter {f.name}={short(v)}",
+                           f"set {f.name} at most {int(size.hi):,}")
         for ok, name, want in self.checks():
             if not ok:
                 raise InputError(self.method_name(), f"parameter {name}={getattr(self, name, '?')!r}",

@@ -193,8 +193,10 @@ class EncoderConfig:
     def __post_init__(self):
         if self.kind not in ("gcn", "sage"):
             raise ValueError(f"encoder kind must be 'gcn' or 'sage', not {self.kind!r}")
-        if self.hidden < 1 or self.layers < 1:
-            raise ValueError("encoder hidden and layers must be >= 1")
+        from placer.bounds import bound
+
+        bound("encoder.hidden").check(self.hidden, "graph encoder")  # the table's rows (placer.bounds)
+        bound("encoder.layers").check(self.layers, "graph encoder")
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -97,8 +97,24 @@ class PretrainConfig:
     lr: float = 1e-3  # Adam learning rate (DGI's)
     seed: int = 0  # encoder initialisation, graph order and corruptions
 
+    def __post_init__(self):
+        from placer.bounds import bound
+
+        bound("pretrain.epochs").check(self.epochs, "pretrain")  # the table's rows (placer.bounds)
+        bound("seed").check(self.seed, "pretrain")
+
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def check_pretrain_memory(hidden: int, layers: int, nodes: int, where: str = "pretrain") -> None:
+    """Refuse, before any graph is read, an encoder whose DGI training on graphs of up to ``nodes``
+    nodes needs more memory than this machine has (:func:`placer.bounds.encoder_bytes`)."""
+    from placer.bounds import check_memory, encoder_bytes
+
+    check_memory(encoder_bytes(hidden, layers, nodes), where, f"hidden {hidden:,} x layers {layers:,} x nodes {nodes:,}",
+                 "encoder weights, Adam state and two embeddings per layer, estimated",
+                 "use a smaller hidden, fewer layers or fewer nodes")
 
 
 @dataclass
@@ -116,6 +132,8 @@ def pretrain(graphs: list[GraphData], enc_cfg: EncoderConfig | None = None, cfg:
     if not graphs:
         raise InputError("pretrain", "graphs", "none were given", "give at least one graph")
     cfg = cfg or PretrainConfig()
+    shape = encoder.cfg if encoder is not None and hasattr(encoder, "cfg") else (enc_cfg or EncoderConfig())
+    check_pretrain_memory(shape.hidden, shape.layers, max(g.n for g in graphs))
     t0 = time.perf_counter()
     torch.manual_seed(cfg.seed)
     given = None if encoder is None else {k: v.clone() for k, v in encoder.state_dict().items()}

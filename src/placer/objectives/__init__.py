@@ -11,6 +11,7 @@ models beside it (DESIGN: "objectives"), all behind one interface (:class:`Objec
 
 from __future__ import annotations
 
+from placer.bounds import bound, parse_items
 from placer.errors import InputError
 from placer.objectives.base import Objective, ObjectiveBatch, SimObjective
 
@@ -24,60 +25,62 @@ OBJECTIVES = {
 }
 
 
+OPTIONS = {"latency": ("pieces",), "throughput": ("contiguous",), "pipeline": (), "sim": ()}
+FORM = "NAME[:KEY=VALUE,...], e.g. latency, latency:pieces=2 or throughput:contiguous=false"
+
+
 def make_objective(spec=None, sim_params=None) -> Objective:
-    """The Objective named by ``spec`` ('sim', 'latency', 'latency:pieces=2', 'throughput', ...)."""
+    """The Objective named by ``spec`` ('sim', 'latency', 'latency:pieces=2', 'throughput', ...).
+    An unknown name or option, an empty, malformed or repeated option (``latency:``,
+    ``throughput:,``, ``latency:pieces=2,pieces=3``) and a number outside its bound
+    (:data:`placer.bounds.BOUNDS`) are refused in one line."""
     if isinstance(spec, Objective):
         return spec
     if spec is None or spec == "sim":
         return SimObjective(sim_params)
-    name, _, rest = str(spec).partition(":")
-    opts = {}
-    for item in filter(None, rest.split(",")):
-        k, eq, v = item.partition("=")
-        if not eq:
-            raise InputError("objective", repr(spec), f"option {item!r} is not KEY=VALUE", "e.g. latency:pieces=2")
-        opts[k.strip()] = v.strip()
-
-    def take(key, parse, want):
-        if key not in opts:
-            return None
-        try:
-            return parse(opts.pop(key))
-        except ValueError:
-            raise InputError("objective", repr(spec), f"{key} must be {want}", f"e.g. {name}:{key}=...") from None
-
+    text = str(spec)
+    name, colon, rest = text.partition(":")
+    name = name.strip()
+    if name not in OPTIONS:
+        raise InputError("objective", repr(spec)[:80], "is not a known objective", f"use one of {', '.join(OBJECTIVES)}")
+    try:
+        opts = parse_items(repr(spec)[:80], rest, FORM) if colon else {}
+    except InputError as e:
+        raise InputError("objective", f"{repr(spec)[:80]}: {e.item}", e.problem, e.fix) from None
+    unknown = [k for k in opts if k not in OPTIONS[name]]
+    if unknown:
+        known = ", ".join(f"{name}:{k}" for k in OPTIONS[name]) or "none"
+        raise InputError("objective", repr(spec)[:80], f"has unknown option(s) {', '.join(unknown)[:80]}",
+                         f"the options of {name} are: {known}")
+    if name == "sim":
+        return SimObjective(sim_params)
     if name == "latency":
         from placer.objectives.published import LatencyObjective
 
-        q = take("pieces", lambda s: None if s == "any" else _positive(s, MAX_PIECES),
-                 f"a whole number from 1 to {MAX_PIECES:,} (the compiled kernel's integers), or any "
-                 "(latency:pieces=any: no limit)")
-        obj = LatencyObjective(pieces=1 if "pieces" not in rest else q)
-    elif name == "throughput":
+        pieces = 1
+        if "pieces" in opts:
+            b = bound("objective.pieces")
+            pieces = None if opts["pieces"] == "any" else b.parse(
+                opts["pieces"], "objective", f"{repr(spec)[:60]}: pieces={opts['pieces'][:40]}",
+                f"give pieces {b.range_text()}, or latency:pieces=any for no limit")
+        return LatencyObjective(pieces=pieces)
+    if name == "throughput":
         from placer.objectives.published import ThroughputObjective
 
-        c = take("contiguous", _bool, "true or false")
-        obj = ThroughputObjective(contiguous=True if c is None else c)
-    elif name == "pipeline":
-        from placer.objectives.pipeline import PipelineObjective
+        contiguous = True
+        if "contiguous" in opts:
+            try:
+                contiguous = _bool(opts["contiguous"])
+            except ValueError:
+                raise InputError("objective", repr(spec)[:80], "contiguous must be true or false",
+                                 "e.g. throughput:contiguous=false") from None
+        return ThroughputObjective(contiguous=contiguous)
+    from placer.objectives.pipeline import PipelineObjective
 
-        obj = PipelineObjective()
-    else:
-        raise InputError("objective", repr(spec), "is not a known objective", f"use one of {', '.join(OBJECTIVES)}")
-    if opts:
-        raise InputError("objective", repr(spec), f"has unknown option(s) {', '.join(opts)}",
-                         "the options are latency:pieces=N (or any) and throughput:contiguous=true|false")
-    return obj
-
-
-MAX_PIECES = 2**31 - 1  # latency:pieces=N reaches the compiled latency kernel as a 32-bit-safe integer
+    return PipelineObjective()
 
 
-def _positive(s: str, most: int | None = None) -> int:
-    v = int(s)
-    if v < 1 or (most is not None and v > most):
-        raise ValueError
-    return v
+MAX_PIECES = int(bound("objective.pieces").hi)  # latency:pieces=N reaches the compiled kernel: 32-bit (the table's row)
 
 
 def _bool(s: str) -> bool:

@@ -30,6 +30,7 @@ import math
 
 import numpy as np
 
+from placer.bounds import bound
 from placer.cluster import Cluster, Device, make_cluster
 from placer.errors import InputError
 from placer.graph import OpGraph
@@ -40,8 +41,8 @@ REF_BW = 1e2  # bytes per us of the mean link (100 MB/s)
 LAT_LO, LAT_HI = 10.0, 100.0  # link delay range, us
 DEVICE_MEMORY = 16 * 2**30  # bytes per device: GiPH's model has no memory limit, so none binds
 
-MAX_TASKS = 20_000  # tasks in one generated graph (the op graph's arrays and the gpNet stay small)
-MAX_DEVICES = 256  # devices in one generated network
+MAX_TASKS = int(bound("giph.tasks").hi)  # tasks in one generated graph (placer.bounds: the reason)
+MAX_DEVICES = int(bound("giph-net.devices").hi)  # devices in one generated network
 DEFAULTS_GRAPH = {"tasks": 50, "seed": 0, "alpha": 1.0, "degree": 3, "jump": 2, "ccr": 0.5}
 DEFAULTS_NET = {"devices": 8, "seed": 0, "spread": 3.0, "join": 0, "leave": 0}
 
@@ -50,16 +51,9 @@ DEFAULTS_NET = {"devices": 8, "seed": 0, "spread": 3.0, "join": 0, "leave": 0}
 def task_graph(tasks: int = 50, seed: int = 0, *, alpha: float = 1.0, degree: int = 3, jump: int = 2,
                ccr: float = 0.5, name: str | None = None) -> OpGraph:
     """A random layered task DAG (module docstring), deterministic in its arguments."""
-    _check_count("giph task graph", "tasks", tasks, 1, MAX_TASKS)
-    _check_count("giph task graph", "degree", degree, 1, 64)
-    _check_count("giph task graph", "jump", jump, 1, 64)
-    _check_count("giph task graph", "seed", seed, 0, 2**32 - 1)
-    if not (isinstance(alpha, (int, float)) and 0.05 <= alpha <= 20):
-        raise InputError("giph task graph", f"alpha={alpha!r}", "is not a shape in [0.05, 20]",
-                         "give alpha=1 (about as many levels as tasks per level), less for deeper graphs")
-    if not (isinstance(ccr, (int, float)) and 0 <= ccr <= 100):
-        raise InputError("giph task graph", f"ccr={ccr!r}", "is not a communication-to-computation ratio in [0, 100]",
-                         "give ccr=0.5, say")
+    for key, value in (("tasks", tasks), ("degree", degree), ("jump", jump), ("alpha", alpha), ("ccr", ccr)):
+        bound(f"giph.{key}").check(value, "giph task graph")  # the table's rows (placer.bounds)
+    bound("seed").check(seed, "giph task graph")
     rng = np.random.default_rng([int(seed), int(tasks), 0x61])
     n = int(tasks)
     height = max(1, min(n, round(math.sqrt(n) / alpha)))
@@ -117,16 +111,13 @@ def device_network(devices: int = 8, seed: int = 0, *, spread: float = 3.0, join
                    name: str | None = None) -> Cluster:
     """A random heterogeneous device network (module docstring); ``join`` / ``leave``: the changing
     cluster, the same network with ``leave`` devices gone and ``join`` new ones."""
-    _check_count("giph device network", "devices", devices, 1, MAX_DEVICES)
-    _check_count("giph device network", "seed", seed, 0, 2**32 - 1)
-    _check_count("giph device network", "join", join, 0, MAX_DEVICES)
+    for key, value in (("devices", devices), ("join", join), ("leave", leave), ("spread", spread)):
+        bound(f"giph-net.{key}").check(value, "giph device network")  # the table's rows (placer.bounds)
+    bound("seed").check(seed, "giph device network")
     _check_count("giph device network", "leave", leave, 0, devices - 1)
     if devices - leave + join > MAX_DEVICES:
         raise InputError("giph device network", f"devices={devices}, join={join}, leave={leave}",
                          f"leaves {devices - leave + join} devices, more than {MAX_DEVICES}", "join fewer devices")
-    if not (isinstance(spread, (int, float)) and 1 <= spread <= 1000):
-        raise InputError("giph device network", f"spread={spread!r}", "is not a speed spread in [1, 1000]",
-                         "give spread=3 (speeds from a third to three times the reference)")
     gone = set()
     if leave:
         rng = np.random.default_rng([int(seed), int(devices), int(leave), 0x4C])
@@ -171,22 +162,17 @@ def network_from_spec(spec: str) -> Cluster:
 
 
 def _parse(spec: str, prefix: str, defaults: dict, form: str) -> dict:
-    body = spec[len(prefix):].strip()
+    """The settings of a spec string, each against its row of :data:`placer.bounds.BOUNDS`
+    (``giph.tasks``, ``giph-net.devices``, ``seed``, ...). Refused in one line naming the spec: no
+    settings at all (``giph:``), an empty item, key or value, a key given twice, an unknown key."""
+    from placer.bounds import parse_items
+
+    scope = prefix.rstrip(":")
     out = dict(defaults)
-    for part in filter(None, (p.strip() for p in body.split(","))):
-        key, eq, value = part.partition("=")
-        key = key.strip()
-        if not eq or key not in defaults:
-            raise InputError(spec, f"'{part}'", f"is not a {prefix.rstrip(':')} setting",
-                             f"write {form}")
-        want = type(defaults[key])
-        try:
-            out[key] = want(value.strip()) if want is float else int(value.strip())
-        except ValueError:
-            raise InputError(spec, f"{key}={value.strip()!r}", f"is not {'a number' if want is float else 'a whole number'}",
-                             f"write {form}") from None
-        if want is float and not math.isfinite(out[key]):
-            raise InputError(spec, f"{key}={value.strip()!r}", "is not finite", f"write {form}")
+    for key, text in parse_items(spec, spec[len(prefix):], form).items():
+        if key not in defaults:
+            raise InputError(spec, f"'{key}'", f"is not a {scope} setting", f"write {form}")
+        out[key] = bound("seed" if key == "seed" else f"{scope}.{key}").parse(text, spec)
     return out
 
 
