@@ -9,10 +9,11 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from conftest import run_cli
+from test_sim_properties import cases
 from placer.cluster import Cluster, Device, make_cluster, preset
 from placer.errors import InputError
 from placer.frontends.native import cluster_from_doc, cluster_to_doc, save_cluster, save_graph
@@ -73,6 +74,7 @@ def test_hand_timeline(case):
     assert r.end_us.tolist() == [starts[n] + COST[n] for n in NAMES]
     assert r.makespan_us == makespan
     assert evaluate(P, PLACE, SimParams(comm_model=model)) == makespan  # the objective-only path agrees
+    assert evaluate_many(P, PLACE[None], SimParams(comm_model=model)).makespan_us[0] == makespan  # and the batch
     if model == "giph":
         start, end, mk = giph_schedule(6, [(NAMES.index(a), NAMES.index(b), x) for a, b, x in EDGES],
                                        P.compute_us, P.bandwidth_bytes_per_us, P.latency_us, PLACE)
@@ -100,6 +102,29 @@ def test_link_bus_gap_and_latency():
     # d0 -> d1: 10..31 (1 + 20), gap to 34; d0 -> d2: 34..45, gap to 48; d2 -> d1: 48..59, gap to 62
     assert r.start_us.tolist() == [0, 0, 31, 36, 45, 59]
     assert r.makespan_us == 62  # the last transfer's bus gap counts, as in placeto and p2p
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases(max_ops=16), st.sampled_from([SimParams(comm_model="p2p"),
+                                           SimParams(comm_model="p2p", op_gap_us=2.5, bus_gap_us=4.0, latency_us=1.5)]))
+def test_link_on_two_devices_is_p2p(case, prm):
+    """On two devices each direction has one sender, one receiver and one link, so the link model's
+    FIFO per link is p2p's serialised sender and receiver: the same schedule and memory, bit for bit
+    (p2p itself equals the pure-Python reference, tests/test_sim_properties.py)."""
+    P, p = case
+    assume(P.n_devices <= 2)
+    a = simulate(P, p, prm)
+    b = simulate(P, p, SimParams(**{**prm.__dict__, "comm_model": "link"}))
+    assert a.makespan_us == b.makespan_us
+    np.testing.assert_array_equal(a.start_us, b.start_us)
+    np.testing.assert_array_equal(a.peak_memory_bytes, b.peak_memory_bytes)
+    for k in ("tensor", "dst", "start_us", "end_us", "bytes"):
+        np.testing.assert_array_equal(a.transfers[k], b.transfers[k])
+
+
+def test_unknown_model_refused():
+    with pytest.raises(ValueError, match="giph"):
+        SimParams(comm_model="nccl")
 
 
 # ---------------------------------------------------------------------------- giph against the reference
