@@ -170,8 +170,6 @@ def _installation_roots() -> tuple[tuple[Path, str], ...]:
     import site
     import sysconfig
 
-    import placer
-
     roots: list[tuple[str, str]] = []
     paths = sysconfig.get_paths()
     for key in ("stdlib", "platstdlib"):
@@ -188,7 +186,7 @@ def _installation_roots() -> tuple[tuple[Path, str], ...]:
     except AttributeError:  # an embedded or virtualenv-patched site module
         found = []
     roots += [(f, "site-packages (an installed distribution)") for f in found]
-    roots.append((os.path.dirname(placer.__file__), "placer's own code"))
+    roots.append((str(Path(__file__).resolve().parents[1]), "placer's own code"))  # src/placer
     out = []
     for folder, what in roots:
         r = _real(folder)
