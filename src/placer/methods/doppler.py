@@ -31,8 +31,9 @@ the real system during deployment).
   policy; in search mode the last ``1 - sim_share`` of the budget, its schedules restarted).
 
 Search mode (``run``): Stages I-III on the one graph within the placement budget (the teacher's
-placement and the greedy placement after Stage I count one each, every episode one); the best
-placement evaluated is returned. Graphs with more ops than ``nodes`` are placed as that many
+placement and the greedy placement after Stage I count one each, every episode one; Stage I, which
+simulates nothing, runs at most as many updates as the budget has placements, so the budget bounds
+its cost too); the best placement evaluated is returned. Graphs with more ops than ``nodes`` are placed as that many
 Merge-and-Colocate groups (Placeto A.6, :mod:`placer.grouping`), so 20k-op graphs run; each episode
 embeds once and runs its steps in one compiled kernel (:func:`placer.methods.doppler_rollout.rollout`), and an update scores a
 whole recorded episode in one batched pass (:func:`log_probs`). ``DOPPLER_METHOD`` offers train
@@ -49,7 +50,7 @@ import numpy as np
 
 from placer.errors import InputError
 from placer.methods.base import Evaluator, MethodConfig, register
-from placer.methods.doppler_rollout import FORCED, GREEDY, SAMPLE, rollout
+from placer.methods.doppler_rollout import FORCED, GREEDY, SAMPLE, pick, rollout
 from placer.methods.learned import register_learned
 from placer.methods.learned_support import (
     PolicyFields,
@@ -62,6 +63,9 @@ from placer.nn.threads import one_thread
 FORMAT = "placer-doppler-1"
 ARCH_FIELDS = ("hidden", "layers")  # the config fields that fix the network's shape
 N_STATIC, N_SEL, N_PLC = 11, 4, 7  # static node features, SEL's dynamic features, PLC's per-device features
+KERNEL_ARRAYS = {"cost": np.float64, "ok": np.bool_, "coloc": np.int64, "n_pred": np.int64, "succ_ptr": np.int64,
+                 "succ_idx": np.int64, "succ_bytes": np.float64, "lat": np.float64, "inv_bw": np.float64,
+                 "blevel": np.float64, "lsum": np.float64, "in_bytes": np.float64}  # Ctx's arrays the rollout reads
 
 
 @dataclass(frozen=True)
@@ -74,7 +78,7 @@ class DopplerConfig(PolicyFields, MethodConfig):
     hidden: int = 64  # node embedding width (ours: the paper's text we read gives none)
     layers: int = 3  # message-passing rounds, each along and against the edges (ours)
     teacher: str = "heft"  # Stage I teacher: heft (critical-path order, earliest finish) or m-etf (ours: the project's schedulers)
-    il_steps: int = 2_000  # Stage I: most imitation updates, stopped once both policies pick every teacher action (paper: 2,000 episodes)
+    il_steps: int = 2_000  # Stage I: most imitation updates (and at most the budget's placements), stopped once both policies pick every teacher action (paper: 2,000 episodes)
     il_patience: int = 100  # Stage I: also stopped after this many updates without the loss falling 1% (ours)
     il_lr: float = 1e-3  # Stage I Adam learning rate (paper)
     il_entropy: float = 1e-3  # Stage I entropy bonus (paper)
@@ -111,7 +115,9 @@ class Ctx:
     """One problem as DOPPLER places it: nodes (ops, or Merge-and-Colocate groups beyond
     ``cfg.nodes``), candidate devices, costs, links and the static node features."""
 
-    def __init__(self, problem, cfg: DopplerConfig):
+    def __init__(self, problem, cfg: DopplerConfig, episodes: int | None = None):
+        """``episodes``: about how many the run will roll out here (None: many), which picks the
+        compiled rollout or its plain-Python twin (:func:`placer.methods.doppler_rollout.pick`)."""
         from placer.grouping import group_problem, merge_and_colocate
         from placer.nn.encoder import candidate_devices
 
@@ -148,6 +154,9 @@ class Ctx:
         self.lsum = self.x[:, 3].astype(np.float64)
         self.none, self.no_rng = np.zeros(0, dtype=np.int64), np.random.default_rng(0)
         self.work = float(np.where(self.ok, self.cost, 0).sum() / max(self.ok.sum(), 1) * self.N)
+        for name, dtype in KERNEL_ARRAYS.items():  # one layout and dtype each: one compiled signature for every graph
+            setattr(self, name, np.require(getattr(self, name), dtype, ("C", "W")))
+        self.rollout = rollout if episodes is None else pick(self.N * (episodes + 1), cfg.hidden)
 
     def expand(self, node_placement: np.ndarray) -> np.ndarray:
         """Action per node -> device per op of the problem."""
@@ -269,12 +278,12 @@ class Record:
 def episode(c: Ctx, h: np.ndarray, net, rng=None, eps: float = 0.0, forced=None) -> Record:
     """Place every node: SEL picks among the schedulable nodes, PLC the device. ``forced``: (order,
     devices) to replay (Stage I); else greedy (``rng`` None) or sampled with epsilon-greedy. The
-    steps run in :func:`rollout` on the embedding ``h`` and the heads' weights."""
+    steps run in :func:`rollout` (or its plain-Python twin, ``c.rollout``) on the embedding ``h`` and the heads' weights."""
     (S1, s1), (S2, s2), (S3, s3) = _np_layers(net.sel)
     (P1, p1), (P2, p2), (P3, p3) = _np_layers(net.plc)
     mode = FORCED if forced is not None else GREEDY if rng is None else SAMPLE
-    f_order, f_act = (np.asarray(f, dtype=np.int64) for f in forced) if forced is not None else (c.none, c.none)
-    out = rollout(c.cost, c.ok, c.coloc, c.n_pred, c.succ_ptr, c.succ_idx, c.succ_bytes, c.lat, c.inv_bw,
+    f_order, f_act = (np.require(f, np.int64, ("C", "W")) for f in forced) if forced is not None else (c.none, c.none)
+    out = c.rollout(c.cost, c.ok, c.coloc, c.n_pred, c.succ_ptr, c.succ_idx, c.succ_bytes, c.lat, c.inv_bw,
                    c.blevel, c.lsum, c.in_bytes, c.cp, c.work, np.ascontiguousarray(h, dtype=np.float64),
                    S1, s1, S2, s2, S3[:, 0], s3[0], P1, p1, P2, p2, P3[:, 0], p3[0],
                    mode, rng if rng is not None else c.no_rng, eps, f_order, f_act)
@@ -366,16 +375,20 @@ def teacher_record(c: Ctx, net, cfg: DopplerConfig, sim_params=None) -> Record:
     return episode(c, embed_np(net, c, tensors_of(c)), net, forced=(s.order, pos[s.placement]))
 
 
-def imitate(net, ctxs: list[Ctx], records: list[Record], cfg: DopplerConfig, progress=None) -> dict:
+def imitate(net, ctxs: list[Ctx], records: list[Record], cfg: DopplerConfig, progress=None,
+            budget: int | None = None) -> dict:
     """Stage I: cross-entropy of SEL's and PLC's choices on the teachers' trajectories, until both
-    pick every teacher action greedily or ``il_steps`` updates."""
+    pick every teacher action greedily, or ``il_steps`` updates, or ``budget`` updates (the run's
+    placements per graph: an update, one scoring pass over each teacher's trajectory and a backward
+    pass, costs about what a REINFORCE episode does, so Stage I costs at most what the budget's
+    episodes do)."""
     import torch
 
     opt = torch.optim.Adam(net.parameters(), lr=cfg.il_lr, fused=True)
     tens = [tensors_of(c) for c in ctxs]
     info = {"il_steps": 0, "sel_acc": 0.0, "plc_acc": 0.0, "il_loss": None}
     best = (np.inf, 0)
-    for step in range(cfg.il_steps):
+    for step in range(min(cfg.il_steps, cfg.il_steps if budget is None else budget)):
         loss, accs = 0.0, []
         for c, t, r in zip(ctxs, tens, records):
             lp, ent, sa, pa = log_probs(net, c, t, r)
@@ -498,7 +511,8 @@ class DopplerMethod(StatePolicyMethod):
         with one_thread():
             torch.manual_seed(seed)
             rng = np.random.default_rng(seed)
-            c = Ctx(problem, cfg)
+            limit = ev.limit if ev.limit is not None else cfg.placements
+            c = Ctx(problem, cfg, cfg.finetune * cfg.batch + 1 if policy is not None else limit)
             net = make_net(cfg)
             notes = [f"{c.N} nodes ({problem.n_ops} ops), {c.A} candidate devices"]
             if policy is not None:  # zero-shot, or Stage III fine-tuning, then greedy
@@ -512,7 +526,7 @@ class DopplerMethod(StatePolicyMethod):
             else:
                 teacher = teacher_record(c, net, cfg, ev.sim_params)
                 scale = float(ev.evaluate(c.expand(teacher.placement)))
-                info = imitate(net, [c], [teacher], cfg, progress)
+                info = imitate(net, [c], [teacher], cfg, progress, budget=limit)
                 notes.append(f"Stage I: teacher {cfg.teacher} {scale / 1e3:,.1f} ms, {info['il_steps']} imitation "
                              f"updates (SEL accuracy {info['sel_acc']:.2f}, PLC {info['plc_acc']:.2f})")
                 if not ev.out_of_budget():
@@ -536,12 +550,12 @@ class DopplerMethod(StatePolicyMethod):
         with one_thread():
             torch.manual_seed(seed)
             rng = np.random.default_rng(seed)
-            ctxs = [Ctx(P, cfg) for P in problems]
+            ctxs = [Ctx(P, cfg, each) for P in problems]
             net = make_net(cfg)
             evs = [Evaluator(P, sim_params, limit=each) for P in problems]
             records = [teacher_record(c, net, cfg, sim_params) for c in ctxs]
             scales = [float(e.evaluate(c.expand(r.placement))) for c, e, r in zip(ctxs, evs, records)]
-            imitate(net, ctxs, records, cfg, progress)
+            imitate(net, ctxs, records, cfg, progress, budget=each)
             reinforce(net, ctxs, evs, max(e.remaining() or 0 for e in evs), cfg, rng, 2,
                       [[-1.0, 1] for _ in ctxs], scales, progress)
         return policy_state(net, cfg)
@@ -564,7 +578,7 @@ DOPPLER_METHOD = register_learned(DopplerMethod())  # train / place / fine-tune 
 
 @register("doppler", "DOPPLER: dual policy (SEL picks the node, PLC its device), imitation of a critical-path "
           "scheduler then REINFORCE", "learned", DopplerConfig, paper="Yao et al., ICLR 2026",
-          available=torch_geometric_available, version=1)
+          available=torch_geometric_available, version=2)  # 2: Stage I at most the budget's placements in updates
 def doppler(problem, seed: int, ev: Evaluator, cfg: DopplerConfig):
     return DOPPLER_METHOD.run(problem, seed, ev, cfg)
 

@@ -3,9 +3,19 @@ schedulable nodes, PLC the device, with ready times, device availability and per
 sums kept as running arrays, so one rollout is O(steps x (candidates + devices)) with no Python per
 step. The heads' affine layers run row by row in the kernel (a BLAS call per step would spawn
 threads that fight over shared cores). Modes: greedy, sampled (epsilon-greedy), or a forced
-(order, devices) replay of the Stage I teacher."""
+(order, devices) replay of the Stage I teacher.
+
+Compiling the kernel costs seconds to a minute, once per install (numba caches it; the arrays it
+takes are normalised by the caller so that one compiled signature serves every graph). A run whose
+rollouts are small work runs :data:`rollout_py` instead: the same code as plain Python (its helpers'
+Python versions; ``math.exp`` / ``math.log``, which call the C library as the compiled code does),
+whose results equal the kernel's bit for bit (tests/test_budget_fixed_costs.py); :func:`pick`
+chooses, so that a tiny budget is not charged the compile."""
 
 from __future__ import annotations
+
+import math
+import types
 
 import numpy as np
 from numba import njit
@@ -61,7 +71,7 @@ def _choose(z, ok, mode, rng, eps):
         return k
     tot, cum = 0.0, np.zeros(n)
     for i in range(n):
-        tot += np.exp(z[i] - z[best]) if ok[i] else 0.0
+        tot += math.exp(z[i] - z[best]) if ok[i] else 0.0
         cum[i] = tot
     u, k = rng.random() * tot, 0
     while k < n - 1 and cum[k] <= u:  # the first k whose cumulative weight passes u
@@ -79,8 +89,8 @@ def _log_softmax(z, ok, k):
     tot = 0.0
     for i in range(len(z)):
         if ok[i]:
-            tot += np.exp(z[i] - m)
-    return z[k] - m - np.log(tot)
+            tot += math.exp(z[i] - m)
+    return z[k] - m - math.log(tot)
 
 
 @njit(cache=True, nogil=True)
@@ -198,3 +208,16 @@ def rollout(cost, ok, coloc, n_pred, succ_ptr, succ_idx, succ_bytes, lat, inv_bw
     M = cand_ptr[N]
     return (order, cand_ptr, cands[:M].copy(), cand_row[:M].copy(), row_node[:U].copy(), row_x[:U].copy(), sel_k,
             plc_x, plc_ok, act, logp, place)
+
+
+# the rollout as plain Python: the same code object, its helpers' Python functions in its globals
+rollout_py = types.FunctionType(rollout.py_func.__code__, {
+    **globals(), **{f.__name__: f.py_func for f in (_affine, _rest, _choose, _log_softmax, _grow)}}, "rollout_py")
+PYTHON_WORK = 1_000_000  # most steps x hidden^2 run as plain Python (a second or two) rather than compiled
+
+
+def pick(steps: int, hidden: int):
+    """The rollout for a run of ``steps`` MDP steps in all with embeddings ``hidden`` wide: the compiled
+    kernel once it is compiled in this process or when the work is larger than :data:`PYTHON_WORK`,
+    else :data:`rollout_py` (same results, no compile)."""
+    return rollout if rollout.signatures or steps * hidden * hidden > PYTHON_WORK else rollout_py
