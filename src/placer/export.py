@@ -15,15 +15,18 @@ from __future__ import annotations
 import numpy as np
 
 from placer.errors import InputError
-from placer.grouping.modules import DEFAULT_DEPTH, ModuleUnits, module_units
+from placer.grouping.modules import DEFAULT_DEPTH, NO_MODULES_FIX, ModuleUnits, module_units, no_module_paths
 from placer.problem import Problem
 
 
 def units_of(problem: Problem, depth: int, where: str = "export") -> ModuleUnits:
-    mu = module_units(problem, depth)
+    """The module units a map is made of; InputError for a graph without module paths (a PipeDream
+    profile's layer ids are no modules: :func:`placer.grouping.modules.no_module_paths`)."""
+    why = no_module_paths(problem.graph)
+    mu = None if why else module_units(problem, depth)
     if mu is None:
-        raise InputError(where, f"graph '{problem.graph.name}'", "records no module paths, so a placement of it is no "
-                         "module map", "export graphs captured from PyTorch (placer capture, hf:NAME, the zoo)")
+        raise InputError(where, f"graph '{problem.graph.name}'", f"{why or 'records no module paths'}, so a placement "
+                         "of it is no module map", f"use the placement file itself (placer optimize -o), or {NO_MODULES_FIX}")
     return mu
 
 

@@ -102,6 +102,29 @@ class ModuleUnits:
                         {"depth": self.depth, "units": self.n_units, "glue_ops": int(self.glue.sum())})
 
 
+# Graph sources whose ops' ``modules`` hold labels of another kind, not the module paths of a PyTorch
+# model (the frontends keep them to name and mirror ops): grouping by them, or exporting a placement
+# as a module -> device map, would present those labels as a model's modules.
+OTHER_LABELS = {
+    "pipedream": "a PipeDream profile, whose ops carry its layer ids node1, node2, ...",
+    "dnn-partitioning": "a dnn-partitioning input, whose ops carry the file's node names",
+    "giph": "a GiPH task graph, whose ops carry the generator's levels",
+}
+NO_MODULES_FIX = "capture the model from PyTorch (placer capture, hf:NAME, the zoo) for module-level placement"
+
+
+def no_module_paths(graph: OpGraph) -> str | None:
+    """Why ``graph``'s ops record no module paths of a PyTorch model (None: they do): its source's
+    labels are of another kind (:data:`OTHER_LABELS`, a native file converted from one included:
+    it keeps its source), or it has none."""
+    source = (graph.meta or {}).get("source")
+    if source in OTHER_LABELS:
+        return f"records no module paths ({OTHER_LABELS[source]}, not modules)"
+    if not any(graph.modules):
+        return "records no module paths"
+    return None
+
+
 def module_units(source, depth: int = DEFAULT_DEPTH) -> ModuleUnits | None:
     """The module units of a Problem's or OpGraph's ops at ``depth`` (>= 1), or None when the graph
     records no module paths (nothing to group by)."""
@@ -181,14 +204,16 @@ def _ties(g: OpGraph, unit: np.ndarray, glue: np.ndarray, n_units: int) -> np.nd
 
 
 def module_grouping(source, depth: int = DEFAULT_DEPTH) -> Grouping:
-    """The ``module:DEPTH`` grouping; a graph without module paths raises InputError."""
+    """The ``module:DEPTH`` grouping; a graph without module paths (:func:`no_module_paths`) raises
+    InputError."""
     from placer.errors import InputError
 
-    mu = module_units(source, depth)
+    g = source.graph if isinstance(source, Problem) else source
+    why = no_module_paths(g)
+    mu = None if why else module_units(source, depth)
     if mu is None:
-        g = source.graph if isinstance(source, Problem) else source
-        raise InputError("grouping", f"module:{depth}", f"graph '{g.name}' records no module paths",
-                         "capture the model from PyTorch (placer capture, hf:NAME, the zoo) or use another grouping")
+        raise InputError("grouping", f"module:{depth}", f"graph '{g.name}' {why or 'records no module paths'}",
+                         f"group it otherwise (metis:K, merge:N, contiguous:N or colocate), or {NO_MODULES_FIX}")
     return mu.grouping()
 
 
