@@ -120,34 +120,50 @@ def resolve_row_cluster(spec: str, graph, path: str | None):
     return resolve_cluster(spec, graph, path)
 
 
-def _h(h, a) -> None:
+# Significant digits kept by the rounded fingerprints (``digits=FP_DIGITS``): a value computed in other last
+# bits by another processor (a libm or SIMD exp, log, ... one ulp apart, 2e-16 relative) rounds to the same 9
+# digits unless it lies within that ulp of a rounding boundary (about 1 value in 10**7)
+FP_DIGITS = 9
+
+
+def _h(h, a, digits: int | None = None) -> None:
     a = np.ascontiguousarray(a)
     h.update(str(a.dtype).encode())
     h.update(str(a.shape).encode())
-    h.update(a.tobytes())
+    if digits is not None and a.dtype.kind == "f":  # Python's correctly rounded decimal formatting: no processor in it
+        h.update(" ".join(f"{x:.{digits - 1}e}" for x in a.ravel().tolist()).encode())
+    else:
+        h.update(a.tobytes())
 
 
-def graph_fingerprint(g) -> str:
-    """A hash of everything the simulator and the methods can see of a graph."""
+def _f(x: float, digits: int | None) -> str:
+    return repr(x) if digits is None else f"{x:.{digits - 1}e}"
+
+
+def graph_fingerprint(g, digits: int | None = None) -> str:
+    """A hash of everything the simulator and the methods can see of a graph: its exact bits, or with
+    ``digits`` its floats rounded to that many significant digits (:data:`FP_DIGITS`), which tells an
+    input another processor computed in other last bits from one that changed."""
     h = hashlib.sha256()
     h.update("\0".join(g.op_names).encode())
     h.update("\0".join(g.op_types).encode())
     h.update("\0".join(g.modules).encode())
     for k in sorted(g.compute_us):
         h.update(k.encode())
-        _h(h, g.compute_us[k])
+        _h(h, g.compute_us[k], digits)
     for a in (g.flops, g.bytes_accessed, g.output_bytes, g.param_bytes, g.temp_bytes, g.colocation, g.role,
               g.mirror, g.edge_src, g.edge_dst, g.edge_bytes):
-        _h(h, a)
+        _h(h, a, digits)
     return h.hexdigest()[:16]
 
 
-def cluster_fingerprint(c) -> str:
+def cluster_fingerprint(c, digits: int | None = None) -> str:
+    """A hash of a cluster's devices and links (``digits``: as :func:`graph_fingerprint`'s)."""
     h = hashlib.sha256()
     for d in c.devices:
-        h.update(f"{d.name}|{d.kind}|{d.model}|{d.memory_bytes!r}|{d.peak_flops_per_us!r}|"
-                 f"{d.mem_bw_bytes_per_us!r}|{d.launch_us!r}".encode())
-    _h(h, c.bandwidth_bytes_per_us)
-    _h(h, c.latency_us)
+        h.update(f"{d.name}|{d.kind}|{d.model}|{_f(d.memory_bytes, digits)}|{_f(d.peak_flops_per_us, digits)}|"
+                 f"{_f(d.mem_bw_bytes_per_us, digits)}|{_f(d.launch_us, digits)}".encode())
+    _h(h, c.bandwidth_bytes_per_us, digits)
+    _h(h, c.latency_us, digits)
     return h.hexdigest()[:16]
 

@@ -18,6 +18,9 @@ and the spec strings the CLI and the bench name them by.
   (chosen by the seed) and ``j`` new ones (the next indices of the same stream) joined, the
   survivors' speeds and links unchanged.
 
+Every float is drawn with numpy's generator (the same bits everywhere) and, for the speeds, a correctly
+rounded exp and log (:mod:`placer.zoo.exact`), not numpy's, whose last bits depend on the processor.
+
 Costs are exact: a task's ops carry its work as FLOPs (no bytes accessed) and a device its speed as
 ``peak_flops_per_us`` with no launch overhead, so :class:`placer.problem.Problem`'s roofline gives
 compute_us[task, device] = work / speed, bit for bit. Every number above that the text we could read
@@ -34,6 +37,7 @@ from placer.bounds import bound
 from placer.cluster import Cluster, Device, make_cluster
 from placer.errors import InputError
 from placer.graph import OpGraph
+from placer.zoo import exact
 
 REF_SPEED = 1e4  # FLOP per us of the reference device (10 GFLOP/s, an edge-class processor)
 REF_WORK = 1e7  # FLOP of the mean task: 1 ms on the reference device
@@ -96,7 +100,9 @@ def task_graph(tasks: int = 50, seed: int = 0, *, alpha: float = 1.0, degree: in
 # ---------------------------------------------------------------------- device networks
 def _device(seed: int, j: int, spread: float) -> Device:
     rng = np.random.default_rng([int(seed), j, 0x64])
-    speed = REF_SPEED * float(np.exp(rng.uniform(-math.log(spread), math.log(spread))))
+    # exp and log correctly rounded (placer.zoo.exact), not numpy's: every processor gets the same bits
+    lim = exact.log(spread)
+    speed = REF_SPEED * exact.exp(float(rng.uniform(-lim, lim)))
     return Device(f"dev{j}", "gpu", "giph", float(DEVICE_MEMORY), peak_flops_per_us=speed,
                   mem_bw_bytes_per_us=1e9, launch_us=0.0)
 
