@@ -3,6 +3,7 @@
     python benchmarks/fidelity.py cpu [--models resnet50,bert_base] [--small] [--calibrate] [--threads 1]
                                       [--model-budget-s 120] [--json FILE]
     python benchmarks/fidelity.py cpu --merge A.json B.json ... [--json FILE]
+    python benchmarks/fidelity.py here --out DIR [--cpus 2] [--rounds 3] [--steps 2] [--budget 300] [--small]
     python benchmarks/fidelity.py gpu --out DIR [--models resnet50,bert_base,nmt2] [--placements 2]
                                       [--table-only] [--cache DIR] [--budget-s 420] [--small --device cpu]
 
@@ -19,6 +20,12 @@
   one fitted on the other models alone (leave one out, :func:`placer.cost.profile.leave_one_out_overhead`:
   the honest check of the fitted value). ``--merge`` summarises the ``--json`` files of several
   runs together (one model per process keeps each model's memory to itself).
+* ``here`` (``benchmarks/fidelity_here.py``): the machine itself as the cluster (every GPU, the CPU
+  as ``--cpus`` single-thread devices, links measured), four models with parallel structure costed
+  by real-step profiles on each device, at least 20 placements each that use two devices or more,
+  every one run for real in interleaved rounds and predicted; MAPE, Spearman, top-1 regret, and the
+  per-node overhead refitted with a leave-one-out check. ``--out DIR`` receives
+  ``fidelity_here.json`` and ``summary.md``.
 * ``gpu`` (``benchmarks/fidelity_gpu.py``): per configuration of issue 50 the eager PyTorch step,
   our executor's single-GPU step and the prediction from a profile of real steps
   (:mod:`placer.cost.gpu_profile`), then mixed GPU + host-CPU placements measured against their
@@ -320,7 +327,7 @@ def merge(a) -> tuple[list[dict], dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("mode", choices=("cpu", "gpu"))
+    ap.add_argument("mode", choices=("cpu", "gpu", "here"))
     ap.add_argument("--models", default=None, help="comma-separated zoo names")
     ap.add_argument("--small", action="store_true", help="reduced configurations (gpu mode: a script check)")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
@@ -343,12 +350,22 @@ def main() -> None:
                     help="gpu: profiles cached here ('' for none)")
     ap.add_argument("--table-only", action="store_true", help="gpu: the single-GPU table, no mixed placements")
     ap.add_argument("--calibrate", action="store_true", help="fit the per-node overhead on the single-device runs")
+    ap.add_argument("--cpus", type=int, default=2, help="here: the CPU as this many single-thread devices")
+    ap.add_argument("--rounds", type=int, default=3, help="here: interleaved rounds over every placement")
+    ap.add_argument("--random", type=int, default=3, help="here: random placements per ratio and model")
+    ap.add_argument("--budget", type=int, default=300, help="here: placements per quick method")
+    ap.add_argument("--profile-steps", type=int, default=3, help="here: profiled real steps per device")
+    ap.add_argument("--seed", type=int, default=0, help="here: seeds the random placements and the run order")
     ap.add_argument("--json", default=None, help="write the settings and every run here")
     a = ap.parse_args()
     if a.merge:
         rows, settings = merge(a)
     elif a.mode == "cpu":
         rows, settings = cpu_mode(a)
+    elif a.mode == "here":
+        from fidelity_here import here_mode
+
+        rows, settings = here_mode(a)
     else:
         from fidelity_gpu import gpu_mode
 
