@@ -12,8 +12,8 @@ leaked (the resource tracker's warning). So:
 * leaving the pool's ``with`` block by an exception (the parent's Ctrl-C, any error) terminates the
   workers, waits for every one of them to be gone and closes the pool's queues, so that the process
   may then end at once; leaving it normally waits for the work as ``ProcessPoolExecutor`` does;
-* :func:`kill_all` kills the workers of every live pool at once: a second Ctrl-C ends the process
-  from inside the signal handler, with no time to unwind.
+* :func:`kill_all` kills the workers of every live pool at once and releases their semaphores: a
+  second Ctrl-C ends the process from inside the signal handler, with no time to unwind.
 
 Workers are spawned (never forked: a parent that has used torch or numba threads must not fork).
 """
@@ -55,7 +55,7 @@ def _sigint_held():
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a pending SIGINT is taken here, by the recorder
-        signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGINT, signal.default_int_handler if previous is None else previous)  # None: set in C
     if seen:
         signal.raise_signal(signal.SIGINT)
 
@@ -109,9 +109,19 @@ class WorkerPool(ProcessPoolExecutor):
 
 
 def kill_all() -> None:
-    """SIGKILL the workers of every live pool, now; safe inside a signal handler (no waiting)."""
+    """For a process about to end without teardown (``os._exit``): SIGKILL the workers of every live
+    pool, now (no waiting: safe inside a signal handler), and unlink the named semaphores of this
+    process's queues, as their finalizers would at a normal exit, so that multiprocessing's resource
+    tracker finds none left to warn about. Never while another pool is to start workers: they open
+    those semaphores by name."""
     for pool in list(_LIVE):
         for p in pool.workers():
             with contextlib.suppress(Exception):
                 if p.pid is not None and p.exitcode is None:
                     os.kill(p.pid, signal.SIGKILL)
+    with contextlib.suppress(Exception):  # multiprocessing's registry of finalizers has no public interface
+        from multiprocessing import synchronize, util
+
+        for f in list(util._finalizer_registry.values()):
+            if getattr(f, "_callback", None) is synchronize.SemLock._cleanup:
+                f()

@@ -145,6 +145,9 @@ def leave_now(code: int) -> None:
             stream.flush()
         except (OSError, ValueError):
             pass
+    pools = sys.modules.get("placer.procpool")
+    if pools is not None:  # workers were stopped as the interrupt unwound; what is left goes now
+        pools.kill_all()
     os._exit(code)
 
 
