@@ -148,7 +148,8 @@ def check_sets(name: str, cfg_cls, sets: dict) -> None:
     dropout rates, ``hf.integer`` / ``hf.real`` for any other number."""
     where = f"hf:{printable(name, 60)}"
     defaults = cfg_cls()
-    known = set(defaults.to_dict()) | set(getattr(cfg_cls, "attribute_map", {}) or {})
+    known = set(defaults.to_dict()) | set(getattr(cfg_cls, "attribute_map", {}) or {}) | {
+        k for k in dir(cfg_cls) if isinstance(getattr(cfg_cls, k, None), property) and getattr(cfg_cls, k).fset}  # num_labels
     for key, v in sets.items():
         if not isinstance(key, str) or not key.isidentifier() or key.startswith("_") or key not in known \
                 or key in _NOT_SETTABLE:
