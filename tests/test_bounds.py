@@ -402,3 +402,41 @@ def test_reasons_are_printed_with_the_bound():
         BOUNDS["giph.ccr"].check(math.nan, "w")
     with pytest.raises(InputError, match="is not a whole number"):
         BOUNDS["giph.tasks"].check(True, "w")
+
+
+@pytest.fixture(scope="module")
+def tiny_hf_graph_doc(tmp_path_factory):
+    """A captured 1-layer GPT-2's graph file as a dict (its recipe is what `placer run` rebuilds)."""
+    if not HAS_TF:
+        pytest.skip("transformers not installed")
+    import gzip
+    import json
+
+    from placer.frontends.hf import hf_graph
+    from placer.frontends.native import save_graph
+
+    path = tmp_path_factory.mktemp("hf") / "g.json"
+    save_graph(hf_graph("hf:gpt2:n_layer=1,n_embd=32,n_head=2,vocab_size=64,n_positions=32,batch=2,seq=8", cache=False),
+               path)
+    raw = path.read_bytes()
+    return json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+
+
+@pytest.mark.parametrize("change, needle", [
+    ({"config": {"n_layer": 10**9}}, "is more than 1,000"),
+    ({"config": {"__class__": 1}}, "is not an option of GPT2Config"),
+    ({"config": {"n_embd": 8192, "n_layer": 1000, "n_head": 64}}, "of memory"),
+    ({"config": {"attn_pdrop": float("inf")}}, "is not finite"),
+], ids=["layers", "dunder key", "memory", "infinite dropout"])
+def test_a_graph_files_recipe_is_bounded_when_run(tiny_hf_graph_doc, clean, tmp_path, capsys, monkeypatch, change, needle):
+    """The config-file path: a graph file whose hf recipe was edited is refused by `placer run` in
+    one line before the model is built (the same rows as hf:NAME:k=v and capture --set)."""
+    import copy
+    import json
+
+    doc = copy.deepcopy(tiny_hf_graph_doc)
+    doc["meta"]["recipe"].update(change)
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "g.json").write_text(json.dumps(doc).replace("Infinity", "1e999"))
+    refused(capsys, monkeypatch, ["run", str(src / "g.json"), "-p", "single:0", "--steps", "1", "--warmup", "1"], needle)
