@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from placer.errors import InputError
+from placer.graph import FORWARD
 from placer.grouping.modules import DEFAULT_DEPTH, NO_MODULES_FIX, ModuleUnits, module_units, no_module_paths
 from placer.problem import Problem
 
@@ -69,9 +70,98 @@ def device_map(problem: Problem, placement, real: list[str], depth: int = DEFAUL
     device of every module beside it (``real``: the real device of every cluster device)."""
     mu, dev = unit_devices(problem, placement, depth, where, graph_arg)
     order = mu.forward_order(problem.graph)
+    pbytes = np.bincount(mu.op_unit, weights=problem.graph.param_bytes, minlength=mu.n_units)
+    devices = []
+    for d, name in enumerate(problem.cluster.device_names):
+        us = [u for u in order if dev[u] == d]
+        if us:
+            top = [u for u in sorted(us, key=lambda u: (-pbytes[u], u))[:TOP_MODULES] if pbytes[u] > 0]
+            devices.append({"cluster_device": name, "device": real[d], "modules": len(us),
+                            "param_bytes": float(pbytes[us].sum()),
+                            "top_modules": [[mu.names[u], float(pbytes[u])] for u in top]})
     return {"format": "device-map", "graph": problem.graph.name, "cluster": problem.cluster.name, "depth": depth,
             "device_map": {mu.names[u]: real[dev[u]] for u in order},
-            "cluster_devices": {mu.names[u]: problem.cluster.device_names[dev[u]] for u in order}}
+            "cluster_devices": {mu.names[u]: problem.cluster.device_names[dev[u]] for u in order},
+            "devices": devices}
+
+
+TOP_MODULES = 3  # the largest modules a device's summary names
+
+
+def is_device_map(doc) -> bool:
+    """Whether ``doc`` is a module -> device map: ``placer export --format device-map``'s document, or
+    accelerate's plain ``{module path: device}`` (devices as strings or GPU indices)."""
+    if not isinstance(doc, dict) or not doc:
+        return False
+    if doc.get("format") == "device-map":
+        return True
+    return "format" not in doc and all(isinstance(k, str) for k in doc) and \
+        all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in doc.values())
+
+
+def _cluster_device(cluster, value, module: str, path: str) -> int:
+    """The cluster device a map's real device stands for: ``cuda:K`` or ``K`` -> the cluster's K-th
+    GPU, ``cpu`` -> its first CPU, a cluster device name -> that device."""
+    names = list(cluster.device_names)
+    gpus, cpus = cluster.gpus(), cluster.cpus()
+    text = str(value).strip().lower() if not isinstance(value, int) else f"cuda:{value}"
+    if text == "cuda":
+        text = "cuda:0"
+    if text.startswith("cuda:") and text[5:].isdigit():
+        k = int(text[5:])
+        if k < len(gpus):
+            return gpus[k]
+        raise InputError(path, f"module '{module}'", f"is on {text}, but cluster '{cluster.name}' has "
+                         f"{len(gpus)} GPU(s)", "give a cluster with as many GPUs (--cluster)")
+    if text == "cpu":
+        if cpus:
+            return cpus[0]
+        raise InputError(path, f"module '{module}'", f"is on the CPU, but cluster '{cluster.name}' has no CPU device",
+                         "give a cluster with a CPU (--cluster), or map the module to a GPU")
+    if isinstance(value, str) and value in names:
+        return names.index(value)
+    raise InputError(path, f"module '{module}'", f"is on {str(value)[:40]!r}, which names no device of cluster "
+                     f"'{cluster.name}'", f"use cpu, cuda:K (K below {len(gpus)}) or one of {', '.join(names)}")
+
+
+def placement_from_map(doc, problem: Problem, path: str = "device map") -> np.ndarray:
+    """The placement a module -> device map describes on ``problem``: every op of a module unit (its
+    forward, backward and update ops, glue joined as in :mod:`placer.grouping.modules`) on the cluster
+    device of the map entry holding it. Units are taken at the map's depth (placer's ``depth``, else
+    the deepest key); a unit held by no key is refused in one line. Real devices go back to cluster
+    devices by placer's own ``cluster_devices`` record when present, else ``cuda:K`` (or ``K``) -> the
+    cluster's K-th GPU and ``cpu`` -> its CPU. ``placer export`` then this is the identity on units."""
+    from placer.grouping.modules import is_under, levels
+
+    cluster = problem.cluster
+    entries = doc.get("device_map") if doc.get("format") == "device-map" else doc
+    if not isinstance(entries, dict) or not entries:
+        raise InputError(path, "device_map", "is missing or empty", "give placer export's document or a {module: device} map")
+    known = doc.get("cluster_devices") if doc.get("format") == "device-map" else None
+    names = list(cluster.device_names)
+    if isinstance(known, dict) and known and all(v in names for v in known.values()) and set(known) == set(entries):
+        target = {k: names.index(v) for k, v in known.items()}
+    else:
+        target = {k: _cluster_device(cluster, v, k, path) for k, v in entries.items()}
+    depth = doc.get("depth") if doc.get("format") == "device-map" else None
+    if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
+        depth = max([1] + [len(levels(k)) for k in entries])
+    mu = units_of(problem, depth, path)
+    keys = sorted(target, key=lambda k: -len(levels(k)))  # the deepest key holding a unit wins
+    dev = np.empty(mu.n_units, dtype=np.int64)
+    for u, name in enumerate(mu.names):
+        held = next((k for k in keys if k == "" or is_under(name, k)), None)
+        if held is not None:
+            dev[u] = target[held]
+            continue
+        inner = {target[k] for k in keys if k and is_under(k, name)}
+        if len(inner) != 1:
+            raise InputError(path, f"module '{name}'", f"of graph '{problem.graph.name}' is "
+                             f"{'split over several devices' if inner else 'in no entry of the map'}",
+                             "give a map from this model's modules (placer export, or accelerate's "
+                             "infer_auto_device_map on the same model)")
+        dev[u] = inner.pop()
+    return dev[mu.op_unit]
 
 
 def pipeline(problem: Problem, placement, real: list[str], depth: int = DEFAULT_DEPTH, sim_params=None,
@@ -83,8 +173,9 @@ def pipeline(problem: Problem, placement, real: list[str], depth: int = DEFAULT_
     from placer.sim import simulate
 
     mu, dev = unit_devices(problem, placement, depth, where, graph_arg)
-    order = mu.forward_order(problem.graph)
     g = problem.graph
+    order = dataflow_order(g, mu)
+    _check_stages(g, mu, dev, order, problem.cluster.device_names, where)
     pbytes = np.bincount(mu.op_unit, weights=g.param_bytes, minlength=mu.n_units)
     r = simulate(problem, np.asarray(placement, dtype=np.int64), sim_params)
     stages: list[dict] = []
@@ -105,3 +196,48 @@ def pipeline(problem: Problem, placement, real: list[str], depth: int = DEFAULT_
     return {"format": "pipeline", "graph": g.name, "cluster": problem.cluster.name, "depth": depth,
             "split_points": [s["first_module"] for s in out[1:]], "stages": out,
             "simulated_step_us": float(r.makespan_us), "oom": bool(r.oom)}
+
+
+def dataflow_order(g, mu: ModuleUnits) -> list[int]:
+    """Units in the order their first computing forward op runs (an op fed by another op: not a
+    parameter, buffer or input, which a capture records before any computation), the order a
+    traced forward calls them and so the order split points cut; units without one last."""
+    n = g.n_ops
+    fed = np.diff(g.pred_ptr) > 0
+    first = np.full(mu.n_units, n, dtype=np.int64)
+    ops = np.flatnonzero((g.role == FORWARD) & ~mu.glue & fed)
+    np.minimum.at(first, mu.op_unit[ops], ops)
+    rest = mu.forward_order(g)
+    rank = np.empty(mu.n_units, dtype=np.int64)
+    rank[rest] = np.arange(mu.n_units)
+    return [int(u) for u in np.lexsort((rank, first))]
+
+
+def _check_stages(g, mu: ModuleUnits, dev: np.ndarray, order: list[int], names, where: str) -> None:
+    """InputError unless split points express the placement: every device's modules one contiguous
+    run in data-flow order (a stage per device, as a pipeline schedule gives each rank one stage), and
+    no module feeding one of an earlier stage."""
+    stage = np.empty(mu.n_units, dtype=np.int64)
+    runs: list[int] = []
+    for u in order:
+        if not runs or dev[runs[-1]] != dev[u]:
+            runs.append(u)
+        stage[u] = len(runs) - 1
+    fix = "export it as --format device-map (placer.apply runs any module-level placement), or place contiguous " \
+          "stages (--method param-balanced, or --objective pipeline)"
+    seen: dict[int, int] = {}
+    for k, u in enumerate(runs):
+        d = int(dev[u])
+        if d in seen:
+            between = runs[seen[d] + 1]
+            raise InputError(where, f"device {names[d]}", f"holds modules before and after '{mu.names[between]}' "
+                             f"(on {names[dev[between]]}) in data-flow order, so its modules are no contiguous "
+                             "pipeline stage", fix)
+        seen[d] = k
+    fwd = (g.role[g.edge_src] == FORWARD) & (g.role[g.edge_dst] == FORWARD) & ~mu.glue[g.edge_src] & ~mu.glue[g.edge_dst]
+    su, du = mu.op_unit[g.edge_src[fwd]], mu.op_unit[g.edge_dst[fwd]]
+    back = np.flatnonzero(stage[su] > stage[du])
+    if len(back):
+        a, b = int(su[back[0]]), int(du[back[0]])
+        raise InputError(where, f"module '{mu.names[a]}'", f"(stage {stage[a]}) feeds '{mu.names[b]}' of an "
+                         f"earlier stage ({stage[b]}), so split points cannot express this placement", fix)

@@ -28,20 +28,23 @@ def export(graph: str = GraphArg, cluster: str = ClusterOpt,
                                    callback=one_of("device-map", "pipeline")),
            depth: int = typer.Option(2, "--depth", help="module depth of the map (as --grouping module:DEPTH)",
                                      callback=at_least(1, 2, 64, "module paths are not deeper")),
-           map_: Optional[str] = typer.Option(None, "--map", help="cluster device -> real device, e.g. "
-                                              "gpu:0=cuda:0,cpu:0=cpu (default as placer run: i-th cluster GPU -> "
-                                              "cuda:i if present, else cpu)"),
+           map_: Optional[str] = typer.Option(None, "--map", help="cluster device -> device name on the machine "
+                                              "that will run it, e.g. gpu:0=cuda:1,cpu:0=cpu (default: the i-th "
+                                              "cluster GPU -> cuda:i, the CPU -> cpu, whatever this machine has; "
+                                              "presence is checked where the map runs: placer.apply, placer run)"),
            out: Optional[str] = typer.Option(None, "--out", "-o", help="write the JSON here", callback=output_file),
+           verbose: bool = typer.Option(False, "--verbose", "-v", help="list every module (default: a summary "
+                                        "per device; --json has them all)"),
            sim: str = SimOpt, as_json: bool = JsonOpt):
     """Write a module-level placement as a module -> device map or as pipeline split points."""
     from placer import export as ex
     from placer.io import check_outputs_spare_inputs, write_text_atomic
-    from placer.runtime.devices import device_map, parse_map
+    from placer.runtime.devices import parse_map, target_devices
 
     check_outputs_spare_inputs({"--out": out}, {"the graph": graph, "--cluster": cluster, "--placement": placement})
     P = load_problem(graph, cluster)
     p = placement_arg(P, placement)
-    real = device_map(P.cluster, parse_map(map_, P.cluster))
+    real = target_devices(P.cluster, parse_map(map_, P.cluster, present=False))
     if fmt == "device-map":
         data = ex.device_map(P, p, real, depth, where=placement, graph_arg=graph)
     else:
@@ -53,8 +56,15 @@ def export(graph: str = GraphArg, cluster: str = ClusterOpt,
         if d["format"] == "device-map":
             devs = sorted(set(d["device_map"].values()))
             console.print(f"{len(d['device_map'])} modules at depth {d['depth']} on {', '.join(devs)}")
-            for m, dv in d["device_map"].items():
-                console.print(f"  {safe(m)} -> {dv} ({safe(d['cluster_devices'][m])})")
+            if verbose:
+                for m, dv in d["device_map"].items():
+                    console.print(f"  {safe(m)} -> {dv} ({safe(d['cluster_devices'][m])})")
+            else:
+                for s in d["devices"]:
+                    top = ", ".join(f"{safe(m)} {b / 2**20:,.1f} MiB" for m, b in s["top_modules"])
+                    console.print(f"  {safe(s['cluster_device'])} -> {s['device']}: {s['modules']} modules, "
+                                  f"parameters {s['param_bytes'] / 2**20:,.1f} MiB" + (f"; largest: {top}" if top else ""))
+                console.print("  (--verbose lists every module)")
         else:
             console.print(f"{len(d['stages'])} stages, split points: {', '.join(safe(s) for s in d['split_points']) or 'none'}"
                           f"{'  OOM' if d['oom'] else ''}")

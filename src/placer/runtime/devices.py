@@ -19,14 +19,15 @@ def visible_devices() -> list[str]:
     return ["cpu"] + [f"cuda:{k}" for k in range(n)]
 
 
-def parse_map(text: str | None, cluster) -> dict[str, str]:
+def parse_map(text: str | None, cluster, present: bool = True) -> dict[str, str]:
     """``gpu:0=cuda:0,cpu:0=cpu`` -> {cluster device: real device}; checked against the cluster and
-    the devices torch sees."""
+    the devices torch sees (``present=False``, as ``placer export`` plans for another machine: any
+    device name torch parses, its presence checked where the map runs)."""
     out: dict[str, str] = {}
     if not text:
         return out
     names = list(cluster.device_names)
-    seen = visible_devices()
+    seen = visible_devices() if present else None
     for item in text.split(","):
         item = item.strip()
         if not item:
@@ -39,9 +40,43 @@ def parse_map(text: str | None, cluster) -> dict[str, str]:
             raise InputError("--map", f"'{src}'", f"is not a device of cluster '{cluster.name}'", f"use one of {', '.join(names)}")
         if dst == "cuda":
             dst = "cuda:0"
-        if dst not in seen:
+        if seen is None:
+            dst = _parsed(dst)
+        elif dst not in seen:
             raise InputError("--map", f"'{dst}'", "is not a device torch sees here", f"use one of {', '.join(seen)}")
         out[src] = dst
+    return out
+
+
+def _parsed(dst: str) -> str:
+    """``dst`` in canonical form (``cpu``, ``cuda:K``, ``TYPE:K``) when torch parses it as a device
+    that holds data, else InputError; presence not checked."""
+    import torch
+
+    try:
+        d = torch.device(dst)
+    except (RuntimeError, ValueError, TypeError):
+        d = None
+    if d is None or d.type == "meta" or (d.type == "cpu" and d.index not in (None, 0)):
+        raise InputError("--map", f"'{dst}'", "is not a device name torch parses (or holds no data)",
+                         "use cpu, cuda:K, mps or xpu:K")
+    return "cpu" if d.type == "cpu" else f"{d.type}:{d.index or 0}" if d.type in ("cuda", "xpu") else str(d)
+
+
+def target_devices(cluster, overrides: dict[str, str] | None = None) -> list[str]:
+    """The device each cluster device is planned to run on, whatever this machine has: the i-th GPU
+    of the cluster (in its device order) on ``cuda:i``, every CPU on ``cpu``; ``overrides`` (from
+    ``parse_map(..., present=False)``) replace single entries. ``placer export`` writes these; the
+    presence check happens where the map runs (``placer.apply``, ``placer run``)."""
+    out, k = [], 0
+    for d in cluster.devices:
+        if d.kind == "gpu":
+            out.append(f"cuda:{k}")
+            k += 1
+        else:
+            out.append("cpu")
+    for name, real in (overrides or {}).items():
+        out[cluster.index_of(name)] = real
     return out
 
 
