@@ -117,6 +117,8 @@ def compare_methods(problem, names: Sequence[str] | None, budget: int | None, se
     (``valid_found`` False). ``single_gpu_oom``: the single-GPU reference does not fit (it runs out
     of memory, or the objective rejects it, so its placement was repaired off one GPU); the
     ``speedup_vs_single_gpu`` ratios are then None, never a ratio against a repaired placement.
+    ``single_device``: the best single device that fits (:func:`placer.sim.single.single_device`);
+    each row's ``speedup_over_single`` is over it (None when none fits or the row runs out of memory).
     ``on_result(name, PlacementResult)`` sees each answer (the HTML report keeps them). ``jobs``
     worker processes run the methods side by side (spawned, one method each at a time); every
     method is deterministic for its seed and budget, so the rows are those of ``jobs=1`` but for
@@ -150,8 +152,11 @@ def compare_methods(problem, names: Sequence[str] | None, budget: int | None, se
     single_oom = ref is not None and (ref["oom"] or sum(1 for c in ref["device_counts"].values() if c) > 1
                                       or not np.isfinite(ref["objective"]))
     single = ref["step_time_us"] if ref is not None and not single_oom else None
+    from placer.sim.single import over_single
+
     for r in ok:
         r["speedup_vs_single_gpu"] = single / r["step_time_us"] if single else None
+        r.update(over_single(problem, sim_params, r["step_time_us"], r["oom"]))
     valid = [r for r in ok if np.isfinite(r["objective"]) and (custom or not r["oom"])]
     if custom:
         best = min(valid, key=lambda r: r["objective"])["method"] if valid else None
@@ -159,7 +164,8 @@ def compare_methods(problem, names: Sequence[str] | None, budget: int | None, se
         best = min(ok, key=lambda r: (r["oom"], r["objective"]))["method"] if ok else None
     return {"graph": problem.graph.name, "ops": problem.n_ops, "cluster": problem.cluster.name, "jobs": int(jobs),
             "lower_bound_us": problem.lower_bound_us, "best": best, "valid_found": bool(valid),
-            "single_gpu_oom": bool(single_oom), "rows": rows}
+            "single_gpu_oom": bool(single_oom), "rows": rows,
+            "single_device": over_single(problem, sim_params, None)["single_device"]}
 
 
 def _pool(jobs: int, tasks: int):

@@ -267,6 +267,8 @@ def simulate(graph: str = GraphArg, cluster: str = ClusterOpt,
     """Simulate one training step of a placement: makespan, utilisation, peak memory."""
     from placer.io import check_outputs_spare_inputs, write_text_atomic
     from placer.sim import simulate as run_sim
+    from placer.sim.single import over_single
+    from placer.sim.single import said as said_single
 
     check_outputs_spare_inputs({"--trace": trace, "--html": html},
                                {"the graph": graph, "--cluster": cluster, "--placement": placement})
@@ -275,6 +277,7 @@ def simulate(graph: str = GraphArg, cluster: str = ClusterOpt,
     r = run_sim(P, p, sim_params(sim, P))
     data = r.summary(list(P.cluster.device_names))
     data["lower_bound_us"] = P.lower_bound_us
+    data.update(over_single(P, sim_params(sim, P), r.makespan_us, r.oom))
     if trace is not None:
         write_text_atomic(trace, json.dumps(r.chrome_trace(P.graph.op_names, P.cluster.device_names)))
     if html is not None:
@@ -285,6 +288,7 @@ def simulate(graph: str = GraphArg, cluster: str = ClusterOpt,
     def render(d):
         console.print(f"step time {_us(d['makespan_us'])}  (lower bound {_us(d['lower_bound_us'])}, "
                       f"objective {_us(d['objective'])}{', OOM' if d['oom'] else ''}, {d['transfers']:,} transfers)")
+        console.print(safe(said_single(d)))
         t = Table("device", "busy", "utilisation", "peak memory", "capacity", "OOM")
         for dv in d["devices"]:
             t.add_row(safe(dv["name"]), _us(dv["busy_us"]), f"{dv['utilisation']:.1%}", _gib(dv["peak_memory_bytes"]),
@@ -317,6 +321,8 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
     """Find a placement with one method."""
     from placer.frontends.native import save_placement
     from placer.methods import Budget, run_method
+    from placer.sim.single import over_single
+    from placer.sim.single import said as said_single
 
     from placer.cli.learned_files import open_learned_params, set_files
     from placer.io import check_outputs_spare_inputs
@@ -336,6 +342,7 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
         res = run_method(method, P, Budget(budget, seconds), seed, sim_params(sim, P), objective=objective, **kw)
     data = res.summary()
     data["lower_bound_us"] = P.lower_bound_us
+    data.update(over_single(P, sim_params(sim, P), res.step_time_us, res.sim.oom))
     if out is not None:
         save_placement(out, P.graph, P.cluster, res.placement.devices, result=data)
     if html is not None:
@@ -349,6 +356,7 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
                       f"{d['sim_calls']:,} simulator calls, {d['wall_s']:.2f} s")
         if d["objective_name"] != "sim":
             console.print(f"{d['objective_name']}: {_us(d['objective'])} (the objective it minimised)")
+        console.print(safe(said_single(d)))
         console.print("ops per device: " + ", ".join(f"{safe(k)}={v}" for k, v in d["device_counts"].items()))
         if out is not None:
             err_console.print(f"wrote {safe(out)}")
@@ -448,22 +456,41 @@ def compare(graph: str = typer.Argument("default", help="graph file or built-in 
     custom = objective not in (None, "sim")
 
     def render(d):
-        head = ["method"] + ([safe(objective)] if custom else []) + ["step time", "vs single GPU", "vs lower bound",
-                                                                     "OOM", "placements", "sim calls", "seconds", "bound"]
-        t = Table(*head, title=f"{safe(d['graph'])} ({d['ops']:,} ops) on {safe(d['cluster'])}; lower bound "
-                               f"{_us(d['lower_bound_us'])}")
+        from placer.cli.tables import Col, fitted, width
+        from placer.sim.single import said as said_single
+
+        cols = ([Col("method", keep=100)] + ([Col(safe(objective), keep=90)] if custom else [])
+                + [Col("step time", keep=100), Col("vs 1 device", keep=95), Col("vs lower bound", keep=40),
+                   Col("OOM", keep=80), Col("placements", keep=60), Col("sim calls", keep=20),
+                   Col("seconds", keep=50), Col("bound", whole=False, keep=30)])
+        rows = []
         for r in d["rows"]:
             if "error" in r:
-                t.add_row(r["method"], *([""] if custom else []), "n/a", "", "", "", "", "", "", r["bound"], end_section=False)
+                rows.append([r["method"], *([""] if custom else []), "n/a", "", "", "", "", "", "", r["bound"]])
                 continue
             best = " *" if r["method"] == d["best"] else ""
-            vs_single = (f"{r['speedup_vs_single_gpu']:.2f}x" if r.get("speedup_vs_single_gpu")
-                         else "single GPU OOM" if d["single_gpu_oom"] else "")
+            x = r.get("speedup_over_single")
+            vs_single = f"{x:.2f}x" if x is not None else "n/a"
             value = ([_us(r["objective"]) if np.isfinite(r["objective"]) else "not valid"] if custom else [])
-            t.add_row(r["method"] + best, *value, _us(r["step_time_us"]), vs_single,
-                      f"{r['step_time_us'] / d['lower_bound_us']:.2f}x", "OOM" if r["oom"] else "",
-                      f"{r['placements_sampled']:,}", f"{r['sim_calls']:,}", f"{r['wall_s']:.2f}", r["bound"])
-        console.print(t)
+            rows.append([r["method"] + best, *value, _us(r["step_time_us"]), vs_single,
+                         f"{r['step_time_us'] / d['lower_bound_us']:.2f}x", "OOM" if r["oom"] else "",
+                         f"{r['placements_sampled']:,}", f"{r['sim_calls']:,}", f"{r['wall_s']:.2f}", r["bound"]])
+        w = width(console)
+        t, left_out = fitted(cols, rows, w, title=f"{safe(d['graph'])} ({d['ops']:,} ops) on {safe(d['cluster'])}; "
+                                                  f"lower bound {_us(d['lower_bound_us'])}")
+        console.print(t, width=w)
+        if left_out:
+            console.print(f"[dim]left out to fit {w} columns: {', '.join(left_out)} (--json has every column)[/dim]")
+        sd = d["single_device"]
+        if sd["device"] is not None and not sd["fits"]:
+            console.print(f"vs 1 device: n/a: no single device fits (the fastest, {safe(sd['device'])} alone, runs out "
+                          f"of memory)")
+        elif sd["device"] is not None:
+            console.print(f"vs 1 device: speed-up over the best single device that fits, {safe(sd['device'])} alone "
+                          f"({_us(sd['step_us'])})")
+        top = next((r for r in d["rows"] if r["method"] == d["best"]), None)
+        if top is not None:
+            console.print(f"{d['best']}: {safe(said_single(top))}")
         for r in d["rows"]:
             if "error" in r:
                 console.print(f"[dim]{r['method']}: {safe(r['error'], 2000)}[/dim]")

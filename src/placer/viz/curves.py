@@ -13,6 +13,7 @@ def plot_learning_curves(series: Sequence[tuple[str, Sequence[tuple[float, float
     Writes a PNG to ``path``; y in milliseconds (the memory-penalised objective the methods minimise,
     equal to the step time when nothing runs out of memory), x logarithmic when it spans more than 100x."""
     from placer.viz.backend import pyplot
+    from placer.viz.colours import colour as line_colour
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4), dpi=dpi)
@@ -23,7 +24,7 @@ def plot_learning_curves(series: Sequence[tuple[str, Sequence[tuple[float, float
             continue
         xs, ys = zip(*pts)
         xmax = max(xmax, max(xs))
-        colour = f"C{k % 10}"
+        colour = line_colour(k)
         if len(pts) == 1:
             ax.plot(xs, [y / 1e3 for y in ys], "o", color=colour, label=label, ms=5)
         else:

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from placer.viz import report_data as rd
+from placer.viz.colours import colours
 
 
 @dataclass
@@ -92,10 +93,15 @@ def _entry_data(P, e: ReportEntry, op_module: np.ndarray, levels: list, max_bars
         notes.append(f"memory: lines with more than {rd.MAX_MEMORY_POINTS:,} points keep each time bin's highest "
                      "level (an upper envelope; the peak is exact)")
     row = {k: v for k, v in e.row.items() if k in ("step_time_us", "objective", "oom", "placements_sampled", "sim_calls",
-                                                   "wall_s", "speedup_vs_single_gpu", "error")}
+                                                   "wall_s", "speedup_vs_single_gpu", "speedup_over_single",
+                                                   "error")}
     row.setdefault("step_time_us", float(sim.makespan_us))
     row.setdefault("objective", float(sim.objective_us))
     row.setdefault("oom", bool(sim.oom))
+    if "speedup_over_single" not in row:  # a row from optimize or simulate: over the best single device that fits
+        from placer.sim.single import over_single
+
+        row["speedup_over_single"] = over_single(P, sim.params, row["step_time_us"], row["oom"])["speedup_over_single"]
     row["peak_memory_bytes"] = [float(x) for x in sim.peak_memory_bytes]
     curve = [[float(x), float(y)] for x, y in (e.curve or []) if y is not None and np.isfinite(y)]
     return {"name": e.name, "row": row, "placement": rd.encode_placement(dev), "ops": ops, "sends": sends,
@@ -107,6 +113,8 @@ def report_data(problem, entries: Sequence[ReportEntry], title: str = "", comman
     """The report's JSON: the graph and cluster once, then one block per placement. ``best``: the
     entry shown first (default: the lowest objective that fits in memory). ``errors``: rows of
     methods that did not apply (``{"method", "error"}``), listed in the table."""
+    from placer.sim.single import single_device
+
     P, g = problem, problem.graph
     if not entries:
         raise ValueError("a report needs at least one placement")
@@ -134,7 +142,9 @@ def report_data(problem, entries: Sequence[ReportEntry], title: str = "", comman
         "op_names": [n[:120] for n in g.op_names], "op_module": op_module.tolist(),
         "modules": [str(m) for m in mod_names], "op_role": np.asarray(g.role, dtype=np.int64).tolist(),
         "op_size": _r(size), "op_bytes": _r(g.output_bytes, 0), "tree": tree, "best": best,
-        "entries": [_entry_data(P, e, op_module, levels, max_bars) for e in entries],
+        "entries": [dict(_entry_data(P, e, op_module, levels, max_bars), colour=c)
+                    for e, c in zip(entries, colours(len(entries)))],
+        "single_device": single_device(P, entries[0].sim.params),
         "errors": [{"method": str(r.get("method", "")), "error": str(r.get("error", ""))[:500]} for r in errors],
         "notes": notes,
     }

@@ -65,7 +65,7 @@ function cell(tr, text, v, cls) {
 }
 function buildTable() {
   var t = document.getElementById("table");
-  var heads = [["method", "text"], ["step time", "num"], ["vs single GPU", "num"], ["vs lower bound", "num"], ["OOM", "text"]];
+  var heads = [["method", "text"], ["step time", "num"], ["vs best 1 device", "num"], ["vs lower bound", "num"], ["OOM", "text"]];
   D.devices.forEach(function (d) { heads.push(["peak " + d, "num"]); });
   heads.push(["placements", "num"], ["sim calls", "num"], ["seconds", "num"]);
   var hr = t.tHead.insertRow();
@@ -82,8 +82,9 @@ function buildTable() {
     if (e.name === D.best) tr.className = "best";
     cell(tr, e.name + (e.name === D.best ? " *" : ""), e.name);
     cell(tr, ms(r.step_time_us), r.step_time_us);
-    var sp = r.speedup_vs_single_gpu;
-    cell(tr, sp ? sp.toFixed(2) + "x" : "", sp || null);
+    var sp = r.speedup_over_single, sd = D.single_device;
+    cell(tr, sp ? sp.toFixed(2) + "x" : !sd.device ? "no single device" : !sd.fits ? "n/a: none fits alone" :
+      r.oom ? "n/a: OOM" : "n/a", sp || null);
     var lb = D.lower_bound_us > 0 ? r.step_time_us / D.lower_bound_us : null;
     cell(tr, lb ? lb.toFixed(2) + "x" : "", lb);
     cell(tr, r.oom ? "OOM" : "", r.oom ? "OOM" : "", r.oom ? "oom" : "");
@@ -236,7 +237,7 @@ function curvesFig() {
     if (e.curve.length < 2 || e.curve[e.curve.length - 1][0] <= e.curve[0][0]) return;  // one placement: no search
     var xs = e.curve.map(function (c) { return Math.max(c[0], 1); }), ys = e.curve.map(function (c) { return c[1] / 1000; });
     xmax = Math.max(xmax, xs[xs.length - 1]);
-    traces.push({type: "scatter", mode: "lines", x: xs, y: ys, name: e.name, line: {shape: "hv", color: PAL[k % PAL.length]},
+    traces.push({type: "scatter", mode: "lines", x: xs, y: ys, name: e.name, line: {shape: "hv", color: e.colour},
       hovertemplate: "%{x} placements: %{y:.3f} ms<extra>" + esc(e.name) + "</extra>"});
   });
   if (!traces.length) return null;
@@ -263,9 +264,13 @@ function diffShow() {
   }
   var dt = b.row.step_time_us - a.row.step_time_us;
   var summary = document.getElementById("diff-summary");
-  summary.textContent = b.name + " against " + a.name + ": step time " + ms(a.row.step_time_us) + " \u2192 " +
-    ms(b.row.step_time_us) + " (" + (dt > 0 ? "+" : "") + ms(dt) + ", " + (a.row.step_time_us > 0 ? (100 * dt / a.row.step_time_us).toFixed(1) : "0") +
-    "%); " + nMoved.toLocaleString("en-US") + " of " + pa.length.toLocaleString("en-US") + " ops moved (" +
+  // a step time is compared only between placements that run: one that runs out of memory is said so
+  var oom = a.row.oom || b.row.oom;
+  summary.textContent = b.name + " against " + a.name + ": step time " + ms(a.row.step_time_us) + (a.row.oom ? " (runs out of memory)" : "") +
+    " \u2192 " + ms(b.row.step_time_us) + (b.row.oom ? " (runs out of memory)" : "") +
+    (oom ? " (not compared: " + (a.row.oom && b.row.oom ? "neither fits" : (a.row.oom ? a.name : b.name) + " does not fit") + ")" :
+      " (" + (dt > 0 ? "+" : "") + ms(dt) + ", " + (a.row.step_time_us > 0 ? (100 * dt / a.row.step_time_us).toFixed(1) : "0") + "%)") +
+    "; " + nMoved.toLocaleString("en-US") + " of " + pa.length.toLocaleString("en-US") + " ops moved (" +
     (total > 0 ? (100 * sMoved / total).toFixed(1) : "0") + "% of compute), in " + Object.keys(per).length + " modules.";
   summary.dataset.moved = String(nMoved);
   var rows = Object.keys(per).map(function (k) { return [k, per[k]]; });
@@ -311,6 +316,12 @@ function main() {
     D.n_edges.toLocaleString("en-US") + " edges; cluster " + D.cluster + " (" + D.devices.join(", ") + "); lower bound on step time " +
     ms(D.lower_bound_us) + "; best: " + D.best + (D.command ? "; made by: " + D.command : "");
   buildTable();
+  var sd = D.single_device, single = document.getElementById("single");
+  single.textContent = !sd.device ? "No single device can run every op: there is no single-device baseline." :
+    !sd.fits ? "No single device fits: the fastest, " + sd.device + " alone (" + ms(sd.step_us) +
+      "), runs out of memory, so no speed-up over one device is given." :
+    "vs best 1 device: speed-up over the fastest single device that fits, " + sd.device + " alone (" + ms(sd.step_us) +
+      "); under 1.02x the split buys under 2%.";
   var notes = document.getElementById("notes");
   D.notes.forEach(function (n) { notes.appendChild(el("li", n)); });
   D.entries.forEach(function (e) { e.notes.forEach(function (n) { notes.appendChild(el("li", e.name + ": " + n)); }); });
@@ -344,6 +355,7 @@ BODY = """
 <div class="small">Click a column to sort, a row to show that placement below. Step time: one simulated training step;
 peak: the most memory a device holds during it; placements: how many the method simulated; seconds: its wall time.</div>
 <table class="sortable" id="table"><thead></thead><tbody></tbody></table>
+<div class="small" id="single"></div>
 <h2>One placement</h2>
 <div class="controls">Show: <select id="pick"></select></div>
 <div class="small">Device timeline: ops (by role) and outgoing transfers per device over one step; hover for op, module,
