@@ -163,3 +163,36 @@ def test_a_device_map_is_no_loop_between_commands(files, capsys, monkeypatch):
     err = _refused(capsys, monkeypatch, "convert", mp, d / "x.json", "--graph", gp)
     assert "needed together" in err
     assert not (d / "x.json").exists()
+
+
+class Wrapped(nn.Module):
+    """The model one level down: at depth 1 it is one unit with all the work."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = Net()
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def test_module_auto_chooses_the_depth_and_says_so(tmp_path, capsys, monkeypatch):
+    from placer.frontends.torch import capture_training_step
+    from placer.grouping import parse_grouping
+
+    torch.manual_seed(0)
+    g = capture_training_step(Wrapped(), [torch.randn(4, 8)], loss_fn=lambda o: (o ** 2).mean(), name="wrapped")
+    gp, op = tmp_path / "w.json", tmp_path / "w-p.json"
+    save_graph(g, gp)
+    code, out, err = run_cli(capsys, monkeypatch, "optimize", gp, "-c", "k80x2", "-m", "local-search", "--budget", "30",
+                             "--grouping", "module:auto", "-o", op, "--json")
+    assert code == 0, err
+    assert "module:auto chose depth 2: 8 units" in err  # depth 1: 'net', one unit holding all the work
+    doc = json.loads(out)
+    assert doc["grouping"] == "module:2" and "chose depth 2" in doc["grouping_chosen"]
+    code, out, err = run_cli(capsys, monkeypatch, "export", gp, "-c", "k80x2", "-p", op, "--depth", "2", "--json")
+    assert code == 0, err  # a module-level placement at the chosen depth
+    assert set(json.loads(out)["device_map"]) == {"net.inp", "net.head"} | {f"net.blocks.{k}" for k in range(6)}
+    assert str(parse_grouping("module:auto")) == "module:auto"
+    code, out, _ = run_cli(capsys, monkeypatch, "optimize", "--help")
+    assert "module:auto chooses DEPTH" in " ".join(out.split())

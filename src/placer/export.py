@@ -231,8 +231,8 @@ def _check_stages(g, mu: ModuleUnits, dev: np.ndarray, order: list[int], names, 
         if d in seen:
             between = runs[seen[d] + 1]
             raise InputError(where, f"device {names[d]}", f"holds modules before and after '{mu.names[between]}' "
-                             f"(on {names[dev[between]]}) in data-flow order, so its modules are no contiguous "
-                             "pipeline stage", fix)
+                             f"(on {names[dev[between]]}): its modules are not contiguous in data-flow order, "
+                             "so no split point makes them one pipeline stage", fix)
         seen[d] = k
     fwd = (g.role[g.edge_src] == FORWARD) & (g.role[g.edge_dst] == FORWARD) & ~mu.glue[g.edge_src] & ~mu.glue[g.edge_dst]
     su, du = mu.op_unit[g.edge_src[fwd]], mu.op_unit[g.edge_dst[fwd]]

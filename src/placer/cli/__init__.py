@@ -316,7 +316,12 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
              grouping: Optional[str] = typer.Option(None, "--grouping", callback=grouping_spec,
                                                     help="op groups for a method that groups (post, placeto, ...): "
                                                          "ops, colocate, merge:N, metis:K or contiguous:N; "
-                                                         "module[:DEPTH] for any method (module-level placement)"),
+                                                         "module[:DEPTH] for any method (module-level placement); "
+                                                         "module:auto chooses DEPTH: the shallowest whose largest "
+                                                         "unit fits the smallest device and holds at most 1/n of the "
+                                                         "work (n devices), e.g. GPT-2 on k80x4: depth 1 leaves "
+                                                         "'transformer' one unit with most of the work, so depth 2 "
+                                                         "(its blocks)"),
              objective: str = ObjectiveOpt, html: Optional[str] = HtmlOpt):
     """Find a placement with one method."""
     from placer.frontends.native import save_placement
@@ -332,6 +337,13 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
                                {"the graph": graph, "--cluster": cluster, **given})
     kw = open_learned_params(method, method_params(params))
     P = load_problem(graph, cluster)
+    chose = None
+    if grouping == "module:auto":  # the depth chosen from the model and the cluster, said before the run
+        from placer.grouping.modules import auto_depth
+
+        depth, chose = auto_depth(P)
+        err_console.print(safe(chose))
+        grouping = f"module:{depth}"
     if grouping is not None and grouping.startswith("module") and not _groups(method):
         from placer.grouping.modules import DEFAULT_DEPTH, module_problem
 
@@ -342,6 +354,8 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
         res = run_method(method, P, Budget(budget, seconds), seed, sim_params(sim, P), objective=objective, **kw)
     data = res.summary()
     data["lower_bound_us"] = P.lower_bound_us
+    if chose is not None:
+        data["grouping"], data["grouping_chosen"] = grouping, chose
     data.update(over_single(P, sim_params(sim, P), res.step_time_us, res.sim.oom))
     if out is not None:
         save_placement(out, P.graph, P.cluster, res.placement.devices, result=data)

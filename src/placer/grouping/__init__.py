@@ -272,7 +272,9 @@ GROUPING_KINDS = {"ops": False, "colocate": False, "merge": True, "metis": True,
 OPTIONAL_ARG = {"module"}  # kinds whose number may be left out (module: depth 2)
 GROUPING_HELP = ("ops (each op, colocation groups merged), colocate (colocation rules), merge:N (Placeto A.6 "
                  "Merge-and-Colocate to N groups), metis:K (METIS coarsening to K groups), contiguous:N "
-                 "(N chunks of equal work), module[:DEPTH] (module subtrees at DEPTH, default 2)")
+                 "(N chunks of equal work), module[:DEPTH] (module subtrees at DEPTH, default 2; "
+                 "module:auto chooses DEPTH: the shallowest whose largest unit fits the smallest device and holds "
+                 "at most 1/n of the work)")
 
 
 @dataclass(frozen=True)
@@ -283,6 +285,8 @@ class GroupingSpec:
     n: int | None = None  # N or K for the kinds that take one
 
     def __str__(self) -> str:
+        if self.kind == "module" and self.n == 0:
+            return "module:auto"
         return self.kind if self.n is None else f"{self.kind}:{self.n}"
 
     def build(self, source, seed: int = 0) -> Grouping:
@@ -296,8 +300,13 @@ class GroupingSpec:
         if self.kind == "metis":
             return metis_groups(source, self.n, seed=seed)
         if self.kind == "module":
-            from placer.grouping.modules import DEFAULT_DEPTH, module_grouping
+            from placer.grouping.modules import DEFAULT_DEPTH, auto_depth, module_grouping
 
+            if self.n == 0:  # module:auto: the depth chosen from the model and the devices
+                if not isinstance(source, Problem):
+                    raise InputError("grouping", "module:auto", "needs the cluster to choose a depth",
+                                     "give a Problem, or a depth: module:2")
+                return module_grouping(source, auto_depth(source)[0])
             return module_grouping(source, self.n or DEFAULT_DEPTH)
         return contiguous(source, self.n)
 
@@ -313,6 +322,8 @@ def parse_grouping(spec, where: str = "--grouping") -> GroupingSpec:
     if kind in GROUPING_KINDS:
         if (not GROUPING_KINDS[kind] or kind in OPTIONAL_ARG) and not sep:
             return GroupingSpec(kind)
+        if kind == "module" and arg == "auto":
+            return GroupingSpec(kind, 0)
         if GROUPING_KINDS[kind] and arg.isdigit() and 0 < int(arg) < 10**9:
             return GroupingSpec(kind, int(arg))
     raise InputError(where, f"grouping '{spec}'", "is not a grouping spec", f"use one of: {GROUPING_HELP}")

@@ -217,6 +217,42 @@ def module_grouping(source, depth: int = DEFAULT_DEPTH) -> Grouping:
     return mu.grouping()
 
 
+def auto_depth(problem: Problem) -> tuple[int, str]:
+    """The depth ``module:auto`` groups ``problem`` at, and a line saying why: the shallowest depth
+    whose largest unit (units sharing a parameter counted together) fits the smallest device's memory
+    (parameters and optimizer state) and holds at most 1/n of the step's work (n devices), or, where
+    no depth makes a unit that small, the shallowest whose largest unit is as small as any depth makes
+    it. E.g. GPT-2 on k80x4: depth 1 leaves ``transformer`` one unit with nearly all the work; depth 2
+    cuts it into blocks, its largest unit the tied ``wte`` + ``lm_head`` (27%, which no depth cuts).
+    InputError for a graph without module paths."""
+    from placer.errors import InputError
+
+    g = problem.graph
+    why = no_module_paths(g)
+    if why:
+        raise InputError("grouping", "module:auto", f"graph '{g.name}' {why}",
+                         f"group it otherwise (metis:K, merge:N, contiguous:N or colocate), or {NO_MODULES_FIX}")
+    root = module_root(g)
+    deepest = max(len(levels(relative(m, root))) for m in g.modules)
+    work, share, smallest = problem.fastest_us, float(problem.fastest_us.sum()) / problem.n_devices, \
+        float(np.min(problem.memory_bytes))
+    rows = []
+    for d in range(1, min(deepest, 64) + 1):
+        mu = module_units(problem, d)
+        comp_work = np.bincount(mu.tie[mu.op_unit], weights=work)
+        comp_mem = np.bincount(mu.tie[mu.op_unit], weights=g.param_bytes)
+        rows.append((d, mu.n_units, float(comp_work.max()), float(comp_mem.max())))
+    least = min(r[2] for r in rows)
+    fits = [r for r in rows if r[3] <= smallest]
+    ok = [r for r in fits if r[2] <= share] or [r for r in fits if r[2] <= least * (1 + 1e-9)] or \
+        [r for r in rows if r[2] <= least * (1 + 1e-9)]
+    d, n, w, m = ok[0]
+    return d, (f"module:auto chose depth {d}: {n} units, the largest {m / 2**20:,.1f} MiB of parameters and state "
+               f"(smallest device {smallest / 2**30:,.2f} GiB) and {w / max(float(work.sum()), 1e-12):.1%} of the work "
+               f"(1/{problem.n_devices} is {1 / problem.n_devices:.1%}"
+               f"{'; no depth makes its largest unit smaller' if w > share else ''})")
+
+
 def module_problem(problem: Problem, depth: int = DEFAULT_DEPTH) -> Problem:
     """The same problem with every module unit (ties joined, the graph's own colocation kept) made one
     colocation group: any method run on it returns a module-level placement, simulated exactly as on
