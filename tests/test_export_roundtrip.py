@@ -196,3 +196,16 @@ def test_module_auto_chooses_the_depth_and_says_so(tmp_path, capsys, monkeypatch
     assert str(parse_grouping("module:auto")) == "module:auto"
     code, out, _ = run_cli(capsys, monkeypatch, "optimize", "--help")
     assert "module:auto chooses DEPTH" in " ".join(out.split())
+
+
+@pytest.mark.parametrize("entries, says", [
+    ({"inp": True, "blocks": 0, "head": 0}, "module 'inp'"),
+    ({"inp": [0], "blocks": 0, "head": 0}, "not a device"),
+    ({"inp": "gpu7", "blocks": 0, "head": 0}, "names no device of cluster"),
+])
+def test_a_bad_map_entry_is_one_line(files, capsys, monkeypatch, entries, says):
+    d, gp, _, _, _ = files
+    mp = d / "bad.json"
+    mp.write_text(json.dumps(entries))
+    assert says in _refused(capsys, monkeypatch, "simulate", gp, "-c", "k80x2", "-p", mp)
+    assert says in _refused(capsys, monkeypatch, "convert", mp, d / "bad-p.json", "--graph", gp, "--cluster", "k80x2")

@@ -95,8 +95,7 @@ def is_device_map(doc) -> bool:
         return False
     if doc.get("format") == "device-map":
         return True
-    return "format" not in doc and all(isinstance(k, str) for k in doc) and \
-        all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in doc.values())
+    return "format" not in doc and all(isinstance(k, str) for k in doc)  # entries checked as they are read
 
 
 def _cluster_device(cluster, value, module: str, path: str) -> int:
@@ -104,6 +103,9 @@ def _cluster_device(cluster, value, module: str, path: str) -> int:
     GPU, ``cpu`` -> its first CPU, a cluster device name -> that device."""
     names = list(cluster.device_names)
     gpus, cpus = cluster.gpus(), cluster.cpus()
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise InputError(path, f"module '{module}'", f"is on {str(value)[:40]!r}, not a device",
+                         "write a device as 'cuda:K', K (a GPU index) or 'cpu'")
     text = str(value).strip().lower() if not isinstance(value, int) else f"cuda:{value}"
     if text == "cuda":
         text = "cuda:0"

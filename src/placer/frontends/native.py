@@ -26,8 +26,7 @@ SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schema" / "placer.schema
 def _header(doc: Any, path: str, kind: str) -> None:
     if not isinstance(doc, dict):
         raise InputError(path, "top level", "is not a JSON object", f"give a placer {kind} file")
-    if doc.get("format") == "device-map" or (kind == "placement" and "format" not in doc and doc
-                                             and all(isinstance(v, (str, int)) for v in doc.values())):
+    if doc.get("format") == "device-map" or (kind == "placement" and "format" not in doc and doc):
         raise InputError(path, "top level", f"is a module -> device map, not a placer {kind} file",
                          "give it as --placement with the graph it maps, or `placer convert MAP.json OUT.json "
                          "--graph GRAPH --cluster CLUSTER` for a placement file")
