@@ -93,23 +93,65 @@ def method_bound(name: str, budget: int | None) -> tuple[Budget, str]:
     return Budget(placements=budget), "one construction"
 
 
-def _run_one(problem, name: str, budget: int | None, seed: int, sim_params, objective, scaled: bool = False):
+_REPORTS = None  # in a worker process: the queue its methods' progress reports go to (:func:`_worker_init`)
+
+
+def _worker_init(queue) -> None:
+    global _REPORTS
+    _REPORTS = queue
+
+
+def _run_one(problem, name: str, budget: int | None, seed: int, sim_params, objective, scaled: bool = False,
+             tell: Callable | None = None):
     """One row of the line-up: (name, PlacementResult or the error's text, the bound it ran under).
-    ``scaled``: ``budget`` is the line-up's scaled one (:func:`scaled_budgets`). A module-level
-    function, so a worker process can run it."""
+    ``scaled``: ``budget`` is the line-up's scaled one (:func:`scaled_budgets`). ``tell`` gets the
+    method's :class:`placer.bench.progress.Report` as it goes (in a worker process they go to the
+    parent's queue). A module-level function, so a worker process can run it."""
+    from placer.bench.progress import Report
+
+    tell = tell or (_REPORTS.put if _REPORTS is not None else None)
+    last = [Report(name, 0, None, np.inf, False, 0.0)]
+
+    def told(placements, limit, best_us, best_fits, seconds):
+        last[0] = Report(name, int(placements), limit, float(best_us), bool(best_fits), float(seconds))
+        tell(last[0])
+
     run_budget, bound = method_bound(name, budget)
     if scaled:
         bound = scaled_bound(problem, budget)
     try:
-        return name, run_method(name, problem, run_budget, seed, sim_params, objective=objective), bound
+        return name, run_method(name, problem, run_budget, seed, sim_params, objective=objective,
+                                on_progress=told if tell else None), bound
     except (ValueError, RuntimeError) as e:  # a method that does not apply to this problem
         return name, str(e), bound
+    finally:
+        if tell:
+            from dataclasses import replace
+
+            tell(replace(last[0], finished=True))
+
+
+def progress_lineup(names: Sequence[str] | None, skip: dict[str, str] | None = None):
+    """The :class:`placer.bench.progress.Lineup` of a compare run: the methods it runs, the
+    wall-clock-capped ones (:data:`SECONDS`) and the searches (a ``placements`` budget in their config)."""
+    from placer.bench.progress import Lineup
+
+    run = [n for n in line_up(names) if n not in (skip or {})]
+    return Lineup(run, capped={n: s for n, s in SECONDS.items() if n in run},
+                  searches=[n for n in run if n in METHODS  # an unknown name is refused by compare_methods
+                            and getattr(METHODS[n].config(), "placements", None) is not None])
+
+
+def line_up(names: Sequence[str] | None) -> list[str]:
+    """The methods :func:`compare_methods` runs for ``names``: those given, else every available method."""
+    return list(names) if names is not None else [m for m in sorted(METHODS) if METHODS[m].available() is None]
 
 
 def compare_methods(problem, names: Sequence[str] | None, budget: int | None, seed: int, sim_params,
                     on_start: Callable[[str, int, int], None] | None = None, objective=None,
                     on_result: Callable[[str, object], None] | None = None, jobs: int = 1,
-                    skip: dict[str, str] | None = None, scaled: dict[str, int] | None = None) -> dict:
+                    skip: dict[str, str] | None = None, scaled: dict[str, int] | None = None,
+                    on_progress: Callable | None = None) -> dict:
     """Run ``names`` (every available method when None) on ``problem`` and line them up. Each row
     carries the ``bound`` its run had (:func:`method_bound`). ``best`` is the method with the lowest
     objective among those with a valid answer (under the simulator: fitting in memory first; under a
@@ -125,15 +167,17 @@ def compare_methods(problem, names: Sequence[str] | None, budget: int | None, se
     their wall-clock seconds (and a wall-clock-capped solver's answer, which its notes mark).
     ``skip`` maps a method to why it is not run (:func:`out_of_range`): its row says so. ``scaled``
     maps a method to the placements it runs with in place of ``budget`` (:func:`scaled_budgets`),
-    its bound saying so."""
-    names = list(names) if names is not None else [m for m in sorted(METHODS) if METHODS[m].available() is None]
+    its bound saying so. ``on_progress`` gets every method's
+    :class:`placer.bench.progress.Report` as it runs (a few a second each, from the worker
+    processes too): what a progress display shows; it decides nothing."""
+    names = line_up(names)
     for n in names:
         check_method(n, "--methods")
     skip, scaled = dict(skip or {}), dict(scaled or {})
     todo = [(n, scaled.get(n, budget), n in scaled) for n in names if n not in skip]
     rows = []
-    with _pool(jobs, len(todo)) as pool:  # left by any exception (Ctrl-C): every worker gone first
-        ran = _run_all(problem, todo, seed, sim_params, objective, pool, on_start)
+    with _pool(jobs, len(todo), on_progress) as (pool, reports):  # left by any exception (Ctrl-C): workers gone first
+        ran = _run_all(problem, todo, seed, sim_params, objective, pool, on_start, on_progress, reports)
         for name in names:  # the table keeps the line-up's order, skipped methods in their place
             if name in skip:
                 rows.append({"method": name, "error": skip[name], "bound": method_bound(name, budget)[1],
@@ -168,17 +212,44 @@ def compare_methods(problem, names: Sequence[str] | None, budget: int | None, se
             "single_device": over_single(problem, sim_params, None)["single_device"]}
 
 
-def _pool(jobs: int, tasks: int):
-    """The worker processes of :func:`_run_all`: a :class:`placer.procpool.WorkerPool` of ``jobs``
-    (at most ``tasks``) when that is more than one, else none (the methods run in this process)."""
+@contextlib.contextmanager
+def _pool(jobs: int, tasks: int, on_progress=None):
+    """The worker processes of :func:`_run_all` and the queue of their progress reports (None without
+    ``on_progress``): a :class:`placer.procpool.WorkerPool` of ``jobs`` (at most ``tasks``) when
+    that is more than one, else none (the methods run in this process)."""
     if jobs <= 1 or tasks <= 1:
-        return contextlib.nullcontext(None)
+        yield None, None
+        return
+    import multiprocessing
+
     from placer.procpool import WorkerPool
 
-    return WorkerPool(min(jobs, tasks))
+    reports = multiprocessing.get_context("spawn").Queue() if on_progress is not None else None
+    try:
+        with WorkerPool(min(jobs, tasks), initializer=_worker_init, initargs=(reports,)) as pool:
+            yield pool, reports
+    finally:
+        if reports is not None:
+            reports.close()
+            reports.cancel_join_thread()
 
 
-def _run_all(problem, todo, seed, sim_params, objective, pool, on_start):
+def _drain(reports, on_progress, finished: set, wait_s: float = 0.0) -> None:
+    """Pass on every progress report the workers have queued (waiting up to ``wait_s`` for the next
+    one when none is), noting the methods that have finished in ``finished``."""
+    import queue
+
+    while True:
+        try:
+            r = reports.get(timeout=wait_s) if wait_s > 0 else reports.get_nowait()
+        except queue.Empty:
+            return
+        if r.finished:
+            finished.add(r.method)
+        on_progress(r)
+
+
+def _run_all(problem, todo, seed, sim_params, objective, pool, on_start, on_progress=None, reports=None):
     """The rows of :func:`compare_methods` in ``todo``'s order ((name, budget, scaled) each), run in
     this process or, given a ``pool`` (:func:`_pool`), in its worker processes, which take the
     methods with the most simulated ops first (placements x ops; a construction counts one
@@ -189,7 +260,7 @@ def _run_all(problem, todo, seed, sim_params, objective, pool, on_start):
         for k, (name, budget, scaled) in enumerate(todo, 1):
             if on_start:
                 on_start(name, k, len(todo))
-            yield _run_one(problem, name, budget, seed, sim_params, objective, scaled)
+            yield _run_one(problem, name, budget, seed, sim_params, objective, scaled, tell=on_progress)
         return
 
     def work(t):
@@ -199,7 +270,20 @@ def _run_all(problem, todo, seed, sim_params, objective, pool, on_start):
     first = sorted(range(len(todo)), key=lambda k: (work(todo[k]), k))
     futures = {k: pool.submit(_run_one, problem, *todo[k][:2], seed, sim_params, objective, todo[k][2])
                for k in first}
+    finished: set = set()
     for k, name in enumerate(names):
         if on_start:
             on_start(name, k + 1, len(names))
+        if reports is not None:  # wait for the row in short steps, passing on the workers' reports meanwhile
+            from concurrent.futures import wait
+
+            while not wait([futures[k]], timeout=0.2).done:
+                _drain(reports, on_progress, finished)
+            _drain(reports, on_progress, finished)
+            if k == len(names) - 1:  # every method's last report was queued before its row came back
+                import time
+
+                end = time.monotonic() + 10.0
+                while len(finished) < len(set(names)) and time.monotonic() < end:
+                    _drain(reports, on_progress, finished, wait_s=0.1)
         yield futures[k].result()

@@ -435,12 +435,13 @@ def compare(graph: str = typer.Argument("default", help="graph file or built-in 
     under it (the table is still printed; --json gives best: null, valid_found: false)."""
     import time
 
-    from rich.progress import Progress
+    from rich.progress import Progress, SpinnerColumn, TextColumn
 
     from placer.bench.compare import (
         compare_methods,
         default_methods,
         out_of_range,
+        progress_lineup,
         scaled_budgets,
     )
     from placer.resolve import default_graph_name
@@ -453,13 +454,29 @@ def compare(graph: str = typer.Argument("default", help="graph file or built-in 
     P = load_problem(default_graph_name() if graph == "default" else graph, cluster)
     names = default_methods() if methods == "default" else None if methods == "all" else methods.split(",")
     results: dict = {}  # the answers, kept for --html
-    with Progress(console=err_console, transient=True, disable=not err_console.is_terminal) as prog:
+    skip = out_of_range(P, names) if methods == "default" else None
+    lineup = progress_lineup(names, skip)
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), console=err_console, transient=True,
+                  disable=not err_console.is_terminal) as prog:
         task = prog.add_task("compiling the simulator", total=None)
+        rows: dict = {}  # method -> its progress line's task
+
+        def show(report) -> None:  # the running methods, each with its placements, best so far and honest ETA
+            lineup.update(report)
+            prog.update(task, description=safe(lineup.head()))
+            now = lineup.lines()
+            for m in [m for m in rows if m not in now]:
+                prog.remove_task(rows.pop(m))
+            for m, text in now.items():
+                if m not in rows:
+                    rows[m] = prog.add_task("", total=None)
+                prog.update(rows[m], description="  " + safe(text))
+            prog.refresh()
+
         warmup_s = _warm_up_simulator(P, sim_params(sim, P))
-        data = compare_methods(P, names, budget, seed, sim_params(sim, P), objective=objective, jobs=jobs,
-                               skip=out_of_range(P, names) if methods == "default" else None,
+        data = compare_methods(P, names, budget, seed, sim_params(sim, P), objective=objective, jobs=jobs, skip=skip,
                                scaled=scaled_budgets(P, names) if methods == "default" and budget is None else None,
-                               on_start=lambda m, k, n: prog.update(task, description=f"{m} ({k}/{n})", total=n, completed=k - 1),
+                               on_progress=show if err_console.is_terminal else None,
                                on_result=results.__setitem__ if html is not None else None)
     if html is not None and results:
         from placer.cli import report

@@ -166,6 +166,9 @@ def _coerce(method: str, name: str, value, hint):
 
 
 # ---------------------------------------------------------------------- the evaluator
+PROGRESS_EVERY_S = 0.25  # how often an Evaluator tells its ``progress`` callback, at most
+
+
 class Evaluator:
     """Simulates placements of one Problem for a method, counting every call, keeping the best and the
     best-so-far curve, and refusing to go past the placement budget (``limit``).
@@ -196,6 +199,18 @@ class Evaluator:
         self.best_objective_us = np.inf
         self.best_fits = False  # whether the best fits in memory (always True under a published objective)
         self.curve: list[tuple[int, float]] = []
+        # progress(placements, limit, best objective us, best fits, seconds): told as the method goes,
+        # at most every PROGRESS_EVERY_S (a display's clock: it decides nothing the method does)
+        self.progress: Callable[..., None] | None = None
+        self._told = -math.inf
+
+    def _tell(self, force: bool = False) -> None:
+        if self.progress is None:
+            return
+        now = self.clock()
+        if force or now - self._told >= PROGRESS_EVERY_S:
+            self._told = now
+            self.progress(self.placements, self.limit, self.best_objective_us, self.best_fits, now)
 
     # -- budget
     def remaining(self) -> int | None:
@@ -306,6 +321,7 @@ class Evaluator:
                 self.best_objective_us, self.best_fits = float(best_objective_us), fits
                 self.best = np.asarray(best_placement, dtype=np.int64)
         self.curve.append((self.placements, self.best_objective_us))
+        self._tell()
 
     def _overflows(self, placement) -> bool:
         from placer.sim.fast import engine
@@ -324,6 +340,7 @@ class Evaluator:
             self.best_objective_us, self.best_fits = float(obj), fits
             self.best = np.array(placement, dtype=np.int64)
         self.curve.append((self.placements, self.best_objective_us))
+        self._tell()
 
     # -- the answer
     def result(self, method: str, placement=None, params: dict | None = None, seed: int | None = None,
@@ -437,12 +454,16 @@ def register(name: str, summary: str, family: str, config: type[MethodConfig] = 
 
 def run_method(name: str, problem, budget: Budget | None = None, seed: int = 0,
                sim_params: SimParams | None = None, config: MethodConfig | None = None,
-               n_jobs: int | None = 1, objective=None, **params: Any) -> PlacementResult:
+               n_jobs: int | None = 1, objective=None, on_progress: Callable[..., None] | None = None,
+               **params: Any) -> PlacementResult:
     """Run a registered method on a Problem under the common contract (see the module docstring).
 
     Parameters are given either as a config object or as keyword ``params`` (strings are parsed, as
     from ``--set key=value``). ``objective`` (a name such as ``latency`` or an
-    :class:`placer.objectives.Objective`; default the simulator) is what the method minimises."""
+    :class:`placer.objectives.Objective`; default the simulator) is what the method minimises.
+    ``on_progress(placements, limit, best_us, best_fits, seconds)`` is told as the method goes (its
+    evaluator's placements so far of ``limit``, None when unbounded; at most every
+    :data:`PROGRESS_EVERY_S`, and once at the start and the end); it changes no result."""
     info = get_method(name)
     why = info.available()
     if why:
@@ -455,11 +476,14 @@ def run_method(name: str, problem, budget: Budget | None = None, seed: int = 0,
     budget = budget or Budget()
     limit = budget.placements if budget.placements is not None else getattr(cfg, "placements", None)
     ev = Evaluator(problem, sim_params, n_jobs=n_jobs, limit=limit, seconds=budget.seconds, objective=objective)
+    ev.progress = on_progress
+    ev._tell(force=True)
     try:
         res = info.run(problem, int(seed), ev, cfg)
     except BudgetSpent:
         res = ev.result(name, notes=["the placement budget ran out inside a step: the best placement evaluated "
                                      "is returned"])
+    ev._tell(force=True)
     # the contract, enforced where every method passes
     if limit is not None and ev.placements > limit:
         raise RuntimeError(f"method {name} simulated {ev.placements} placements with a budget of {limit}")
