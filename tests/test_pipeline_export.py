@@ -139,3 +139,25 @@ def test_exported_split_points_run_a_two_stage_pipeline(tmp_path, capsys, monkey
     ref = [float(loss_of(model(xm))) for xm in x.chunk(4)]
     assert len(losses) == 4 and np.allclose(losses, ref, rtol=1e-6, atol=0)
     assert np.mean(losses) == pytest.approx(float(loss_of(model(x))), rel=1e-6)
+
+
+class Tied(nn.Module):
+    """An embedding and a head sharing one weight (GPT-2's wte and lm_head)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(20, 8)
+        self.mid = nn.Linear(8, 8)
+        self.head = nn.Linear(8, 20, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, ids):
+        return self.head(torch.tanh(self.mid(self.emb(ids))))
+
+
+def test_tied_ends_on_one_device_are_refused_naming_the_tie(tmp_path, capsys, monkeypatch):
+    torch.manual_seed(0)
+    gp, pp = _files(tmp_path, Tied(), torch.randint(0, 20, (2, 5)), {"emb": 0, "mid": 1, "head": 0}, 1, "tied")
+    code, _, err = _export(capsys, monkeypatch, gp, pp, 1)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "modules 'emb' and 'head'" in err and "share a parameter" in err and "--format device-map" in err

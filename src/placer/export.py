@@ -232,6 +232,15 @@ def _check_stages(g, mu: ModuleUnits, dev: np.ndarray, order: list[int], names, 
         d = int(dev[u])
         if d in seen:
             between = runs[seen[d] + 1]
+            before = [v for v in order if dev[v] == d and stage[v] < k]
+            after = [v for v in order if stage[v] == k]
+            tied = [(a, b) for a in before for b in after if mu.tie[a] == mu.tie[b]]
+            if tied:
+                a, b = tied[0]
+                raise InputError(where, f"modules '{mu.names[a]}' and '{mu.names[b]}'", "share a parameter, so "
+                                 f"{names[d]} holds both and the modules between them run elsewhere: split points "
+                                 "give a pipeline stage one contiguous run of modules", "export it as --format "
+                                 "device-map (placer.apply runs any module-level placement)")
             raise InputError(where, f"device {names[d]}", f"holds modules before and after '{mu.names[between]}' "
                              f"(on {names[dev[between]]}): its modules are not contiguous in data-flow order, "
                              "so no split point makes them one pipeline stage", fix)
