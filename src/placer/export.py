@@ -69,7 +69,7 @@ def device_map(problem: Problem, placement, real: list[str], depth: int = DEFAUL
     """The ``device-map`` export: ``{"device_map": {module: real device}, ...}`` with the cluster
     device of every module beside it (``real``: the real device of every cluster device)."""
     mu, dev = unit_devices(problem, placement, depth, where, graph_arg)
-    order = mu.forward_order(problem.graph)
+    order = dataflow_order(problem.graph, mu)
     pbytes = np.bincount(mu.op_unit, weights=problem.graph.param_bytes, minlength=mu.n_units)
     devices = []
     for d, name in enumerate(problem.cluster.device_names):
