@@ -63,7 +63,7 @@ def export(graph: str = GraphArg, cluster: str = ClusterOpt,
                 for s in d["devices"]:
                     top = ", ".join(f"{safe(m)} {b / 2**20:,.1f} MiB" for m, b in s["top_modules"])
                     console.print(f"  {safe(s['cluster_device'])} -> {s['device']}: {s['modules']} modules, "
-                                  f"parameters {s['param_bytes'] / 2**20:,.1f} MiB" + (f"; largest: {top}" if top else ""))
+                                  f"weights + optimizer state {s['param_bytes'] / 2**20:,.1f} MiB" + (f"; largest: {top}" if top else ""))
                 console.print("  (--verbose lists every module)")
         else:
             console.print(f"{len(d['stages'])} stages, split points: {', '.join(safe(s) for s in d['split_points']) or 'none'}"
