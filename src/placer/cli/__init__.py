@@ -260,7 +260,8 @@ def _convert_map(src: str, out: str, graph: str, cluster: str) -> None:
 
 @app.command()
 def simulate(graph: str = GraphArg, cluster: str = ClusterOpt,
-             placement: str = typer.Option(..., "--placement", "-p", help="placement JSON, or 'single:<device index>'"),
+             placement: str = typer.Option(..., "--placement", "-p", help="placement JSON, a module -> device map "
+                                           "(placer export's or accelerate's), or 'single:<device index>'"),
              trace: Optional[str] = typer.Option(None, help="write a Chrome trace (Perfetto, chrome://tracing)",
                                                  callback=output_file),
              sim: str = SimOpt, as_json: bool = JsonOpt, html: Optional[str] = HtmlOpt):

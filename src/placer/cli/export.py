@@ -21,7 +21,8 @@ from placer.cli.options import at_least, one_of, output_file
 
 @app.command()
 def export(graph: str = GraphArg, cluster: str = ClusterOpt,
-           placement: str = typer.Option(..., "--placement", "-p", help="placement JSON, or 'single:<device index>'"),
+           placement: str = typer.Option(..., "--placement", "-p", help="placement JSON, a module -> device map "
+                                           "(placer export's or accelerate's), or 'single:<device index>'"),
            fmt: str = typer.Option("device-map", "--format", help="'device-map' (module -> torch device, for "
                                    "placer.apply / accelerate.dispatch_model) or 'pipeline' (stages named by their "
                                    "first module: torch.distributed.pipelining split points)",

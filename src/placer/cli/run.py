@@ -41,7 +41,8 @@ def _threads(ctx: typer.Context, param: typer.CallbackParam, value):
              "DIR (or you pass --allow-any-code for a graph file you trust). Code in the standard library or an installed "
              "package (site-packages) is never run from a recipe, whatever the flags. Zoo and hf: graphs name no code.")
 def run(graph: str = GraphArg, cluster: str = ClusterOpt,
-        placement: str = typer.Option(..., "--placement", "-p", help="placement JSON, or 'single:<device index>'"),
+        placement: str = typer.Option(..., "--placement", "-p", help="placement JSON, a module -> device map "
+                                           "(placer export's or accelerate's), or 'single:<device index>'"),
         map_: Optional[str] = typer.Option(None, "--map", help="cluster device -> real device, e.g. gpu:0=cuda:0,cpu:0=cpu "
                                            "(default: i-th cluster GPU -> cuda:i if present, everything else -> cpu)"),
         steps: int = typer.Option(10, help=f"timed steps (1 to {MAX_STEPS:,})",
