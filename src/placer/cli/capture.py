@@ -42,7 +42,7 @@ def _profile_devices(ctx: typer.Context, param: typer.CallbackParam, value):
 
 
 @app.command()
-def capture(source: str = typer.Argument(..., help="FILE.py:FACTORY, MODULE:FACTORY, or hf:NAME (a transformers model type)"),
+def capture(ctx: typer.Context, source: str = typer.Argument(..., help="FILE.py:FACTORY, MODULE:FACTORY, or hf:NAME (a transformers model type)"),
             out: str = typer.Option(..., "--out", "-o", help="native JSON output (.json or .json.gz)",
                                     callback=output_file),
             inputs: list[str] = typer.Option([], "--input", "-i", help="an input, SHAPE[:DTYPE[:HIGH]] without the batch "
@@ -86,10 +86,11 @@ def capture(source: str = typer.Argument(..., help="FILE.py:FACTORY, MODULE:FACT
     import json
     import sys
 
+    say = _sayer(ctx)  # what it is loading, as it goes: a transient line on a terminal's stderr
+    say("importing torch ...")
     from placer.frontends.native import save_graph
     from placer.frontends.recipe import parse_input_spec, parse_sets
     from placer.frontends.torch import OPTIMIZERS
-    from placer.recipes import capture_recipe
 
     if optimizer not in OPTIMIZERS:
         raise InputError("--optimizer", f"'{optimizer}'", "is not supported", f"use one of {', '.join(OPTIMIZERS)}")
@@ -99,6 +100,7 @@ def capture(source: str = typer.Argument(..., help="FILE.py:FACTORY, MODULE:FACT
     if name is not None:
         check_name(name)
     if source.startswith("hf:"):
+        say("importing transformers ...")
         from placer.frontends.hf import hf_recipe, parse_hf_spec
 
         if inputs:
@@ -138,13 +140,16 @@ def capture(source: str = typer.Argument(..., help="FILE.py:FACTORY, MODULE:FACT
     from placer.cli import safe
     from placer.cli.guard import user_code
 
-    with console.status(f"capturing {safe(source)} ...", spinner="dots"), user_code(source, "model"):
-        cap = capture_recipe(recipe, name=name or default_name)
+    chose: list[str] = []
+    with user_code(source, "model"):
+        cap = _capture_saying(recipe, name or default_name, source, say, chose)
         g = cap.graph
         if profile_cpu:
+            say("timing every op alone on this CPU ...")
             from placer.cost.profile import profile_capture, with_measured_costs
 
             g = with_measured_costs(g, profile_capture(cap, "cpu", threads=1, clock="thread"), "cpu")
+    err_console.print(f"inputs: {chose[0]}", markup=False, highlight=False)  # the shapes it chose, once captured
     profiles = []
     if profile:
         from placer.runtime.profile_device import default_cache_dir, profile_graph
@@ -173,6 +178,46 @@ def capture(source: str = typer.Argument(..., help="FILE.py:FACTORY, MODULE:FACT
                       f"step {p['step_us'] / 1e3:,.1f} ms (iqr {p['step_iqr_pct']:.1f}%), ops sum "
                       f"{p['sum_cost_us'] / 1e3:,.1f} ms")
     err_console.print(f"wrote {safe(out)}")
+
+
+def _sayer(ctx):
+    """``say(what)``: one transient status line on stderr, shown on a terminal only (piped stderr and
+    bad input get nothing from it), gone when the command ends, with the seconds since it started."""
+    import time
+
+    from rich.progress import Progress, SpinnerColumn, TextColumn
+
+    prog = ctx.with_resource(
+        Progress(SpinnerColumn(), TextColumn("{task.description}"), console=err_console, transient=True,
+                 disable=not err_console.is_terminal, redirect_stdout=False, redirect_stderr=False))
+    task = prog.add_task("", total=None)
+    t0 = time.perf_counter()
+
+    def say(what: str) -> None:
+        prog.update(task, description=f"[{time.perf_counter() - t0:.1f} s] {what}")
+        prog.refresh()
+
+    return say
+
+
+def _capture_saying(recipe: dict, name: str, source: str, say, chose: list):
+    """:func:`placer.recipes.capture_recipe`, saying what it does as it goes (building the model,
+    tracing its step) and putting the input shapes it chose in ``chose``."""
+    from rich.markup import escape
+
+    from placer.frontends.recipe import capture_with
+    from placer.recipes import build
+
+    def build_saying(r, device):
+        say(f"building the model {escape(printable(source))} on {device} ...")
+        m, xs, loss_fn = build(r, device)
+        shapes = ", ".join("x".join(str(d) for d in getattr(x, "shape", ())) + " " + str(getattr(x, "dtype", "")).replace("torch.", "")
+                           for x in xs)
+        chose.append((f"batch {r['batch']}, sequence {r['seq']} ({shapes})" if r.get("kind") == "hf" else shapes))
+        say(f"tracing the training step (forward, loss, backward, update) of inputs {chose[-1]} ...")
+        return m, xs, loss_fn
+
+    return capture_with(recipe, build_saying, name)
 
 
 def check_name(name: str) -> None:
