@@ -3,12 +3,15 @@ these checks by registering): a valid placement; the same seed gives the same pl
 the machine loaded; the budget in placements is never exceeded; the best-so-far curve never rises
 (where every placement fits); the result is never worse than the best placement the method
 evaluated, and fits in memory whenever a placement it evaluated did; unknown and ill-typed
-parameters are refused; the reported simulation equals a fresh one; honest cost."""
+parameters are refused; the reported simulation equals a fresh one; honest cost; on restricted
+heterogeneous devices (ops allowed on only some of them) only allowed devices, or one clean
+NotApplicable line."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +23,8 @@ from placer.methods import base
 from placer.problem import Problem
 from placer.sim import simulate
 from placer.zoo.synthetic import layered_training_graph
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/restricted.py
 
 GiB = 2**30
 BUDGET = 24  # placements: small, so that every method has to stop on it
@@ -148,6 +153,45 @@ def test_contract_result_fits_whenever_an_evaluated_placement_fit(name, monkeypa
     if any(rec.fits):
         assert not r.sim.oom, f"{name} returned a placement that overflows ({r.sim.objective_us:.0f} us)"
         assert r.sim.objective_us <= rec.best_that_fits() * (1 + 1e-9)
+
+
+# ---------------------------------------------------------------------- restricted heterogeneous devices
+RESTRICTED_BUDGET = 16  # placements
+# the smallest settings of the methods whose own computation (not their simulations) dominates a short run
+RESTRICTED_FAST = {
+    "cp-sat": dict(deterministic_s=0.5, memory_rounds=1),
+    "hierarchical": dict(warm_start=10, n_groups=8, hidden=32, grouper_hidden=16, split_search=2, start_mass=0.6),
+    "mars": dict(pretrain_epochs=2, hidden=32, seq_hidden=32, split_search=2),
+    "colocrl": dict(hidden=32),
+}
+
+
+@pytest.fixture(scope="module")
+def restricted_problems():
+    """Every op allowed on a random subset of 4-8 heterogeneous devices with links of their own
+    (tests/restricted.py): a training graph with colocation groups, unlimited memory; a GiPH-style
+    task graph, tight memory."""
+    from restricted import restricted_problem
+
+    return [restricted_problem(1), restricted_problem(3, graph="giph", tight=True)]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_contract_on_restricted_heterogeneous_problems(name, restricted_problems):
+    """Every method places every op only where it can run, colocation kept, or says in one line why it
+    cannot (a contiguous split the restrictions make impossible): never a crash (issue 62)."""
+    _skip_unavailable(name)
+    for pr in restricted_problems:
+        try:
+            r = run_method(name, pr, Budget(placements=RESTRICTED_BUDGET), 0, **RESTRICTED_FAST.get(name, {}))
+        except base.NotApplicable as e:
+            msg = str(e)
+            assert "\n" not in msg and msg.startswith(f"{name}: does not apply: "), msg
+            continue
+        p = pr.validate_placement(r.placement.devices)  # runnable devices, colocation kept
+        assert pr.allowed[np.arange(pr.n_ops), p].all()
+        assert 1 <= r.cost.placements <= RESTRICTED_BUDGET
+        assert simulate(pr, p).objective_us == r.sim.objective_us
 
 
 def test_evaluator_prefers_a_placement_that_fits():

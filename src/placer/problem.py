@@ -1,6 +1,7 @@
 """Problem: an OpGraph on a Cluster, turned into the dense arrays every method and the simulator use.
 
-* ``compute_us`` (n_ops x n_devices): the op's cost on that device; ``inf`` where it cannot run there.
+* ``compute_us`` (n_ops x n_devices): the op's cost on that device; ``inf`` where it cannot run there
+  (``allowed``: the same as a bool mask, what a method places by).
   Looked up per device by the device's model key (e.g. ``k80``), then its kind (``gpu``/``cpu``),
   then a roofline estimate from the op's FLOPs and bytes accessed and the device's speed; a device
   with none of these gets ``inf`` for every op (the graph says nothing about it, so nothing goes there).
@@ -94,6 +95,20 @@ class Problem:
     @property
     def memory_bytes(self) -> np.ndarray:
         return self.cluster.memory_bytes
+
+    @cached_property
+    def allowed(self) -> np.ndarray:
+        """(n_ops, n_devices) bool, read-only: where each op can run (a finite cost; ``null`` in a graph
+        file is ``inf`` here). Every op has at least one such device and every colocation group one its
+        ops share (checked when the Problem is built)."""
+        a = np.isfinite(self.compute_us)
+        a.flags.writeable = False
+        return a
+
+    @cached_property
+    def restricted(self) -> bool:
+        """Whether some op cannot run on some device."""
+        return not bool(self.allowed.all())
 
     def comm_us(self, nbytes: float, src: int, dst: int) -> float:
         if src == dst:

@@ -7,19 +7,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from placer.methods.base import Evaluator, MethodConfig, NoConfig, NotApplicable, register
+from placer.methods.support import allowed_placement, only_on
 
 
 def feasible_devices(problem) -> np.ndarray:
-    """(n_ops, D) bool: which devices each op can run on."""
-    return np.isfinite(problem.compute_us)
+    """(n_ops, D) bool: which devices each op can run on (:attr:`placer.problem.Problem.allowed`)."""
+    return problem.allowed
 
 
 def colocate(problem, placement: np.ndarray) -> np.ndarray:
-    """Move every colocation group onto the device of its first op (the groups' one rule)."""
-    p = placement.copy()
-    for members in problem.graph.colocation_groups():
-        p[members] = p[members[0]]
-    return p
+    """Every colocation group on one device its ops can all run on, the device of its first op where
+    they can (:func:`placer.methods.support.allowed_placement`)."""
+    return allowed_placement(problem, placement)
 
 
 def single_device_placement(problem, d: int) -> np.ndarray | None:
@@ -69,7 +68,11 @@ def cpu_only(problem, seed: int, ev: Evaluator, cfg: NoConfig):
         if p is not None:
             ev.simulate(p)
             return ev.result("cpu-only", p)
-    raise NotApplicable("cpu-only", "the cluster has no CPU that can run every op")
+    cpus = problem.cluster.cpus()
+    if not cpus:
+        raise NotApplicable("cpu-only", "the cluster has no CPU")
+    op = int(np.flatnonzero(~problem.allowed[:, cpus].all(axis=1))[0])
+    raise NotApplicable("cpu-only", f"no CPU of the cluster can run every op: {only_on(problem, op)}")
 
 
 @dataclass(frozen=True)

@@ -118,7 +118,8 @@ class Ctx:
     def __init__(self, problem, cfg: DopplerConfig, episodes: int | None = None):
         """``episodes``: about how many the run will roll out here (None: many), which picks the
         compiled rollout or its plain-Python twin (:func:`placer.methods.doppler_rollout.pick`)."""
-        from placer.grouping import group_problem, merge_and_colocate
+        from placer.grouping import colocation_units, group_problem, merge_and_colocate
+        from placer.methods.support import group_allowed
         from placer.nn.encoder import candidate_devices
 
         self.problem = problem
@@ -128,10 +129,12 @@ class Ctx:
         else:
             self.grouped, P = None, problem
         self.P, g = P, P.graph
-        self.devices = candidate_devices(problem, cfg.devices)
+        units = (self.grouped.grouping.units(problem.graph) if self.grouped is not None
+                 else colocation_units(problem)).op_group  # what lands on one device
+        self.devices = candidate_devices(problem, cfg.devices, units)
         self.N, self.A = g.n_ops, len(self.devices)
         self.cost = np.asarray(P.compute_us[:, self.devices], dtype=np.float64)  # inf: cannot run
-        self.ok = np.isfinite(self.cost)
+        self.ok = group_allowed(P)[:, self.devices]  # a node's colocation group can run there too
         bad = np.flatnonzero(~self.ok.any(axis=1))
         if len(bad):
             raise InputError("doppler", f"node '{g.op_names[bad[0]]}'", "can run on no candidate device",

@@ -169,13 +169,18 @@ def _prefix(order, members, col):
     return np.concatenate([[0.0], np.cumsum(per)])
 
 
-def dp_candidates(problem, objective, order) -> list[np.ndarray]:
-    """The max-load and sum DP splits of ``order`` (placements), for ``objective``'s contiguity."""
+def _dp_inputs(problem, objective, order, unlimited: bool = False, by_restrictions: bool = False):
+    """What both DPs read for ``order``: (model, blocks, accelerators, CPUs, segment transfer costs,
+    op times (1e30 where an op cannot run), and per device kind: prefix work, prefix memory,
+    capacities (``unlimited``: inf) and [device, i, j] whether every op of order[i:j] runs there).
+    Devices in index order, or (``by_restrictions``) in :func:`restriction_order`."""
     m = model_for(problem)
     b = blocks_for(problem, objective)
     B = b.B
     accs = [int(d) for d in np.flatnonzero(m.acc)]
     cpus = [int(d) for d in np.flatnonzero(~m.acc)]
+    if by_restrictions:
+        accs, cpus = restriction_order(problem, b, order, accs), restriction_order(problem, b, order, cpus)
     bptr = np.concatenate([[0], np.cumsum([len(x) for x in b.members])]).astype(np.int64)
     bops = np.concatenate(b.members).astype(np.int64)
     comm = segment_comm(order, bptr, bops, b.block_of.astype(np.int64), m.succ_ptr, m.succ_idx, m.pred_ptr,
@@ -190,10 +195,39 @@ def dp_candidates(problem, objective, order) -> list[np.ndarray]:
         mem = np.stack([_prefix(order, b.members, m.mem_bytes) for _ in devs])
         bad = np.stack([_prefix(order, b.members, (~runnable[:, d]).astype(float)) for d in devs])
         allowed = (bad[:, None, :] - bad[:, :, None]) < 0.5  # [dev, i, j]: no unrunnable op in order[i:j]
-        return work, mem, m.cap_bytes[devs], allowed
+        return work, mem, np.full(len(devs), np.inf) if unlimited else m.cap_bytes[devs], allowed
 
-    wa, ma, ca, aa = cols(accs)
-    wc, _, _, ac = cols(cpus)
+    return m, b, accs, cpus, comm, t, cols(accs), cols(cpus)
+
+
+def restriction_order(problem, b, order, devs: list[int]) -> list[int]:
+    """``devs`` ordered by where in the block ``order`` the blocks that can run on them lie (each block
+    weighing 1 / the number of devices it can run on, so the blocks only one device can run pull
+    hardest): the order in which a contiguous split is likely to use them when ops may run on only
+    some devices (in index order, a split that must start on gpu:1 and end on gpu:0 does not exist)."""
+    if len(devs) < 2:
+        return list(devs)
+    ok = np.array([problem.allowed[mb].all(axis=0) for mb in b.members])[np.asarray(order)][:, devs]  # (B, k)
+    w = ok / np.maximum(ok.sum(axis=1, keepdims=True), 1)
+    pos = np.arange(len(order), dtype=np.float64)[:, None]
+    key = np.where(w.sum(axis=0) > 0, (w * pos).sum(axis=0) / np.maximum(w.sum(axis=0), 1e-300), np.inf)
+    return [devs[i] for i in np.argsort(key, kind="stable")]
+
+
+def runs_differ(problem) -> bool:
+    """Whether two accelerators, or two CPUs, differ in which ops they can run."""
+    m = model_for(problem)
+    ok = problem.allowed
+    return any(len(ds) > 1 and (ok[:, ds] != ok[:, ds[:1]]).any()
+               for ds in (np.flatnonzero(m.acc), np.flatnonzero(~m.acc)))
+
+
+def dp_candidates(problem, objective, order, by_restrictions: bool = False) -> list[np.ndarray]:
+    """The max-load and sum DP splits of ``order`` (placements), for ``objective``'s contiguity;
+    devices taken in index order or (``by_restrictions``) in :func:`restriction_order`."""
+    m, b, accs, cpus, comm, t, (wa, ma, ca, aa), (wc, _, _, ac) = _dp_inputs(problem, objective, order,
+                                                                             by_restrictions=by_restrictions)
+    B = b.B
     out = []
     dp, arg, kind = dp_maxload(wa, wc, ma, ca, comm, aa, ac)
     a, c, j = len(accs), len(cpus), B
@@ -237,6 +271,15 @@ def dp_candidates(problem, objective, order) -> list[np.ndarray]:
     return out
 
 
+def reach_unlimited(problem, objective, order, by_restrictions: bool = False) -> int:
+    """How many blocks of ``order`` the max-load DP covers with every device's memory unlimited (the
+    whole order, B, when a split exists; less when ops that cannot run on every device stop it)."""
+    _, b, accs, cpus, comm, _, (wa, ma, ca, aa), (wc, _, _, ac) = _dp_inputs(problem, objective, order, True,
+                                                                             by_restrictions)
+    dp, _, _ = dp_maxload(wa, wc, ma, ca, comm, aa, ac)
+    return int(np.flatnonzero(np.isfinite(dp[len(accs), len(cpus)]))[-1])
+
+
 @register("dp-split", "dynamic programs over contiguous interval splits of the layer order (max-load and "
           "sequential-latency), best under the objective", "partitioning", DpSplitConfig,
           paper="Tarnawski et al., NeurIPS 2020, section 4 and Appendix F; PipeDream (Narayanan et al., SOSP 2019), section 3.1", version=1)
@@ -252,18 +295,40 @@ def dp_split(problem, seed: int, ev: Evaluator, cfg: DpSplitConfig):
     orders = [linear_order(b, "index"), linear_order(b, "depth")]
     orders += [linear_order(b, "random", seed * 1000 + k) for k in range(max(0, cfg.orders - 2))]
     cands, names = [], []
+    devs = [False, True] if runs_differ(problem) else [False]  # device orders: index, and by restrictions
     for k, order in enumerate(orders[:cfg.orders]):
-        for j, p in enumerate(dp_candidates(problem, contiguity, order)):
-            if not any(np.array_equal(p, q) for q in cands):
-                cands.append(p)
-                names.append(f"order {k} {'max-load' if j == 0 else 'sum'}")
+        for by in devs:
+            for j, p in enumerate(dp_candidates(problem, contiguity, order, by)):
+                if not any(np.array_equal(p, q) for q in cands):
+                    cands.append(p)
+                    names.append(f"order {k} {'max-load' if j == 0 else 'sum'}"
+                                 + (", devices by restrictions" if by else ""))
     if not cands:
-        raise NotApplicable("dp-split", "no interval split fits the devices' memory", "use more or larger devices")
+        raise NotApplicable("dp-split", *_why_no_split(problem, contiguity, b, orders[:cfg.orders], devs))
     room = ev.remaining()
     P = np.stack(cands[:room] if room is not None else cands)
     vals = ev.evaluate_batch(P).objective_us
     k = int(np.argmin(vals))
     return ev.result("dp-split", P[k], notes=[f"{len(P)} DP splits scored; best: {names[k]}"])
+
+
+def _why_no_split(problem, contiguity, b, orders, devs) -> tuple[str, str]:
+    """(why, fix) when no order has an interval split: the devices' memory when one exists with
+    memory unlimited, else the op restrictions: an op of the first block that the order reaching
+    furthest cannot cover, and the devices it can run on."""
+    from placer.methods.search import stuck_message
+
+    reach = [(reach_unlimited(problem, contiguity, order, by), k) for k, order in enumerate(orders) for by in devs]
+    if max(reach)[0] >= b.B:
+        return "no interval split fits the devices' memory", "use more or larger devices"
+    j, k = max(reach)
+    blk = int(orders[k][j])
+    ok = np.logical_and.reduce(problem.allowed[b.members[blk]], axis=0)
+    taken = "in index order" + (" or as the restrictions suggest" if len(devs) > 1 else "")
+    why = stuck_message(problem, b.members[blk], ok, [], f"which no contiguous split of the {len(orders)} block "
+                        f"order(s) tried (one interval per device, devices {taken}) reaches after the "
+                        "blocks before it, whatever the memory")
+    return why, "use a method not bound to contiguous splits (local-search, cp-sat)"
 
 
 class _ThroughputOrder:
@@ -475,6 +540,58 @@ def published_greedy(problem, seed: int, ev: Evaluator, cfg: PublishedGreedyConf
     b = blocks_for(problem, contiguity)
     order = published_order(problem, contiguity, b) if cfg.order == "published" else linear_order(b, "depth")
     p = greedy_fill(problem, contiguity, order)
+    notes = [f"Tarnawski et al.'s greedy (Appendix F), "
+             f"{'their code' if cfg.order == 'published' else 'our depth-first'} block order"]
+    if not problem.allowed[np.arange(problem.n_ops), p].all():  # accelerators that differ in what they run
+        p = greedy_fill_allowed(problem, contiguity, order)
+        notes.append("ops restricted to some accelerators: a block the current accelerator cannot run went to the "
+                     "next one that can")
     ev.evaluate(p)
-    return ev.result("published-greedy", p, notes=[f"Tarnawski et al.'s greedy (Appendix F), "
-                                                   f"{'their code' if cfg.order == 'published' else 'our depth-first'} block order"])
+    return ev.result("published-greedy", p, notes=notes)
+
+
+def greedy_fill_allowed(problem, objective, order) -> np.ndarray:
+    """:func:`placer.objectives.units.greedy_fill` where accelerators differ in which ops they can run
+    (the published greedy checks the first accelerator only: on such a cluster it places ops where
+    they cannot run). The same rules otherwise: blocks in ``order`` fill one accelerator after
+    another up to its memory, a block no accelerator can run goes to a CPU (the first that can; the
+    last accelerator on a cluster without CPUs, as there); a block the current accelerator cannot
+    run, or that does not fit it, opens the first accelerator not yet used that can run it (the next
+    one, on a cluster whose accelerators run the same ops) when it fits there, else goes to a CPU
+    that can. NotApplicable, naming the op and the devices it can run on, when
+    no device is left for a block."""
+    from placer.methods.base import NotApplicable
+    from placer.methods.search import stuck_message
+
+    m = model_for(problem)
+    b = blocks_for(problem, objective)
+    accs = [int(d) for d in np.flatnonzero(m.acc)]
+    cpus = [int(d) for d in np.flatnonzero(~m.acc)] or accs[-1:]
+    ok = np.array([problem.allowed[mb].all(axis=0) for mb in b.members])  # (B, D)
+    bdev = np.empty(b.B, dtype=np.int64)
+    used = np.zeros(len(accs), dtype=bool)  # accelerators that have held an interval
+    k, room = -1, -1.0
+    for blk in order:
+        size = b.mem_bytes[blk]
+        cpu = next((d for d in cpus if ok[blk, d]), None)
+        if k >= 0 and size <= room and ok[blk, accs[k]]:
+            bdev[blk] = accs[k]
+            room -= size
+            continue
+        nxt = next((j for j in range(len(accs)) if not used[j] and ok[blk, accs[j]]), None)
+        if nxt is not None and size <= m.cap_bytes[accs[nxt]]:
+            k = nxt
+            used[k] = True
+            bdev[blk] = accs[k]
+            room = m.cap_bytes[accs[k]] - size
+        elif cpu is not None:
+            bdev[blk] = cpu
+            if k >= 0:
+                room = -1.0  # this accelerator's interval is closed
+        else:
+            avail = [accs[j] for j in np.flatnonzero(~used)] + cpus
+            raise NotApplicable("published-greedy", stuck_message(
+                problem, b.members[blk], ok[blk], avail, "each already holding an earlier interval of the "
+                "greedy's split (one interval per accelerator, the rest on a CPU) or without room for it"),
+                "use a method not bound to contiguous splits (local-search, cp-sat)")
+    return bdev[b.block_of]

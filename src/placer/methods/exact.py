@@ -58,7 +58,8 @@ def ortools_available() -> str | None:
 
 def contiguous_groups(problem, max_groups: int) -> np.ndarray:
     """(n,) group of each op: the topological order cut into at most ``max_groups`` consecutive
-    slices, each holding about the same share of (compute on the fastest device + op count) / 2."""
+    slices, each holding about the same share of (compute on the fastest device + op count) / 2;
+    where ops may run on only some devices, also cut where a slice's ops would share no device."""
     n = problem.n_ops
     if n <= max_groups:
         return np.arange(n, dtype=np.int64)
@@ -67,6 +68,14 @@ def contiguous_groups(problem, max_groups: int) -> np.ndarray:
     c = np.cumsum(w) - w / 2  # an op belongs to the slice its midpoint falls in
     g = np.minimum((c * max_groups).astype(np.int64), max_groups - 1)
     _, g = np.unique(np.maximum.accumulate(g), return_inverse=True)
+    if problem.restricted:  # also cut where a slice's ops would share no device (more slices then)
+        ok, cut = problem.allowed, np.zeros(n, dtype=np.int64)
+        common = ok[0].copy()
+        for i in range(1, n):
+            common = ok[i].copy() if g[i] != g[i - 1] else common & ok[i]
+            if not common.any():
+                cut[i], common = 1, ok[i].copy()
+        g = g + np.cumsum(cut)
     return g.astype(np.int64)
 
 

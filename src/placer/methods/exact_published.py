@@ -283,7 +283,7 @@ def exact_published(problem, seed: int, ev: Evaluator, cfg: ExactPublishedConfig
                             "use --objective latency or throughput (the models the published IPs solve)")
     room = ev.remaining()
     heur = max(1, (room - 1) if room is not None else cfg.placements)
-    p0, notes = interval_search(problem, obj, ev, seed, anneal=False, limit=heur)
+    p0, notes = interval_search(problem, obj, ev, seed, anneal=False, limit=heur, method="exact-published")
     upper = ev.best_objective_us if ev.custom and np.isfinite(ev.best_objective_us) else obj.evaluate(problem, p0)
     if not np.isfinite(upper):
         m = model_for(problem)

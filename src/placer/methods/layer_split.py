@@ -46,7 +46,8 @@ import numpy as np
 
 from placer.graph import FORWARD
 from placer.grouping.mirrors import mirror_units
-from placer.methods.base import Evaluator, MethodConfig, NotApplicable, register
+from placer.methods.base import Evaluator, MethodConfig, register
+from placer.methods.support import allowed_placement
 from placer.sim import memory_first
 
 PAPER = "Huang et al., GPipe, NeurIPS 2019, section 2.2 (layers cut into cells of equal compute)"
@@ -144,21 +145,26 @@ def layer_split(problem, unit_of: np.ndarray, k: int, cuts=None, axis: Axis | No
 
 def unit_devices(problem, unit_of: np.ndarray, piece: np.ndarray, devices) -> np.ndarray:
     """(n_ops,) device per op: piece j on ``devices[j]``; a unit that piece's device cannot run goes
-    to the fastest device that runs all its ops."""
+    to the fastest device that runs all its ops. A unit whose ops share no device (a forward op and
+    its backward op restricted to different devices) is split: each op (with its colocation group)
+    stays on the piece's device where it can run there, else goes to its fastest device
+    (:func:`placer.methods.support.allowed_placement`)."""
     U = len(piece)
     comp = problem.compute_us
-    runnable = np.isfinite(comp)
+    runnable = problem.allowed
     ok = np.ones((U, problem.n_devices), dtype=bool)
     np.logical_and.at(ok, unit_of, runnable)
     dev = np.asarray(devices, dtype=np.int64)[piece]
     bad = ~ok[np.arange(U), dev]
-    if bad.any():
-        if not ok[bad].any(axis=1).all():
-            raise NotApplicable("layer-split", "a colocation group has ops that share no device")
+    shared = ok.any(axis=1)
+    fix = bad & shared
+    if fix.any():
         cost = np.zeros((U, problem.n_devices))
         np.add.at(cost, unit_of, np.where(runnable, comp, 0.0))
-        dev[bad] = np.argmin(np.where(ok[bad], cost[bad], np.inf), axis=1)
-    return dev[unit_of]
+        dev[fix] = np.argmin(np.where(ok[fix], cost[fix], np.inf), axis=1)
+    if shared.all():
+        return dev[unit_of]
+    return allowed_placement(problem, dev[unit_of])
 
 
 def split_placement(problem, devices: list[int], unit_of: np.ndarray | None = None, cuts=None) -> np.ndarray:

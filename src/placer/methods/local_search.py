@@ -241,7 +241,7 @@ def search(problem, seed: int, ev: Evaluator, cfg, anneal: bool):
     Stops when the evaluator's placement budget is spent (``ev.out_of_budget()``); nothing here
     reads the clock (an opt-in ``Budget.seconds`` is enforced by the evaluator)."""
     if getattr(ev.objective, "contiguous", False):  # a published objective: moves that keep contiguity
-        return interval_search(problem, ev.objective, ev, seed, anneal, start=cfg.start,
+        return interval_search(problem, ev.objective, ev, seed, anneal, start=cfg.start, method=type(cfg).method_name(),
                                **{k: getattr(cfg, k) for k in ("batch", "patience", "kick", "t0", "t1") if hasattr(cfg, k)})
     rng = np.random.default_rng(seed)
     s = _Search(problem, ev, rng)

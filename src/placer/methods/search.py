@@ -138,10 +138,11 @@ def state_of(blocks, placement, order) -> _State:
 class IntervalSearch:
     """The interval-split move set (see the module docstring); keys are ``(False, objective)``."""
 
-    def __init__(self, problem, objective, ev, rng, cap: int | None = None):
+    def __init__(self, problem, objective, ev, rng, cap: int | None = None, method: str = "interval search"):
         from placer.objectives.model import model_for
 
         self.problem, self.obj, self.ev, self.rng = problem, objective, ev, rng
+        self.method = method  # who searches (named when the restrictions leave no contiguous split)
         self.cap = cap  # placements this search may reach (None: the evaluator's budget)
         self.m = model_for(problem)
         self.b = blocks_for(problem, objective)
@@ -311,28 +312,96 @@ class IntervalSearch:
         return bool(np.isfinite(top[1]))
 
     def start_entries(self, given=None):
-        """The evaluated starting splits (:meth:`starts`) that are runnable and of the search's form."""
+        """The evaluated starting splits (:meth:`starts`) that are runnable and of the search's form;
+        when none of them is (ops that only some accelerators can run: the published greedy fills
+        accelerators in order), the split of :meth:`allowed_start`."""
         runnable = np.isfinite(self.m.t_us)
+        found = False
         for name, order, p in self.starts(given):
             if self.room(1) <= 0 or self.ev.out_of_budget():
-                break
+                return
             if not runnable[np.arange(self.m.n), p].all():
                 continue
-            v = float(self.ev.evaluate_batch(p[None, :]).objective_us[0])
-            st = state_of(self.b, p, order)
-            if self._normalise(st) is None:
+            entry = self._entry(order, p)
+            if entry is not None:
+                found = True
+                yield name, entry
+        if not found and self.room(1) > 0 and not self.ev.out_of_budget():
+            entry = self._entry(*self.allowed_start())
+            if entry is not None:
+                yield "greedy:allowed", entry
+
+    def _entry(self, order, p):
+        """The evaluated entry of a starting split, or None when it is not of the search's form."""
+        v = float(self.ev.evaluate_batch(p[None, :]).objective_us[0])
+        st = state_of(self.b, p, order)
+        return None if self._normalise(st) is None else ((False, v), st)
+
+    def allowed_start(self) -> tuple[np.ndarray, np.ndarray]:
+        """(order, placement): blocks in depth order, each on the current interval's device where it
+        can run there (and fits, on an accelerator), else opening an interval on the first device not
+        yet holding one (accelerators first, then CPUs) that can run it and has room. NotApplicable,
+        naming the op and the devices it can run on, when no such device is left."""
+        from placer.methods.base import NotApplicable
+
+        b, m = self.b, self.m
+        order = linear_order(b, "depth")
+        bdev = np.empty(b.B, dtype=np.int64)
+        used: set[int] = set()
+        cur, room = -1, 0.0
+        for blk in order:
+            size = float(b.mem_bytes[blk])
+            if cur >= 0 and self.block_ok[blk, cur] and (not m.acc[cur] or size <= room):
+                bdev[blk] = cur
+                room -= size
                 continue
-            yield name, ((False, v), st)
+            avail = [d for d in self.accs + self.cpus if (d not in used or not self._unique(d))
+                     and (not m.acc[d] or size <= m.cap_bytes[d])]
+            free = [d for d in avail if self.block_ok[blk, d]]
+            if not free:
+                why = stuck_message(self.problem, b.members[blk], self.block_ok[blk], avail,
+                                    "each already holding an earlier interval of the contiguous split built in "
+                                    "depth order (one interval per device) or without room for it")
+                raise NotApplicable(self.method, why, "use a method not bound to contiguous splits (local-search, cp-sat)")
+            cur = free[0]
+            used.add(cur)
+            room = float(m.cap_bytes[cur]) - size if m.acc[cur] else 0.0
+            bdev[blk] = cur
+        return order, bdev[b.block_of]
+
+
+def stuck_message(problem, members, block_ok, avail, reason: str) -> str:
+    """Why a block (its ops ``members``) has no device in a contiguous split, naming an op and the
+    devices it can run on: the block's ops share no device at all (a pair of them named), else the
+    most restricted of its ops that can run on none of ``avail`` (the devices still free to take it),
+    followed by ``reason`` (``which no contiguous split ... reaches``)."""
+    from placer.methods.support import device_list, only_on
+
+    ops = [int(i) for i in members]
+    ok = problem.allowed
+    a = ops[0]
+    if not np.asarray(block_ok).any():  # the block's ops share no device at all
+        b = next((j for j in ops[1:] if not (ok[a] & ok[j]).any()), ops[-1])
+        names = problem.graph.op_names
+        return (f"op '{names[a]}' can run only on {device_list(problem, ok[a])} and op '{names[b]}' only on "
+                f"{device_list(problem, ok[b])}, which a contiguous split keeps on one device (one block: "
+                "a colocation group with its backward ops, or ops that reach each other)")
+    alone = sorted((int(ok[i].sum()), i) for i in ops if not ok[i, list(avail)].any())
+    if alone:
+        return f"{only_on(problem, alone[0][1])}, {reason}"
+    return (f"the ops of the block of op '{problem.graph.op_names[a]}' can all run only on "
+            f"{device_list(problem, block_ok)}, {reason}")
 
 
 def interval_search(problem, objective, ev, seed: int, anneal: bool, batch: int = 8, patience: int = 20,
                     kick: int = 4, t0: float = 0.02, t1: float = 1e-4, start=None,
-                    limit: int | None = None) -> tuple[np.ndarray, list[str]]:
+                    limit: int | None = None, method: str = "interval search") -> tuple[np.ndarray, list[str]]:
     """``local-search`` / ``anneal`` (:func:`climb`) over interval splits, under a
     contiguity-demanding objective; returns (best placement, notes). Stops when the evaluator's
-    budget is spent (or ``limit`` placements)."""
+    budget is spent (or ``limit`` placements). ``method`` names the caller in a NotApplicable."""
     rng = np.random.default_rng(seed)
-    S = IntervalSearch(problem, objective, ev, rng, cap=ev.limit if limit is None else min(limit, ev.limit or limit))
+    S = IntervalSearch(problem, objective, ev, rng, cap=ev.limit if limit is None else min(limit, ev.limit or limit),
+                       method=method)
     cur, origin = best_start(S.start_entries(start))
     if cur is None:
         raise RuntimeError("no starting split could be evaluated within the budget")

@@ -108,19 +108,25 @@ class PlacementNodes:
         return self.devices[np.asarray(actions, dtype=np.int64)[..., self.group_of]]
 
 
-def candidate_devices(problem, devices: str = "auto") -> np.ndarray:
-    """'gpus', 'all', or 'auto': the GPUs when the cluster has some and every op can run on one,
-    else every device."""
+def candidate_devices(problem, devices: str = "auto", group_of: np.ndarray | None = None) -> np.ndarray:
+    """'gpus', 'all', or 'auto': the GPUs when the cluster has some and every op (every node of the
+    op -> node map ``group_of``, all its ops, when given) can run on one, else every device."""
     gpus = list(problem.cluster.gpus())
     if devices == "all" or not gpus:
         return np.arange(problem.n_devices, dtype=np.int64)
-    if devices == "gpus" or np.isfinite(problem.compute_us[:, gpus]).any(axis=1).all():
+    ok = problem.allowed[:, gpus]
+    if group_of is not None:
+        node_ok = np.ones((int(np.max(group_of)) + 1, len(gpus)), dtype=bool)
+        np.logical_and.at(node_ok, np.asarray(group_of), ok)
+        ok = node_ok
+    if devices == "gpus" or ok.any(axis=1).all():
         return np.asarray(gpus, dtype=np.int64)
     return np.arange(problem.n_devices, dtype=np.int64)
 
 
 def placement_nodes(problem, max_nodes: int = 1024, devices: str = "auto") -> PlacementNodes:
-    return PlacementNodes(problem, node_of_ops(problem, max_nodes), candidate_devices(problem, devices))
+    group_of = node_of_ops(problem, max_nodes)
+    return PlacementNodes(problem, group_of, candidate_devices(problem, devices, group_of))
 
 
 @dataclass(eq=False)
