@@ -20,6 +20,7 @@ import os
 import re
 import stat
 import tempfile
+import warnings
 import zlib
 from pathlib import Path
 from typing import Any, Mapping
@@ -339,7 +340,9 @@ def read_checkpoint(path: str | os.PathLike, what: str = "checkpoint",
         raise InputError(path, what, "does not exist", fix)
     raw = read_input_bytes(path)
     try:
-        state = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch warns about a foreign pickle before refusing it: the refusal says it
+            warnings.simplefilter("ignore", UserWarning)
+            state = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
     except Exception as e:  # torch's message runs over many lines, with colour codes: keep its gist
         why = ("it holds pickled objects, which weights_only loading refuses" if type(e).__name__ == "UnpicklingError"
                else f"{type(e).__name__}: {first_sentence(e)}")

@@ -19,7 +19,7 @@ def open_learned_params(method: str, params: dict[str, str]) -> dict:
     fields = set(METHODS[method].config.__dataclass_fields__) if method in METHODS else set()
     if "policy" in out and "policy" in fields:
         where = out["policy"]
-        state = read_checkpoint(where, "policy", f"give a checkpoint that `placer train -m {method}` wrote")
+        state = read_checkpoint(where, "policy", f"give a checkpoint that `placer policy train -m {method}` wrote")
         out["policy"] = LEARNED[method].load_policy(state, where=where) if method in LEARNED else state
     if "encoder" in out and "encoder" in fields:
         out["encoder"] = read_checkpoint(out["encoder"], "pre-trained encoder", "give the file `placer pretrain --out` wrote")

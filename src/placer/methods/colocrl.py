@@ -202,4 +202,4 @@ def search_colocrl(problem, seed: int, ev: Evaluator, cfg: ColocRLConfig, *, pol
     return run_trainer("colocrl", tr, ev, cfg, notes, from_policy=policy is not None, progress=progress)
 
 
-COLOCRL = register_learned(Seq2SeqRLMethod("colocrl", search_colocrl))  # train / place / fine-tune (methods.learned)
+COLOCRL = register_learned(Seq2SeqRLMethod("colocrl", search_colocrl, ColocRLTrainer))  # train / place / fine-tune (methods.learned)

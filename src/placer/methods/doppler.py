@@ -507,6 +507,14 @@ class DopplerMethod(StatePolicyMethod):
     def check(self, state: dict) -> dict:
         return check_policy(state)
 
+    def network(self, state: dict) -> dict:
+        """The state dict of the network the policy's stored ``hidden`` and ``layers`` describe."""
+        try:
+            cfg = DopplerConfig(**{f: state["method_config"].get(f) for f in ARCH_FIELDS})
+        except InputError as e:
+            raise InputError("doppler policy", f"stored {e.item}", e.problem, "give a policy that `doppler` trained") from None
+        return make_net(cfg).state_dict()
+
     def search(self, problem, seed: int, ev: Evaluator, cfg: DopplerConfig, *, policy: dict | None = None,
                progress: Progress | None = None):
         import torch

@@ -481,6 +481,10 @@ class GiPH(StatePolicyMethod):
     def check(self, state: dict) -> dict:
         return check_policy(state)
 
+    def network(self, state: dict) -> dict:
+        """The state dict of the network the policy's stored ``arch`` describes (checked sizes)."""
+        return make_net(state["arch"]["hidden"], state["arch"]["mp_steps"]).state_dict()
+
     def search(self, problem, seed: int, ev: Evaluator, cfg: GiPHConfig, *, policy: dict | None = None,
                progress: Progress | None = None):
         """Search mode (``policy`` None: learn on this graph, an update after every episode), or a

@@ -227,6 +227,21 @@ class GraphPPOMethod(StatePolicyMethod):
     def check(self, state: dict) -> dict:
         return check_policy(self.kind, state)
 
+    def network(self, state: dict) -> dict:
+        """The state dict of the network the policy's stored shape settings and device count describe."""
+        from placer.methods import METHODS
+
+        where, fix = f"{self.name} policy", f"give a policy that `{self.name}` trained"
+        n = state["n_actions"]
+        if isinstance(n, bool) or not 1 <= n <= 4096:
+            raise InputError(where, f"n_actions={n!r}", "is not a device count from 1 to 4,096", fix)
+        saved = state["method_config"]
+        try:
+            cfg = METHODS[self.name].config(**{f: saved[f] for f in self.kind.arch_fields if f in saved})
+        except InputError as e:
+            raise InputError(where, f"stored {e.item}", e.problem, fix) from None
+        return self.kind.make_net(cfg, n).state_dict()
+
     def train(self, problems: list, cfg, seed: int, sim_params=None, *, placements: int | None = None,
               progress: Progress | None = None) -> dict:
         """Batch training (:func:`train`) on ``problems``: ``placements`` in all, shared equally by

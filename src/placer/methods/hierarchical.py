@@ -442,4 +442,4 @@ def search_hierarchical(problem, seed: int, ev: Evaluator, cfg: HierarchicalConf
     return run_trainer("hierarchical", tr, ev, cfg, notes, from_policy=policy is not None, progress=progress)
 
 
-HIERARCHICAL = register_learned(Seq2SeqRLMethod("hierarchical", search_hierarchical))  # train / place / fine-tune
+HIERARCHICAL = register_learned(Seq2SeqRLMethod("hierarchical", search_hierarchical, HierarchicalTrainer))  # train / place / fine-tune

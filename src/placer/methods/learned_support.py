@@ -49,9 +49,10 @@ def _label(value) -> str | None:
 class StatePolicyMethod:
     """:class:`placer.methods.learned.LearnedMethod` over a method's ``search(problem, seed, ev, cfg,
     *, policy=None, progress=None) -> (PlacementResult, policy state)`` (search mode without a
-    policy; with one, ``cfg.finetune`` updates on this graph, then the greedy placement) and
-    ``check(state) -> state`` (InputError when it is not one of its policy states). Subclasses add
-    ``name`` and ``train``."""
+    policy; with one, ``cfg.finetune`` updates on this graph, then the greedy placement),
+    ``check(state) -> state`` (InputError when it is not one of its policy states) and
+    ``network(state)`` (the state dict of the network the state's stored settings describe, which
+    :meth:`load_policy` holds its weights to). Subclasses add ``name`` and ``train``."""
 
     name = "learned"
 
@@ -59,6 +60,10 @@ class StatePolicyMethod:
         raise NotImplementedError
 
     def check(self, state: dict) -> dict:
+        raise NotImplementedError
+
+    def network(self, state: dict) -> dict:
+        """The state dict of the network ``state``'s stored settings describe (a checked state)."""
         raise NotImplementedError
 
     def run(self, problem, seed: int, ev, cfg):
@@ -84,10 +89,18 @@ class StatePolicyMethod:
         return policy
 
     def load_policy(self, state: dict, where: str = "policy") -> dict:
+        """``state`` when it is one of this method's policy states whose weights are finite and exactly
+        those of the network its stored settings describe (:func:`placer.nn.weights.check_weights`);
+        InputError naming ``where`` (the file it came from) otherwise."""
+        from placer.nn.weights import check_weights
+
         if isinstance(state, (str, bytes)) or hasattr(state, "__fspath__"):
             raise InputError(where, f"{self.name} policy", "is a file name, not a policy state (a method reads "
                              "no files)", "read the file with placer.io.read_checkpoint and give the state it returns")
         try:
-            return self.check(state)
+            state = self.check(state)
+            check_weights(state["model"], where, f"give a policy that `placer policy train -m {self.name}` wrote, "
+                          "or train it again", want=self.network(state))
+            return state
         except InputError as e:
             raise e.at(where) from None

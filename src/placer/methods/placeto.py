@@ -335,6 +335,14 @@ class Placeto:
         """Policy mode: REINFORCE over ``problems`` (each worker's episode on a graph of them, A.7),
         until ``cfg.episodes`` episodes or ``placements`` placements; the policy holds the trainer's
         whole state (its counters and best placements included)."""
+        from placer.errors import InputError
+        from placer.rl.task import candidate_devices
+
+        counts = sorted({len(candidate_devices(P, cfg.candidates())) for P in problems})
+        if len(counts) > 1:  # before any work: the policy's last layer has one output per candidate device
+            raise InputError("placeto", "training clusters", f"have different numbers of candidate devices {counts}: "
+                             "a Placeto policy chooses among a fixed number", "train one policy per device count "
+                             "(doppler and giph train one policy for clusters of any size)")
         cfg = cfg if progress is None else replace(cfg, progress=progress)
         tr = build_trainer(cfg, [cfg.task(P, seed) for P in problems], seed, sim_params)
         try:

@@ -321,10 +321,11 @@ def run_trainer(name: str, tr: Seq2SeqRLTrainer, ev: Evaluator, cfg, notes: list
 class Seq2SeqRLMethod(StatePolicyMethod):
     """ColocRL's or the Hierarchical Planner's side of :class:`placer.methods.learned.LearnedMethod`:
     its policy is the trainer's state (:meth:`Seq2SeqRLTrainer.state_dict`), and ``search`` is the
-    method module's (``search(problem, seed, ev, cfg, *, policy, progress) -> (result, state)``)."""
+    method module's (``search(problem, seed, ev, cfg, *, policy, progress) -> (result, state)``);
+    ``trainer`` its trainer class, whose networks' shapes depend on the config and the device count only."""
 
-    def __init__(self, name: str, search):
-        self.name, self._search = name, search
+    def __init__(self, name: str, search, trainer):
+        self.name, self._search, self.trainer = name, search, trainer
 
     def search(self, problem, seed: int, ev: Evaluator, cfg, *, policy: dict | None = None,
                progress: Progress | None = None):
@@ -332,6 +333,29 @@ class Seq2SeqRLMethod(StatePolicyMethod):
 
     def check(self, state: dict) -> dict:
         return check_policy(state, self.name)
+
+    def network(self, state: dict) -> dict:
+        """The state dicts of the trainer's networks for the policy's stored config and device count,
+        built on a two-op stand-in graph with that many GPUs (the shapes depend on nothing else)."""
+        from placer.cluster import Device, make_cluster
+        from placer.methods import METHODS
+        from placer.methods.learned_support import PolicyFields
+        from placer.problem import Problem
+        from placer.zoo.synthetic import layered_training_graph
+
+        fix = f"give a policy state that {self.name} trained"
+        n = state["n_candidates"]
+        if isinstance(n, bool) or not 1 <= n <= 4096:
+            raise InputError("policy", f"n_candidates={n!r}", "is not a device count from 1 to 4,096", fix)
+        kind = METHODS[self.name].config
+        keep = {f.name for f in dataclasses.fields(kind)} - set(PolicyFields.OBJECT_FIELDS)
+        try:
+            cfg = kind(**{k: v for k, v in state["config"].items() if k in keep})
+        except InputError as e:
+            raise InputError("policy", f"stored {e.item}", e.problem, fix) from None
+        gpus = [Device(f"gpu:{i}", "gpu", "k80", 12 * 2**30) for i in range(n)]
+        tr = self.trainer(Problem(layered_training_graph(2, seed=0), make_cluster("stand-in", gpus, 7600.0, 0.0)), cfg)
+        return {k: m.state_dict() for k, m in tr.modules().items()}
 
     def train(self, problems: list, cfg, seed: int, sim_params=None, *, placements: int | None = None,
               progress: Progress | None = None) -> dict:

@@ -24,29 +24,15 @@ NET_BOUNDS = {"n_actions": 4096, "embed_dim": 4096, "hidden": 4096, "policy_hidd
 
 
 def _check_weights(policy: "PlacetoPolicy", where: str) -> None:
-    """The weights fit the network the settings describe (every key, every shape: a strict load)
-    and are finite."""
-    import torch
+    """The weights are finite and fit the network the settings describe (every key, every shape):
+    the check every learned method's loader makes (:func:`placer.nn.weights.check_weights`)."""
+    from placer.nn.weights import check_weights
 
-    for k, v in policy.weights.items():
-        if not torch.is_tensor(v):
-            raise InputError(where, f"policy weight '{k}'", "is not a tensor", FIX)
-        if v.is_floating_point() and not bool(torch.isfinite(v).all()):
-            raise InputError(where, f"policy weight '{k}'", "holds NaN or infinite values", FIX)
     try:
-        net = PlacetoNet(policy.net_config)
-        want = net.state_dict()
-        missing = sorted(set(want) - set(policy.weights))
-        extra = sorted(set(policy.weights) - set(want))
-        if missing or extra:
-            raise KeyError(f"missing weight '{missing[0]}'" if missing else f"unexpected weight '{extra[0]}'")
-        for k, v in want.items():
-            if tuple(policy.weights[k].shape) != tuple(v.shape):
-                raise ValueError(f"weight '{k}' has shape {tuple(policy.weights[k].shape)}, the network's is {tuple(v.shape)}")
-        net.load_state_dict(policy.weights, strict=True)
-    except (RuntimeError, KeyError, TypeError, ValueError) as e:
-        why = e.args[0] if isinstance(e, KeyError) and e.args else first_sentence(e)
-        raise InputError(where, "policy", f"weights do not fit its network ({why})", FIX) from None
+        want = PlacetoNet(policy.net_config).state_dict()
+    except (RuntimeError, TypeError, ValueError) as e:
+        raise InputError(where, "policy configuration", f"does not describe a network ({first_sentence(e)})", FIX) from None
+    check_weights(policy.weights, where, FIX, want=want)
 
 
 class PlacetoPolicy:
