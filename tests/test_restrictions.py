@@ -145,3 +145,18 @@ def test_layer_split_splits_a_unit_whose_ops_share_no_device():
     pr = restricted_problem(1)  # some forward op and its backward op share no device
     r = run_method("layer-split", pr, Budget(placements=12))
     pr.validate_placement(r.placement.devices)
+
+
+def test_groupings_never_join_ops_that_share_no_device():
+    """Every grouping's placement units (groups with their colocation ties) keep a device all their ops
+    can run on: a tied family's devices narrow as its groups absorb ops (Placeto's metis:64 units on a
+    90-op restricted graph had a unit no device could run)."""
+    from placer.grouping import colocate, merge_and_colocate, metis_groups
+
+    pr = restricted_problem(0, n_ops=90)
+    for gr in (metis_groups(pr, 64, seed=0), metis_groups(pr, 64, seed=0, mirrors=True),
+               merge_and_colocate(pr, 16), colocate(pr, mirrors=True)):
+        for G in (gr, gr.units(pr.graph)):
+            ok = np.ones((G.n_groups, pr.n_devices), dtype=bool)
+            np.logical_and.at(ok, G.op_group, pr.allowed)
+            assert ok.any(axis=1).all(), gr.method

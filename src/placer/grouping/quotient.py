@@ -260,10 +260,10 @@ class Quotient:
         self.work[r] += self.work[o]
         self.mask[r] = mask
         fr, fo = self.family(r), self.family(o)
+        fm = self.fmask[fr] & self.fmask[fo] & mask  # both families' devices, as in tie()
         if fr != fo:
             self.fam[max(fr, fo)] = min(fr, fo)
-        root = self.family(r)
-        self.fmask[root] &= mask
+        self.fmask[self.family(r)] = fm
         self.alive[o] = False
         self.n_alive -= 1
 
