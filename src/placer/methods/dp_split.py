@@ -532,7 +532,9 @@ def published_greedy(problem, seed: int, ev: Evaluator, cfg: PublishedGreedyConf
     listed order, start blocks in their hash map's order), which reproduces their split;
     ``order='depth'`` is our depth-first order (version 1: successors and start blocks by smallest op
     index). One placement, scored by the evaluator (the seed is not used). One departure kept: a
-    block that cannot run on an accelerator goes to the CPU (their code ignores supportedOnFpga)."""
+    block that cannot run on an accelerator goes to the CPU (their code ignores supportedOnFpga); where
+    accelerators differ in which ops they can run, :func:`greedy_fill_allowed` (the same split
+    wherever the published one places every op where it can run)."""
     from placer.objectives.units import greedy_fill
 
     obj = ev.objective
