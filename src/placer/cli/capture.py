@@ -14,13 +14,10 @@ from typing import Optional
 import typer
 
 from placer.cli import app, console, err_console
-from placer.cli.options import at_least, output_file, output_folder, seed_option
+from placer.cli.options import at_least, bounded, output_file, output_folder, seed_option
 from placer.errors import InputError, printable
 
-MAX_BATCH = 2**20  # samples per step (and hf tokens per sequence): inputs are made for real on the CPU
 MAX_NAME = 200
-MAX_LAYERS = 1_000  # hf layer counts: capture time grows with them (GPT-3 has 96)
-MAX_SIZE = 2**20  # other hf sizes (hidden, heads, vocabulary, positions): the largest models use ~2**18
 MAX_THREADS_PER_CORE = 4  # torch threads beyond this only slow it down (as `placer run --threads`)
 
 
@@ -49,9 +46,9 @@ def capture(ctx: typer.Context, source: str = typer.Argument(..., help="FILE.py:
                                              "dimension (3x224x224, 128:int64:30000); repeat for several"),
             batch: int = typer.Option(None, "--batch", "-b", help="batch size, prepended to every --input (default 1; "
                                       "hf: 8; at most 1,048,576)",
-                                      callback=at_least(1, 16, MAX_BATCH, "inputs are made for real on the CPU")),
+                                      callback=bounded("batch", 16)),
             seq: Optional[int] = typer.Option(None, "--seq", help="hf: tokens per sequence (default 128; at most the "
-                                              "model's positions)", callback=at_least(1, 128, MAX_BATCH, "2**20 tokens")),
+                                              "model's positions)", callback=bounded("hf.seq", 128)),
             loss: str = typer.Option("auto", "--loss", help="auto (the output if scalar, else its mean), mean, sum, "
                                      "cross-entropy, or FILE.py:FUNCTION(output) -> scalar"),
             optimizer: str = typer.Option("sgd-momentum", help="sgd, sgd-momentum or adam"),
@@ -91,7 +88,9 @@ def capture(ctx: typer.Context, source: str = typer.Argument(..., help="FILE.py:
     from placer.frontends.native import save_graph
     from placer.frontends.recipe import parse_input_spec, parse_sets
     from placer.frontends.torch import OPTIMIZERS
+    from placer.io import check_outputs_spare_inputs
 
+    check_outputs_spare_inputs({"--out": out}, {"the model": source, "--loss": loss})
     if optimizer not in OPTIMIZERS:
         raise InputError("--optimizer", f"'{optimizer}'", "is not supported", f"use one of {', '.join(OPTIMIZERS)}")
     if batch is not None and batch < 1:
@@ -101,26 +100,14 @@ def capture(ctx: typer.Context, source: str = typer.Argument(..., help="FILE.py:
         check_name(name)
     if source.startswith("hf:"):
         say("importing transformers ...")
-        from placer.frontends.hf import hf_recipe, parse_hf_spec
+        from placer.frontends.hf import spec_recipe
 
         if inputs:
             raise InputError("--input", inputs[0], "does not apply to hf: models", "use --batch / --seq (inputs come from the config)")
-        base = parse_hf_spec(source)
-        check_hf_sets(base["name"], {**base["config"], **kw})
-        over = {**base["config"], **kw}
-        if batch is not None:
-            over["batch"] = batch
-        elif base["batch"] != 8:
-            over["batch"] = base["batch"]
-        if seq is not None:
-            over["seq"] = seq
-        elif base["seq"] != 128:
-            over["seq"] = base["seq"]
-        recipe = hf_recipe(base["name"], over, optimizer, seed)
-        check_hf_shape(recipe)
+        recipe = spec_recipe(source, kw, batch, seq, optimizer, seed)  # every number checked (placer.bounds)
         if loss != "auto":
             raise InputError("--loss", loss, "does not apply to hf: models", "their task head computes the loss")
-        default_name = f"hf-{base['name']}"
+        default_name = f"hf-{recipe['name']}"
     else:
         if ":" not in source:
             raise InputError(source, "model", "is not FILE.py:FACTORY, MODULE:FACTORY or hf:NAME", "e.g. my_model.py:build")
@@ -225,63 +212,3 @@ def check_name(name: str) -> None:
     if not name.strip() or not name.isprintable() or len(name) > MAX_NAME:
         raise InputError("--name", printable(name, 80), f"is empty, longer than {MAX_NAME} characters or holds control "
                          "characters (terminal escapes, newlines, bidi overrides)", "give a plain name, e.g. --name my-net")
-
-
-_COUNT_WORDS = ("layer", "head", "hidden", "size", "dim", "n_", "num_", "positions", "vocab", "d_", "ff")
-
-
-def check_hf_sets(model: str, sets: dict) -> None:
-    """``--set`` values of an hf: model against the config class's defaults, before anything is built:
-    the default's type (an integer field takes an integer: n_layer=abc is refused), and a count or
-    size (layers, heads, hidden size, vocabulary, positions) from 1 to its bound."""
-    from placer.frontends.hf import make_config
-
-    defaults = make_config({"name": model, "config": {}})
-    for key, v in sets.items():
-        if key in ("batch", "seq") or not hasattr(defaults, key):
-            continue  # the shape keys, and unknown fields (make_config names those)
-        d = getattr(defaults, key)
-        item = f"--set {key}={printable(v, 40)}"
-        if isinstance(d, bool):
-            ok, want = isinstance(v, bool), "true or false"
-        elif isinstance(d, int):
-            ok, want = isinstance(v, int) and not isinstance(v, bool), "a whole number"
-        elif isinstance(d, float):
-            ok, want = isinstance(v, (int, float)) and not isinstance(v, bool), "a number"
-        elif isinstance(d, str):
-            ok, want = isinstance(v, str), "a string"
-        else:
-            continue
-        if not ok:
-            raise InputError(f"hf:{model}", item, f"is not {want} (the config's default is {d!r})",
-                             f"e.g. --set {key}={json_text(d)}")
-        if isinstance(d, int) and not isinstance(d, bool) and d >= 1 and any(w in key.lower() for w in _COUNT_WORDS) \
-                and not key.endswith("_id"):
-            hi = MAX_LAYERS if "layer" in key.lower() else MAX_SIZE
-            if not 1 <= v <= hi:
-                raise InputError(f"hf:{model}", item, f"is not from 1 to {hi:,}, the most placer allows"
-                                 + (" (capture time grows with the layers)" if hi == MAX_LAYERS else ""),
-                                 f"e.g. --set {key}={d}")
-
-
-def json_text(v) -> str:
-    import json
-
-    return json.dumps(v)
-
-
-def check_hf_shape(recipe: dict) -> None:
-    """hf inputs: tokens per sequence within the model's positions, batch x seq within one tensor's bound."""
-    from placer.frontends.hf import make_config
-    from placer.runtime.trust import MAX_ELEMENTS
-
-    b, s = int(recipe["batch"]), int(recipe["seq"])
-    if b * s > MAX_ELEMENTS:
-        raise InputError(f"hf:{recipe['name']}", f"--batch {b} x --seq {s}", f"is {b * s:,} tokens, more than "
-                         f"{MAX_ELEMENTS:,}, the most placer allows (one input tensor)", "use a smaller --batch or --seq")
-    cfg = make_config(recipe)
-    for key in ("n_positions", "max_position_embeddings"):
-        n = getattr(cfg, key, None)
-        if isinstance(n, int) and not isinstance(n, bool) and s > n:
-            raise InputError(f"hf:{recipe['name']}", f"--seq {s}", f"is longer than the model's {n:,} positions ({key})",
-                             f"use --seq {n} or less, or --set {key}={s}")

@@ -195,8 +195,12 @@ def profile_capture(capture, device: str = "cpu", warmup: int = 2, repeats: int 
 # is measured per executed node with the executor that runs the steps.
 # Issue 50 replaced that executor (now fx-generated stretches, no per-node interpreter loop or thread
 # hand-over) and costs GPUs from real steps instead (placer.cost.gpu_profile: kernels and issue time
-# per node, chain costs); both values are kept for graphs costed per op, not re-fitted since.
-OP_OVERHEAD_US: dict[str, float] = {"cpu": 285.0, "cuda": 11.2}
+# per node, chain costs); ``cuda`` is kept for graphs costed per op, not re-fitted since. ``cpu`` was
+# re-fitted for that executor by ``fidelity.py here`` (results/fidelity/here_amd-epyc/, 2026-11-28, the
+# same 2-core EPYC idle, one torch thread, four models of 507-2,949 executed nodes): 18.2 us per node,
+# held out 10.6-36.5 us (the op-by-op sums alone are 0.59-0.97 of the measured steps; 285 us predicted
+# 1.26-5.48x the step). A real-step profile (``placer capture --profile``) needs no such term.
+OP_OVERHEAD_US: dict[str, float] = {"cpu": 18.2, "cuda": 11.2}
 
 
 def fit_node_overhead(base_us, nodes, measured_us) -> float:
