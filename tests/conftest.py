@@ -52,3 +52,13 @@ def tight_problem(gpu_bytes=280e6, graph_seed=0):
     tight = make_cluster("tight", [Device(d.name, d.kind, d.model, gpu_bytes if d.kind == "gpu" else d.memory_bytes)
                                    for d in k80.devices], 7600.0, 0.0)
     return Problem(layered_training_graph(120, seed=graph_seed), tight)
+
+
+@pytest.fixture(autouse=True)
+def _input_size_limit_reset():
+    """`--max-input-size` sets a process-wide limit (placer.io): a test that lowers it must not leave it
+    lowered for the next test in the same worker."""
+    yield
+    from placer.io import set_max_input_bytes
+
+    set_max_input_bytes(None)

@@ -134,6 +134,7 @@ def test_compare_says_oom_when_single_gpu_runs_out_and_gives_units(capsys, monke
         {"name": "gpu:0", "kind": "gpu", "memory_bytes": 16 * gib}, {"name": "gpu:1", "kind": "gpu", "memory_bytes": 16 * gib},
         {"name": "cpu:0", "kind": "cpu", "memory_bytes": 64 * gib}]}))
     args = ["compare", g, "--cluster", c, "--methods", "single-gpu,round-robin", "--budget", "5"]
+    monkeypatch.setenv("COLUMNS", "200")  # every column shown (at 80 the lower-bound column is dropped)
     code, out, err = run(capsys, monkeypatch, *args, "--json")
     assert code == 0, err
     d = json.loads(out)

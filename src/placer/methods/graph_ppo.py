@@ -229,7 +229,7 @@ class GraphPPOMethod(StatePolicyMethod):
 
     def network(self, state: dict) -> dict:
         """The state dict of the network the policy's stored shape settings and device count describe."""
-        from placer.methods import METHODS
+        from placer.methods.base import METHODS
 
         where, fix = f"{self.name} policy", f"give a policy that `{self.name}` trained"
         n = state["n_actions"]

@@ -338,10 +338,10 @@ class Seq2SeqRLMethod(StatePolicyMethod):
         """The state dicts of the trainer's networks for the policy's stored config and device count,
         built on a two-op stand-in graph with that many GPUs (the shapes depend on nothing else)."""
         from placer.cluster import Device, make_cluster
-        from placer.methods import METHODS
+        from placer.graph import OpGraph
+        from placer.methods.base import METHODS
         from placer.methods.learned_support import PolicyFields
         from placer.problem import Problem
-        from placer.zoo.synthetic import layered_training_graph
 
         fix = f"give a policy state that {self.name} trained"
         n = state["n_candidates"]
@@ -354,7 +354,10 @@ class Seq2SeqRLMethod(StatePolicyMethod):
         except InputError as e:
             raise InputError("policy", f"stored {e.item}", e.problem, fix) from None
         gpus = [Device(f"gpu:{i}", "gpu", "k80", 12 * 2**30) for i in range(n)]
-        tr = self.trainer(Problem(layered_training_graph(2, seed=0), make_cluster("stand-in", gpus, 7600.0, 0.0)), cfg)
+        g = OpGraph.build(["f0", "b0"], [(0, 1, 0.0)], name="stand-in", op_types=["op", "op_grad"], role=[0, 1],
+                          mirror=[-1, 0], compute_us={"gpu": [180.0, 434.0], "cpu": [2204.0, 5690.0]},
+                          output_bytes=[7589130.0, 0.0], param_bytes=[1170555.0, 0.0])
+        tr = self.trainer(Problem(g, make_cluster("stand-in", gpus, 7600.0, 0.0)), cfg)
         return {k: m.state_dict() for k, m in tr.modules().items()}
 
     def train(self, problems: list, cfg, seed: int, sim_params=None, *, placements: int | None = None,

@@ -68,22 +68,16 @@ def target_devices(cluster, overrides: dict[str, str] | None = None) -> list[str
     of the cluster (in its device order) on ``cuda:i``, every CPU on ``cpu``; ``overrides`` (from
     ``parse_map(..., present=False)``) replace single entries. ``placer export`` writes these; the
     presence check happens where the map runs (``placer.apply``, ``placer run``)."""
-    out, k = [], 0
-    for d in cluster.devices:
-        if d.kind == "gpu":
-            out.append(f"cuda:{k}")
-            k += 1
-        else:
-            out.append("cpu")
-    for name, real in (overrides or {}).items():
-        out[cluster.index_of(name)] = real
-    return out
+    return _by_rule(cluster, [f"cuda:{k}" for k in range(len(cluster.gpus()))], overrides)
 
 
 def device_map(cluster, overrides: dict[str, str] | None = None) -> list[str]:
     """The real device of every cluster device (see the module docstring for the rule)."""
-    seen = visible_devices()
-    gpus = [d for d in seen if d.startswith("cuda")]
+    return _by_rule(cluster, [d for d in visible_devices() if d.startswith("cuda")], overrides)
+
+
+def _by_rule(cluster, gpus: list[str], overrides: dict[str, str] | None) -> list[str]:
+    """The i-th cluster GPU on ``gpus[i]`` (the CPU past the last), every CPU on ``cpu``, then ``overrides``."""
     out, k = [], 0
     for d in cluster.devices:
         if d.kind == "gpu":
