@@ -45,6 +45,8 @@ import time
 
 import numpy as np
 
+from fidelity import mape, spearman  # the same figures as the cpu mode
+
 MODELS = {  # zoo model and configuration: one step of 0.2-3 s on one core of this machine
     "inception": ("inception_v3", dict(batch=2, image=139)),
     "nasnet": ("nasnet_mobile", dict(batch=4, image=128, num_cells=2)),
@@ -58,17 +60,6 @@ SMALL = {  # a script check: the same models, tiny
     "transformer": ("bert_base", dict(batch=1, seq=8, layers=1, vocab=50)),
 }
 RATIOS = (0.25, 0.5, 0.75)
-
-
-def spearman(a, b) -> float:
-    from scipy.stats import spearmanr
-
-    return float(spearmanr(a, b).statistic) if len(a) > 2 else float("nan")
-
-
-def mape(pred, meas) -> float:
-    pred, meas = np.asarray(pred, dtype=float), np.asarray(meas, dtype=float)
-    return float(np.mean(np.abs(pred - meas) / meas))
 
 
 def iqr(xs) -> float:
