@@ -275,16 +275,17 @@ def simulate(graph: str = GraphArg, cluster: str = ClusterOpt,
                                {"the graph": graph, "--cluster": cluster, "--placement": placement})
     P = load_problem(graph, cluster)
     p = placement_arg(P, placement)
-    r = run_sim(P, p, sim_params(sim, P))
+    sp = sim_params(sim, P)
+    r = run_sim(P, p, sp)
     data = r.summary(list(P.cluster.device_names))
     data["lower_bound_us"] = P.lower_bound_us
-    data.update(over_single(P, sim_params(sim, P), r.makespan_us, r.oom))
+    data.update(over_single(P, sp, r.makespan_us, r.oom))
     if trace is not None:
         write_text_atomic(trace, json.dumps(r.chrome_trace(P.graph.op_names, P.cluster.device_names)))
     if html is not None:
         from placer.cli import report
 
-        data["html"] = report.for_simulate(html, P, placement, p, r, sim_params(sim, P))
+        data["html"] = report.for_simulate(html, P, placement, p, r, sp)
 
     def render(d):
         console.print(f"step time {_us(d['makespan_us'])}  (lower bound {_us(d['lower_bound_us'])}, "
@@ -351,19 +352,20 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
         P = module_problem(P, int(grouping.partition(":")[2] or DEFAULT_DEPTH))  # module units made colocation groups
     elif grouping is not None:
         kw["grouping"] = grouping
+    sp = sim_params(sim, P)
     with console.status(f"{method} on {safe(P.graph.name)} / {safe(P.cluster.name)} ...", spinner="dots"):
-        res = run_method(method, P, Budget(budget, seconds), seed, sim_params(sim, P), objective=objective, **kw)
+        res = run_method(method, P, Budget(budget, seconds), seed, sp, objective=objective, **kw)
     data = res.summary()
     data["lower_bound_us"] = P.lower_bound_us
     if chose is not None:
         data["grouping"], data["grouping_chosen"] = grouping, chose
-    data.update(over_single(P, sim_params(sim, P), res.step_time_us, res.sim.oom))
+    data.update(over_single(P, sp, res.step_time_us, res.sim.oom))
     if out is not None:
         save_placement(out, P.graph, P.cluster, res.placement.devices, result=data)
     if html is not None:
         from placer.cli import report
 
-        data["html"] = report.for_optimize(html, P, res, sim_params(sim, P))
+        data["html"] = report.for_optimize(html, P, res, sp)
 
     def render(d):
         console.print(f"{d['method']}: step time {_us(d['step_time_us'])} (lower bound {_us(d['lower_bound_us'])})"
