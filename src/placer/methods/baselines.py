@@ -10,11 +10,6 @@ from placer.methods.base import Evaluator, MethodConfig, NoConfig, NotApplicable
 from placer.methods.support import allowed_placement, only_on
 
 
-def feasible_devices(problem) -> np.ndarray:
-    """(n_ops, D) bool: which devices each op can run on (:attr:`placer.problem.Problem.allowed`)."""
-    return problem.allowed
-
-
 def colocate(problem, placement: np.ndarray) -> np.ndarray:
     """Every colocation group on one device its ops can all run on, the device of its first op where
     they can (:func:`placer.methods.support.allowed_placement`)."""
@@ -88,7 +83,7 @@ class RandomConfig(MethodConfig):
 @register("random", "best of k uniformly random placements (k = budget, default 100)", "trivial", RandomConfig, version=1)
 def random_placement(problem, seed: int, ev: Evaluator, cfg: RandomConfig):
     rng = np.random.default_rng(seed)
-    ok = feasible_devices(problem)
+    ok = problem.allowed
     while not ev.out_of_budget():
         u = rng.random(ok.shape) * ok
         ev.evaluate(colocate(problem, u.argmax(axis=1)))
@@ -105,7 +100,7 @@ class RoundRobinConfig(MethodConfig):
 @register("round-robin", "ops dealt to devices in topological order", "trivial", RoundRobinConfig, version=1)
 def round_robin(problem, seed: int, ev: Evaluator, cfg: RoundRobinConfig):
     devs = np.array(problem.cluster.gpus() if cfg.gpus_only and problem.cluster.gpus() else range(problem.n_devices))
-    ok = feasible_devices(problem)
+    ok = problem.allowed
     p = np.empty(problem.n_ops, dtype=np.int64)
     for i in range(problem.n_ops):
         cand = [d for d in np.roll(devs, -i) if ok[i, d]] or list(np.flatnonzero(ok[i]))
