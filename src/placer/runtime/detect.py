@@ -49,6 +49,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from placer.bounds import physical_memory
 from placer.errors import InputError
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30
@@ -161,12 +162,7 @@ def cpu_memory() -> tuple[float, float, float]:
     """(total, available, usable) bytes of RAM: usable = available less the reserve
     ``max(CPU_RESERVE_MIN_BYTES, CPU_RESERVE_FRACTION * total)`` (module docstring)."""
     info = _meminfo()
-    total = float(info.get("MemTotal", 0))
-    if not total:
-        try:
-            total = float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-        except (ValueError, OSError, AttributeError):
-            total = 16.0 * GiB
+    total = float(info.get("MemTotal", 0) or physical_memory() or 16.0 * GiB)
     avail = float(info.get("MemAvailable", total))
     usable = avail - max(CPU_RESERVE_MIN_BYTES, CPU_RESERVE_FRACTION * total)
     if usable <= 0:
