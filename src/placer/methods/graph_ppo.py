@@ -233,8 +233,10 @@ class GraphPPOMethod(StatePolicyMethod):
 
         where, fix = f"{self.name} policy", f"give a policy that `{self.name}` trained"
         n = state["n_actions"]
-        if isinstance(n, bool) or not 1 <= n <= 4096:
-            raise InputError(where, f"n_actions={n!r}", "is not a device count from 1 to 4,096", fix)
+        from placer.cluster import MAX_DEVICES
+
+        if isinstance(n, bool) or not 1 <= n <= MAX_DEVICES:
+            raise InputError(where, f"n_actions={n!r}", f"is not a device count from 1 to {MAX_DEVICES:,}", fix)
         saved = state["method_config"]
         try:
             cfg = METHODS[self.name].config(**{f: saved[f] for f in self.kind.arch_fields if f in saved})

@@ -345,8 +345,10 @@ class Seq2SeqRLMethod(StatePolicyMethod):
 
         fix = f"give a policy state that {self.name} trained"
         n = state["n_candidates"]
-        if isinstance(n, bool) or not 1 <= n <= 4096:
-            raise InputError("policy", f"n_candidates={n!r}", "is not a device count from 1 to 4,096", fix)
+        from placer.cluster import MAX_DEVICES
+
+        if isinstance(n, bool) or not 1 <= n <= MAX_DEVICES:
+            raise InputError("policy", f"n_candidates={n!r}", f"is not a device count from 1 to {MAX_DEVICES:,}", fix)
         kind = METHODS[self.name].config
         keep = {f.name for f in dataclasses.fields(kind)} - set(PolicyFields.OBJECT_FIELDS)
         try:
