@@ -28,13 +28,13 @@ import numpy as np
 from placer.sim import kernel as K
 from placer.sim.memory import live_at
 from placer.sim.prepare import config, prepared
-from placer.sim.result import SimParams, SimResult, cluster_comm_model
+from placer.sim.result import SimParams, SimResult
 
 
 def default_params(problem) -> SimParams:
     """The SimParams used when none is given: the defaults, with the communication model the
     problem's cluster declares (``placeto`` when it declares none)."""
-    return SimParams(comm_model=cluster_comm_model(problem.cluster))
+    return SimParams.preset("default", problem.cluster)
 
 
 class Engine:

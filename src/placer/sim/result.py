@@ -19,8 +19,6 @@ def memory_first(objective_us: float, fits: bool) -> tuple[bool, float]:
     return (not fits, float(objective_us))
 
 
-
-
 def cluster_comm_model(cluster) -> str:
     """The communication model a cluster declares (``meta["comm_model"]``, from its file's
     ``comm_model`` field), ``"placeto"`` when it declares none (or for no cluster)."""
