@@ -476,8 +476,9 @@ def compare(graph: str = typer.Argument("default", help="graph file or built-in 
                 prog.update(rows[m], description="  " + safe(text))
             prog.refresh()
 
-        warmup_s = _warm_up_simulator(P, sim_params(sim, P))
-        data = compare_methods(P, names, budget, seed, sim_params(sim, P), objective=objective, jobs=jobs, skip=skip,
+        sp = sim_params(sim, P)
+        warmup_s = _warm_up_simulator(P, sp)
+        data = compare_methods(P, names, budget, seed, sp, objective=objective, jobs=jobs, skip=skip,
                                scaled=scaled_budgets(P, names) if methods == "default" and budget is None else None,
                                on_progress=show if err_console.is_terminal else None,
                                on_result=results.__setitem__ if html is not None else None)
