@@ -196,7 +196,7 @@ def compare_methods(problem, names: Sequence[str] | None, budget: int | None, se
     single_oom = ref is not None and (ref["oom"] or sum(1 for c in ref["device_counts"].values() if c) > 1
                                       or not np.isfinite(ref["objective"]))
     single = ref["step_time_us"] if ref is not None and not single_oom else None
-    from placer.sim.single import over_single
+    from placer.sim.single import over_single, single_device
 
     for r in ok:
         r["speedup_vs_single_gpu"] = single / r["step_time_us"] if single else None
@@ -209,7 +209,7 @@ def compare_methods(problem, names: Sequence[str] | None, budget: int | None, se
     return {"graph": problem.graph.name, "ops": problem.n_ops, "cluster": problem.cluster.name, "jobs": int(jobs),
             "lower_bound_us": problem.lower_bound_us, "best": best, "valid_found": bool(valid),
             "single_gpu_oom": bool(single_oom), "rows": rows,
-            "single_device": over_single(problem, sim_params, None)["single_device"]}
+            "single_device": single_device(problem, sim_params)}
 
 
 @contextlib.contextmanager

@@ -118,11 +118,11 @@ def check_recipe(recipe: dict):
     product, each config field), each config key a field of the config class, ``seq`` within the
     model's positions; returns the config. Every way an hf model arrives (``hf:NAME:k=v``,
     ``placer capture --set``, a graph file's recipe) comes through here before anything is built."""
-    from placer.bounds import check
+    from placer.bounds import check, short
 
     where = f"hf:{printable(recipe.get('name'), 60)}"
-    b = check("batch", recipe.get("batch", DEFAULT_BATCH), where, f"batch={short_value(recipe.get('batch'))}")
-    s = check("hf.seq", recipe.get("seq", DEFAULT_SEQ), where, f"seq={short_value(recipe.get('seq'))}")
+    b = check("batch", recipe.get("batch", DEFAULT_BATCH), where, f"batch={short(recipe.get('batch'))}")
+    s = check("hf.seq", recipe.get("seq", DEFAULT_SEQ), where, f"seq={short(recipe.get('seq'))}")
     check("hf.tokens", b * s, where, f"batch {b:,} x seq {s:,}", "use a smaller batch or seq")
     cfg = make_config(recipe)
     for key in ("n_positions", "max_position_embeddings"):
@@ -131,12 +131,6 @@ def check_recipe(recipe: dict):
             raise InputError(where, f"seq={s:,}", f"is longer than the model's {n:,} positions ({key})",
                              f"use seq={n} or less, or set {key}={s}")
     return cfg
-
-
-def short_value(v) -> str:
-    from placer.bounds import short
-
-    return short(v)
 
 
 def check_sets(name: str, cfg_cls, sets: dict) -> None:
