@@ -31,8 +31,6 @@ def _example(name: str, value: Any) -> str:
 # the bounds themselves live in one table, placer.bounds.BOUNDS (reasons there); these names are its rows
 INT64_MAX = _bounds.INT64_MAX  # the compiled kernels, numpy and torch take 64-bit integers: no option may exceed it
 MAX_SEED = int(_bounds.bound("seed").hi)
-MAX_PLACEMENTS = int(_bounds.bound("budget").hi)
-MAX_SECONDS = float(_bounds.bound("seconds").hi)
 
 
 def bounded(setting: str, example=None) -> Callable:
@@ -88,7 +86,7 @@ def seed_option(ctx: typer.Context, param: typer.CallbackParam, value):
 
 
 def budget_option(ctx: typer.Context, param: typer.CallbackParam, value):
-    """Placements a method may sample: 1 to :data:`MAX_PLACEMENTS` (the table's ``budget``)."""
+    """Placements a method may sample: 1 to the bounds table's ``budget`` row."""
     return bounded("budget", 1000)(ctx, param, value)
 
 
