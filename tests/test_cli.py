@@ -143,7 +143,8 @@ def test_compare_says_oom_when_single_gpu_runs_out_and_gives_units(capsys, monke
     assert code == 0, err
     rows = {line.split()[1]: line for line in out.splitlines() if line.startswith("│")}
     # the single GPU runs out of memory: the speed-up is over the best single device that fits, the CPU
-    assert d["single_device"] == {"device": "cpu:0", "step_us": d["single_device"]["step_us"], "fits": True}
+    assert d["single_device"]["device"] == "cpu:0" and d["single_device"]["fits"] is True
+    assert d["single_device"]["step_us"] > 0
     assert rows["round-robin"].split("│")[3].strip().endswith("x") and "cpu:0 alone" in out
     assert "x" in rows["round-robin"].split("│")[4]  # the lower-bound column carries its unit
     assert "compiling the simulator" in out

@@ -24,11 +24,12 @@ def single_device(problem, sim_params=None) -> dict:
     """``{"device": name or None, "step_us": float or None, "fits": bool}``: the fastest single-device
     placement of ``problem`` whose peak memory fits its device (else the fastest, ``fits`` False;
     device None when no device can run every op). Computed once per Problem and SimParams."""
-    from placer.sim import SimParams, simulate
+    from placer.sim import simulate
+    from placer.sim.fast import default_params
 
-    params = sim_params or SimParams()
+    params = sim_params or default_params(problem)  # the cluster's communication model, as simulate's
     per = _CACHE.setdefault(problem, {})
-    key = repr(params)
+    key = params
     if key in per:
         return dict(per[key])
     best = None  # (fits first, step time, device)
