@@ -476,7 +476,7 @@ OURS_DIFFERENCES = (
 )
 CP_SAT_NOTE = (
     "CP-SAT runs under a time limit on a graph coarsened to at most 40 groups: unless marked [opt] its result "
-    "is a feasible solution, not an optimum, and even [opt] is optimal only for the coarsened graph; the "
+    "is a feasible solution, not an optimum, and [opt of N groups] is optimal only for the coarsened graph; the "
     "\"x CP-SAT\" column is relative to that result, not to the true optimum.",
 )
 

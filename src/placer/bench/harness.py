@@ -171,8 +171,9 @@ def render_markdown(plan: Plan, env: dict, table: str, footnotes: str, summary_m
          "Our cells: simulated step time of the best placement found, in ms (mean ± sd over seeds when there are "
          "several)" + (", and its ratio to the step-time lower bound" if exp.lower_bound_column else "")
          + "; **bold** = best in the row; OOM = the placement overflows a device's memory (left out of "
-         "\"best\"); [opt] = CP-SAT proved its model optimal (of the coarsened graph when it had to group ops, "
-         "so not necessarily of the full graph). Paper cells are copied from the paper (seconds on real GPUs). "
+         "\"best\"); [opt] = proven optimal for the real problem (the simulated time equals a proven lower bound); "
+         "[opt of N groups] = CP-SAT proved its model of the graph coarsened into N groups optimal, which is "
+         "not an optimum of the full graph. Paper cells are copied from the paper (seconds on real GPUs). "
          "A method or graph that does not exist yet is marked, never filled in."), "",
         table, "",
     ]

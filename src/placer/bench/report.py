@@ -130,7 +130,7 @@ def findings(s: dict) -> list[str]:
         beat = [r["method"] for r in st if r["geo_cp_sat"] is not None and r["geo_cp_sat"] < 0.99 and r is not cp]
         if beat:
             out.append("Beat CP-SAT's time-limited, coarsened result on average: " + ", ".join(beat)
-                       + " (CP-SAT solves a grouped model; see the [opt] marks).")
+                       + " (CP-SAT solves a grouped model; see the [opt of N groups] marks).")
     return out
 
 

@@ -97,6 +97,25 @@ def _status_cell(cells: list[Cell], notes: Footnotes) -> str:
     return notes.ref(c.status, c.reason)
 
 
+def optimality_mark(extras: list[dict]) -> str:
+    """``[opt]`` when every run proved its placement optimal for the real problem (the gap to a proven
+    lower bound closed: ``optimal``, and ``proven_optimal`` where the method records both), else
+    ``[opt of N groups]`` / ``[opt of its model]`` when a solver proved only its coarsened or relaxed model
+    optimal (CP-SAT's ``proven_optimal_grouped``; a run cached before that key had ``optimal`` for it), else ''."""
+    if not extras:
+        return ""
+    real = sum(bool(e.get("optimal") and e.get("proven_optimal", True)) for e in extras)
+    if real:
+        return "[opt]" if real == len(extras) else f"[opt in {real} of {len(extras)} runs]"
+    model = [e for e in extras if e.get("proven_optimal_grouped", e.get("optimal"))]
+    if not model:
+        return ""
+    tasks = {e.get("tasks") for e in model if e.get("grouped")}
+    if tasks:
+        return f"[opt of {'/'.join(str(t) for t in sorted(tasks))} groups]"
+    return "[opt of its model]"
+
+
 def our_cell(exp: Experiment, cells: list[Cell], agg: Agg, lb_us: float | None, best: bool, notes: Footnotes) -> str:
     if agg.runs == 0:
         return _status_cell(cells, notes)
@@ -114,8 +133,9 @@ def our_cell(exp: Experiment, cells: list[Cell], agg: Agg, lb_us: float | None, 
         text += " (some seeds invalid)"
     if any(repaired(c.doc) for c in cells if c.status == OK):
         text += " (repaired)"
-    if any(c.doc["cost"].get("extra", {}).get("optimal") for c in cells if c.status == OK):
-        text += " [opt]"
+    mark = optimality_mark([c.doc["cost"].get("extra", {}) for c in cells if c.status == OK])
+    if mark:
+        text += f" {mark}"
     if best:
         text = f"**{text}**"
     if any(c.stale for c in cells if c.status == OK):
