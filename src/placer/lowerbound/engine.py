@@ -1,0 +1,176 @@
+"""The bound engine: the best of several lower bounds on the step time, each measured
+(docs/bounds.md gives each one's proof).
+
+    from placer.lowerbound import lower_bound
+    b = lower_bound(problem, sim_params, seconds=2.0)
+    b.value_us, b.source, b.candidates, b.proven_optimal
+
+``value_us`` bounds the step time of every placement that fits in memory (the placements a table's
+"best" is taken from); ``any_placement_us`` bounds every placement the simulator scores, fitting or
+not (it uses no memory constraint: the memory-penalised objective is never below the makespan).
+The value is deterministic: the linear programs are exact, CP-SAT runs one worker with a fixed seed
+and ``seconds`` is its *deterministic* time (CP-SAT's work units, about a second each on one core),
+so the same input gives the same bound under any machine load. ``seconds`` only reports wall time.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from placer.lowerbound.cpsat import solve_subset
+from placer.lowerbound.load import device_classes, load_lp, weighted_work, window_bound
+from placer.lowerbound.relax import Relaxation
+
+DEFAULT_SECONDS = 2.0  # CP-SAT's deterministic time by default
+EXACT_OPS = 40  # CP-SAT on the whole relaxed problem up to this many ops
+SUBSET_OPS = 24  # the ops of an exact sub-problem on larger graphs
+SUBSETS = 4  # exact sub-problems on larger graphs
+TOLERANCE = 1e-6  # relative: a known step time this close to the bound is optimal (rounding, LP tolerance)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str
+    value_us: float
+    seconds: float  # wall time it took (reported only: the value does not depend on it)
+    memory: bool  # uses memory capacities: valid only for placements that fit
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Bound:
+    value_us: float  # the best bound on the step time of every placement that fits in memory
+    source: str  # the candidate that gave it
+    any_placement_us: float  # the best bound that holds for every placement, fitting or not
+    candidates: tuple[Candidate, ...]
+    old_us: float  # Problem.lower_bound_us: critical path and total work over the devices
+    best_known_us: float | None = None  # the best fitting step time the engine saw or was given
+    proven_optimal: bool = False  # best_known_us equals value_us (within TOLERANCE)
+    placement: np.ndarray | None = field(default=None, compare=False)  # a placement with best_known_us, when the engine found it
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        return {"value_us": self.value_us, "source": self.source, "any_placement_us": self.any_placement_us,
+                "old_us": self.old_us, "best_known_us": self.best_known_us, "proven_optimal": self.proven_optimal,
+                "seconds": self.seconds,
+                "candidates": [{"name": c.name, "value_us": c.value_us, "seconds": c.seconds, "memory": c.memory,
+                                "note": c.note} for c in self.candidates]}
+
+
+def lower_bound(problem, sim_params=None, seconds: float | None = None, known_us: float | None = None) -> Bound:
+    """The best lower bound on ``problem``'s step time under ``sim_params`` (default: the cluster's
+    own model, as :func:`placer.sim.simulate`). ``seconds``: CP-SAT's deterministic time (default
+    :data:`DEFAULT_SECONDS`); ``known_us``: a fitting placement's step time, to say whether the
+    bound proves it optimal."""
+    from placer.sim import SimParams
+
+    params = sim_params or SimParams.preset("default", problem.cluster)
+    det = DEFAULT_SECONDS if seconds is None else float(seconds)
+    t_all = time.perf_counter()
+    cands: list[Candidate] = []
+
+    def measure(name, memory, fn, note=""):
+        t0 = time.perf_counter()
+        v = fn()
+        cands.append(Candidate(name, float(v), time.perf_counter() - t0, memory, note))
+        return v
+
+    relax = Relaxation.of(problem, params)
+    classes = device_classes(relax)
+    measure("critical path", False, lambda: relax.path_us,
+            "device-aware longest path: per-op costs, transfers between devices, op gaps")
+    lp_y: list = []
+    measure("load", False, lambda: max(lp_y.append(load_lp(relax, classes, memory=False)) or lp_y[0][0],
+                                       float(relax.min_occ.max(initial=0.0))),
+            "fractional assignment of every op's work to device classes")
+    if _memory_may_bind(problem):
+        measure("load + memory", True, lambda: load_lp(relax, classes, memory=True)[0],
+                "the same with each class's memory holding the parameters placed there")
+    w = weighted_work(relax, classes, lp_y[0][1])
+    measure("windows", False, lambda: window_bound(relax.head, relax.tail_after_end, w),
+            "work that must run after a head and before a tail")
+    placement, known = None, known_us
+    if det > 0:
+        memory = _memory_may_bind(problem)
+        if problem.n_ops <= EXACT_OPS:
+            S = np.arange(problem.n_ops)
+            t0 = time.perf_counter()
+            r = solve_subset(relax, classes, S, memory, det)
+            cands.append(Candidate("exact", r.bound_us, time.perf_counter() - t0, memory,
+                                   "CP-SAT on the whole relaxed problem" + (" (optimal)" if r.optimal else "")))
+            if r.placement is not None:
+                placement, step = _simulated(problem, r.placement, params)
+                if step is not None and (known is None or step < known):
+                    known = step
+                else:
+                    placement = None
+        else:
+            t0 = time.perf_counter()
+            subsets = _subsets(relax, SUBSET_OPS, SUBSETS)
+            best = max((solve_subset(relax, classes, S, memory, det / len(subsets)).bound_us for S in subsets),
+                       default=0.0)
+            cands.append(Candidate("exact subsets", best, time.perf_counter() - t0, memory,
+                                   f"CP-SAT on {len(subsets)} sets of {SUBSET_OPS} consecutive ops with their heads, "
+                                   "tails and the longest paths between them"))
+    value_c = max(cands, key=lambda c: c.value_us)
+    any_c = max((c for c in cands if not c.memory), key=lambda c: c.value_us)
+    value = value_c.value_us
+    proven = known is not None and np.isfinite(value) and known <= value * (1 + TOLERANCE) + 1e-9
+    return Bound(value, value_c.name, any_c.value_us, tuple(cands), float(problem.lower_bound_us), known,
+                 bool(proven), placement, time.perf_counter() - t_all)
+
+
+def _memory_may_bind(problem) -> bool:
+    """Whether some device cannot hold every op's parameters and the largest running op (else the
+    memory constraints are slack and the memory-free bounds are the same)."""
+    from placer.sim.prepare import prepared
+
+    g = problem.graph
+    need = float(g.param_bytes.sum() + (np.asarray(prepared(problem).out_bytes) + g.temp_bytes).max(initial=0.0))
+    return bool((np.asarray(problem.memory_bytes) < need).any())
+
+
+def _simulated(problem, placement, params):
+    """(placement, its step time) when it is valid and fits in memory, else (None, None)."""
+    from placer.sim import simulate
+
+    try:
+        p = problem.validate_placement(placement)
+    except Exception:
+        return None, None
+    r = simulate(problem, p, params)
+    return (p, float(r.makespan_us)) if not r.oom else (None, None)
+
+
+def _subsets(relax, k: int, count: int) -> list[np.ndarray]:
+    """Up to ``count`` disjoint windows of ``k`` consecutive ops (topological order) with the most
+    work beyond their own longest path (the work that must overlap it, on its device or across a
+    link): where the exact sub-problem can prove more than the critical path."""
+    n = relax.n
+    if n == 0:
+        return []
+    g = relax.graph
+    fast = relax.min_occ
+    step = max(k // 2, 1)
+    scored = []
+    for s0 in range(0, max(n - k, 0) + 1, step):
+        S = np.arange(s0, min(s0 + k, n))
+        finish = np.zeros(len(S))
+        for i, o in enumerate(S.tolist()):
+            preds = g.pred_idx[g.pred_ptr[o]:g.pred_ptr[o + 1]]
+            inside = preds[preds >= s0] - s0
+            finish[i] = (finish[inside].max() if len(inside) else 0.0) + fast[o]
+        scored.append((float(fast[S].sum() - finish.max()), s0))
+    scored.sort(key=lambda t: (-t[0], t[1]))
+    out, used = [], set()
+    for _, s0 in scored:
+        if len(out) == count:
+            break
+        if any(abs(s0 - u) < k for u in used):
+            continue
+        used.add(s0)
+        out.append(np.arange(s0, min(s0 + k, n)))
+    return out
