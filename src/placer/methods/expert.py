@@ -220,7 +220,9 @@ class ExpertConfig(MethodConfig):
           paper="Post section 4; Hierarchical Planner section 3; Tarnawski et al. 2020 expert splits", version=1)
 def expert(problem, seed: int, ev: Evaluator, cfg: ExpertConfig):
     """A published split is returned as published unless ``fit_memory`` is set."""
-    p, how = expert_placement(problem)
+    from placer.methods.starts import shared_expert  # computed once per Problem, shared with the seeds
+
+    p, how = shared_expert(problem)
     notes = [how]
     fit_memory = cfg.fit_memory if cfg.fit_memory is not None else not how.startswith("dnn-partitioning")
     if fit_memory:

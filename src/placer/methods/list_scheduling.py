@@ -50,6 +50,7 @@ import numpy as np
 from placer.methods.base import Evaluator, MethodConfig, register
 from placer.methods.list_state import COMM, Schedule, Slots, State  # noqa: F401 (COMM, Schedule: public here)
 from placer.methods.sct_lp import FAVOURITES
+from placer.methods.starts import shared_schedule, shared_topo  # computed once per Problem, shared with the seeds
 from placer.methods.support import bottom_level, gpu_devices, relieve_oom
 
 BAECHI = "Jeon et al., Baechi: Fast Device Placement of Machine Learning Graphs, SoCC 2020"
@@ -312,7 +313,7 @@ class TopoConfig(MethodConfig):
 @register("heft", "HEFT: upward-rank order, earliest-finish device with insertion (memory-aware)",
           "list-scheduling", HeftConfig, paper=HEFT_PAPER, version=1)
 def heft(problem, seed: int, ev: Evaluator, cfg: HeftConfig):
-    s = heft_schedule(problem, ev.sim_params, _device_list(problem, cfg.devices), cfg.memory, cfg.comm)
+    s = shared_schedule("heft", problem, ev.sim_params, _device_list(problem, cfg.devices), cfg.memory, cfg.comm)
     return _finish("heft", problem, ev, s.placement, s.notes + [f"HEFT model makespan {s.makespan_us:.1f} us"],
                    s.makespan_us)
 
@@ -320,7 +321,7 @@ def heft(problem, seed: int, ev: Evaluator, cfg: HeftConfig):
 @register("m-etf", "Baechi m-ETF: earliest-start (op, device) pair first, memory-constrained",
           "list-scheduling", EtfConfig, paper=BAECHI, version=1)
 def m_etf(problem, seed: int, ev: Evaluator, cfg: EtfConfig):
-    s = etf_schedule(problem, ev.sim_params, _device_list(problem, cfg.devices), cfg.memory, comm=cfg.comm)
+    s = shared_schedule("m-etf", problem, ev.sim_params, _device_list(problem, cfg.devices), cfg.memory, cfg.comm)
     return _finish("m-etf", problem, ev, s.placement, s.notes + [f"ETF model makespan {s.makespan_us:.1f} us"],
                    s.makespan_us)
 
@@ -328,7 +329,8 @@ def m_etf(problem, seed: int, ev: Evaluator, cfg: EtfConfig):
 @register("m-sct", "Baechi m-SCT: ETF keeping LP favourite children with their parents, memory-constrained",
           "list-scheduling", SctConfig, paper=BAECHI, version=2)
 def m_sct(problem, seed: int, ev: Evaluator, cfg: SctConfig):
-    s = sct_schedule(problem, ev.sim_params, _device_list(problem, cfg.devices), cfg.memory, cfg.comm, cfg.favourites)
+    s = shared_schedule("m-sct", problem, ev.sim_params, _device_list(problem, cfg.devices), cfg.memory, cfg.comm,
+                        cfg.favourites)
     return _finish("m-sct", problem, ev, s.placement, s.notes + [f"SCT model makespan {s.makespan_us:.1f} us"],
                    s.makespan_us)
 
@@ -336,5 +338,5 @@ def m_sct(problem, seed: int, ev: Evaluator, cfg: SctConfig):
 @register("m-topo", "Baechi m-TOPO: topological order, fill each device to its compute share or memory",
           "list-scheduling", TopoConfig, paper=BAECHI, version=1)
 def m_topo(problem, seed: int, ev: Evaluator, cfg: TopoConfig):
-    p = topo_placement(problem, _device_list(problem, cfg.devices), cfg.memory)
+    p = shared_topo(problem, _device_list(problem, cfg.devices), cfg.memory)
     return _finish("m-topo", problem, ev, p, [])

@@ -40,12 +40,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from placer.grouping import colocation_units
 from placer.methods.base import Evaluator, MethodConfig, NotApplicable, register
 from placer.methods.search import best_start, climb, interval_search
 from placer.methods.seeding import DEFAULT_SEEDS, SEEDS_HELP, seed_names_ok, seed_placements
 from placer.methods.support import repair_memory
+from placer.sim.numba_cache import ensure_writable_cache
+
+ensure_writable_cache()  # before the cache=True function below: numba refuses one it cannot cache
 
 
 # ---------------------------------------------------------------------- configs
@@ -118,6 +122,50 @@ class AnnealConfig(MethodConfig):
         return _seed_checks(self) + [(self.t0 > 0, "t0", "> 0"), (0 < self.t1 <= self.t0, "t1", "in (0, t0]")]
 
 
+# ---------------------------------------------------------------------- the critical path
+def critical_path(graph, start_us: np.ndarray, end_us: np.ndarray, device: np.ndarray) -> np.ndarray:
+    """The ops of a simulated step's critical path, last first: from the op that ends last (the first
+    such), step back to whichever of its parents, or the op before it on its device (by start time,
+    then index), ended last (the first such, parents in the graph's order before the device's), until
+    an op that starts at 0 or has neither; at most n_ops steps. The walk is compiled
+    (:func:`_walk_back`); what it returns is what the same walk in Python returns."""
+    n = graph.n_ops
+    if n == 0:
+        return np.empty(0, dtype=np.int64)
+    start = np.ascontiguousarray(start_us, dtype=np.float64)
+    end = np.ascontiguousarray(end_us, dtype=np.float64)
+    dev = np.asarray(device)
+    order = np.lexsort((start, dev))
+    prev = np.full(n, -1, dtype=np.int64)
+    same = dev[order[1:]] == dev[order[:-1]]
+    prev[order[1:][same]] = order[:-1][same]
+    return _walk_back(graph.pred_ptr, graph.pred_idx, prev, start, end, int(np.argmax(end)))
+
+
+@njit(cache=True, nogil=True)
+def _walk_back(pred_ptr, pred_idx, prev, start, end, i):  # pragma: no cover - compiled
+    n = len(end)
+    path = np.empty(n + 1, dtype=np.int64)
+    path[0] = i
+    k = 1
+    for _ in range(n):
+        a, b, p = pred_ptr[i], pred_ptr[i + 1], prev[i]
+        if (b == a and p < 0) or start[i] <= 0:
+            break
+        best, bv = -1, 0.0
+        for j in range(a, b + 1):  # the parents in order, then the op before it on its device
+            c = pred_idx[j] if j < b else p
+            if c < 0:
+                continue
+            v = end[c]
+            if best < 0 or (not np.isnan(bv) and (np.isnan(v) or v > bv)):  # np.argmax: the first max, a NaN first
+                best, bv = c, v
+        i = best
+        path[k] = i
+        k += 1
+    return path[:k]
+
+
 # ---------------------------------------------------------------------- the search
 class _Search:
     """The move set of one search (:func:`placer.methods.search.climb`): units, neighbours, and the
@@ -131,6 +179,8 @@ class _Search:
         xadj, adj, _ = self.units.undirected_csr(problem.graph)
         self.xadj, self.adj = xadj, adj
         self.first = self.units.first
+        self.by_mirror = np.argsort(problem.graph.mirror, kind="stable")  # ops by the op they mirror (-1 first)
+        self.mirrored = problem.graph.mirror[self.by_mirror]
         self.critical_of = self.critical = None  # the current entry and the units on its critical path
         self.seg_prob, self.seg_mean = 0.3, 6.0
 
@@ -149,25 +199,8 @@ class _Search:
 
     def critical_units(self, r) -> np.ndarray:
         """Units of the ops on the critical path of a simulated step (walk back from the last op to
-        whichever parent, or earlier op on the same device, finished last)."""
-        g = self.problem.graph
-        start, end, dev = r.start_us, r.end_us, r.device
-        order = np.lexsort((start, dev))
-        prev = np.full(g.n_ops, -1, dtype=np.int64)
-        same = dev[order[1:]] == dev[order[:-1]]
-        prev[order[1:][same]] = order[:-1][same]
-        i = int(np.argmax(end))
-        path = [i]
-        for _ in range(g.n_ops):
-            cands = list(g.predecessors(i))
-            if prev[i] >= 0:
-                cands.append(prev[i])
-            if not cands or start[i] <= 0:
-                break
-            cands = np.asarray(cands)
-            i = int(cands[np.argmax(end[cands])])
-            path.append(i)
-        return np.unique(self.units.op_group[path])
+        whichever parent, or earlier op on the same device, finished last; :func:`critical_path`)."""
+        return np.unique(self.units.op_group[critical_path(self.problem.graph, r.start_us, r.end_us, r.device)])
 
     def segment(self, u: int) -> np.ndarray:
         """Units of a run of consecutive ops (in topological order) starting at unit u's first op,
@@ -175,10 +208,11 @@ class _Search:
         g = self.problem.graph
         L = int(self.rng.geometric(1.0 / self.seg_mean))
         a = int(self.first[u])
-        ops = np.arange(a, min(g.n_ops, a + L))
+        b = min(g.n_ops, a + L)
+        ops = np.arange(a, b)
         mir = g.mirror[ops]
-        back = np.flatnonzero(np.isin(g.mirror, ops))
-        ops = np.unique(np.concatenate([ops, mir[mir >= 0], back]))
+        lo, hi = np.searchsorted(self.mirrored, (a, b))  # the ops whose mirror lies in [a, b)
+        ops = np.unique(np.concatenate([ops, mir[mir >= 0], self.by_mirror[lo:hi]]))
         return np.unique(self.units.op_group[ops])
 
     def propose(self, p: np.ndarray, critical: np.ndarray) -> np.ndarray | None:

@@ -247,7 +247,9 @@ class MinCutConfig(MethodConfig):
 @register("metis", "METIS k-way partition (compute as vertex weights, bytes as edge weights), one part per GPU",
           "partitioning", MetisConfig, paper="Karypis and Kumar 1998; Post baseline (Gao et al. 2018, section 4)", version=1)
 def metis(problem, seed: int, ev: Evaluator, cfg: MetisConfig):
-    p = metis_placement(problem, gpu_devices(problem), seed, cfg.ufactor)
+    from placer.methods.starts import shared_metis  # computed once per Problem, shared with the seeds
+
+    p = shared_metis(problem, gpu_devices(problem), seed, cfg.ufactor)
     return _finish("metis", problem, ev, p)
 
 

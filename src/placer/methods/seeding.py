@@ -22,6 +22,7 @@ import numpy as np
 from placer.grouping import colocation_units
 from placer.methods.base import Evaluator, NotApplicable
 from placer.methods.layer_split import split_start
+from placer.methods.starts import shared_expert, shared_metis, shared_schedule, shared_topo
 from placer.methods.support import gpu_devices, relieve_oom, repair_memory
 from placer.sim import memory_first
 
@@ -40,30 +41,24 @@ def _single_gpu(problem, ev, gpus):
     return out
 
 
+# The constructions below are computed once per Problem and shared with the rows that run them as
+# methods and with every other search seeded here (placer.methods.starts): the same placements.
 def _expert(problem, ev, gpus):
-    from placer.methods.expert import expert_placement
-
-    return {"expert": expert_placement(problem)[0]}
+    return {"expert": shared_expert(problem)[0]}
 
 
 def _metis(problem, ev, gpus):
-    from placer.methods.partitioning import metis_placement
-
-    return {"metis": metis_placement(problem, gpus)}
+    return {"metis": shared_metis(problem, gpus)}
 
 
 def _topo(problem, ev, gpus):
-    from placer.methods.list_scheduling import topo_placement
-
-    return {"m-topo": topo_placement(problem, gpus)}
+    return {"m-topo": shared_topo(problem, gpus)}
 
 
 def _list(kind: str, comm: str):
     def make(problem, ev, gpus):
-        from placer.methods import list_scheduling as ls
-
-        fn = {"heft": ls.heft_schedule, "m-etf": ls.etf_schedule, "m-sct": ls.sct_schedule}[kind]
-        return {kind + (":" + comm if comm != "sim" else ""): fn(problem, ev.sim_params, gpus, comm=comm).placement}
+        return {kind + (":" + comm if comm != "sim" else ""): shared_schedule(kind, problem, ev.sim_params, gpus,
+                                                                               comm=comm).placement}
 
     return make
 
