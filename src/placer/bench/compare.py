@@ -196,6 +196,7 @@ def compare_methods(problem, names: Sequence[str] | None, budget: int | None, se
     single_oom = ref is not None and (ref["oom"] or sum(1 for c in ref["device_counts"].values() if c) > 1
                                       or not np.isfinite(ref["objective"]))
     single = ref["step_time_us"] if ref is not None and not single_oom else None
+    from placer.sim.result import cluster_comm_model
     from placer.sim.single import over_single, single_device
 
     for r in ok:
@@ -208,6 +209,8 @@ def compare_methods(problem, names: Sequence[str] | None, budget: int | None, se
         best = min(ok, key=lambda r: (r["oom"], r["objective"]))["method"] if ok else None
     return {"graph": problem.graph.name, "ops": problem.n_ops, "cluster": problem.cluster.name, "jobs": int(jobs),
             "lower_bound_us": problem.lower_bound_us, "best": best, "valid_found": bool(valid),
+            # the simulator's communication model (docs/simulator.md); None: the cluster's, as the Evaluator's
+            "comm_model": sim_params.comm_model if sim_params is not None else cluster_comm_model(problem.cluster),
             "single_gpu_oom": bool(single_oom), "rows": rows,
             "single_device": single_device(problem, sim_params)}
 

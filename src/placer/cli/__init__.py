@@ -512,7 +512,8 @@ def compare(graph: str = typer.Argument("default", help="graph file or built-in 
                          f"{r['placements_sampled']:,}", f"{r['sim_calls']:,}", f"{r['wall_s']:.2f}", r["bound"]])
         w = width(console)
         t, left_out = fitted(cols, rows, w, title=f"{safe(d['graph'])} ({d['ops']:,} ops) on {safe(d['cluster'])}; "
-                                                  f"lower bound {_us(d['lower_bound_us'])}")
+                                                  f"lower bound {_us(d['lower_bound_us'])}; "
+                                                  f"{d['comm_model']} communication model")
         console.print(t, width=w)
         if left_out:
             console.print(f"[dim]left out to fit {w} columns: {', '.join(left_out)} (--json has every column)[/dim]")

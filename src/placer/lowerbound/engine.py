@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from placer.lowerbound.cpsat import solve_subset
+from placer.lowerbound.known import polish
 from placer.lowerbound.load import device_classes, load_lp, weighted_work, window_bound
 from placer.lowerbound.relax import Relaxation
 
@@ -101,13 +102,16 @@ def lower_bound(problem, sim_params=None, seconds: float | None = None, known_us
             r = solve_subset(relax, classes, S, memory, det)
             cands.append(Candidate("exact", r.bound_us, time.perf_counter() - t0, memory,
                                    "CP-SAT on the whole relaxed problem" + (" (optimal)" if r.optimal else "")))
+            starts = [np.full(problem.n_ops, d, dtype=np.int64) for d in range(problem.n_devices)]
             if r.placement is not None:
-                placement, step = _simulated(problem, r.placement, params)
+                starts.insert(0, r.placement)
+            if r.bound_us < float("inf"):  # a fitting placement may exist: find a good one to compare
+                placement, step = polish(problem, params, starts)
                 if step is not None and (known is None or step < known):
                     known = step
                 else:
                     placement = None
-        else:
+        elif seconds is not None:  # sub-problems only on request: they rarely beat the cheap bounds (docs/bounds.md)
             t0 = time.perf_counter()
             subsets = _subsets(relax, SUBSET_OPS, SUBSETS)
             best = max((solve_subset(relax, classes, S, memory, det / len(subsets)).bound_us for S in subsets),
@@ -131,18 +135,6 @@ def _memory_may_bind(problem) -> bool:
     g = problem.graph
     need = float(g.param_bytes.sum() + (np.asarray(prepared(problem).out_bytes) + g.temp_bytes).max(initial=0.0))
     return bool((np.asarray(problem.memory_bytes) < need).any())
-
-
-def _simulated(problem, placement, params):
-    """(placement, its step time) when it is valid and fits in memory, else (None, None)."""
-    from placer.sim import simulate
-
-    try:
-        p = problem.validate_placement(placement)
-    except Exception:
-        return None, None
-    r = simulate(problem, p, params)
-    return (p, float(r.makespan_us)) if not r.oom else (None, None)
 
 
 def _subsets(relax, k: int, count: int) -> list[np.ndarray]:

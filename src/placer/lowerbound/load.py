@@ -104,7 +104,7 @@ def load_lp(relax, classes: Classes, memory: bool) -> tuple[float, np.ndarray]:
     y = y / tot if tot > 0 else np.zeros(C)
     # the LP's value can be a hair above the true optimum in floating point: report the dual's
     # own bound (sum of the units' weighted work), which is valid for any y
-    dual = float(np.where(ok, y[None, :] * uocc, np.inf).min(axis=1).sum()) if not memory else None
+    dual = float(np.where(ok, y[None, :] * np.where(ok, uocc, 0.0), np.inf).min(axis=1).sum()) if not memory else None
     value = float(T.solution_value() * scale)
     return (min(value, dual) if dual is not None else value * (1 - 1e-6)), y  # GLOP's tolerance
 
@@ -112,7 +112,8 @@ def load_lp(relax, classes: Classes, memory: bool) -> tuple[float, np.ndarray]:
 def weighted_work(relax, classes: Classes, y: np.ndarray) -> np.ndarray:
     """(n,) w[o] = min over classes c of y_c occ[o, c] (inf never: every op runs somewhere)."""
     occ = relax.occ[:, classes.rep]
-    return np.where(np.isfinite(occ), y[None, :] * occ, np.inf).min(axis=1)
+    ok = np.isfinite(occ)
+    return np.where(ok, y[None, :] * np.where(ok, occ, 0.0), np.inf).min(axis=1)
 
 
 def window_bound(head: np.ndarray, after: np.ndarray, w: np.ndarray, k: int = 48) -> float:

@@ -117,8 +117,8 @@ class Relaxation:
     def tail_after_end(self) -> np.ndarray:
         """(n,) the least time from each op's end to the end of the step less the op gap (what
         follows an op's occupancy of its device), over its devices."""
-        after = self.tail - self.dur - self.op_gap_us
-        after[~np.isfinite(self.dur)] = np.inf
+        ok = np.isfinite(self.dur)
+        after = np.where(ok, np.where(ok, self.tail, 0.0) - np.where(ok, self.dur, 0.0) - self.op_gap_us, np.inf)
         return np.maximum(after.min(axis=1), 0.0)
 
     @cached_property

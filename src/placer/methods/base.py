@@ -184,7 +184,7 @@ class Evaluator:
         from placer.objectives import make_objective
 
         self.problem = problem
-        self.sim_params = sim_params or SimParams()
+        self.sim_params = sim_params or SimParams.preset("default", problem.cluster)  # as simulate(): the cluster's model
         # what is minimised: the simulator (default) or a published model (placer.objectives); under
         # the latter every recorded objective, the best and the curve are that model's
         self.objective = make_objective(objective, self.sim_params)

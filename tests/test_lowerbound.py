@@ -1,0 +1,155 @@
+"""The bound engine (placer.lowerbound, docs/bounds.md): on random small instances (3-8 ops, 2-3
+devices, per-op per-device costs with restrictions, per-pair links, op gaps, tight memory,
+colocation, every communication model) no bound exceeds the best step time found by simulating
+every placement; it equals it where the instance is trivially tight; the same input gives the same
+value."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from placer.cluster import Device, make_cluster
+from placer.graph import OpGraph
+from placer.lowerbound import lower_bound
+from placer.lowerbound.load import window_bound
+from placer.problem import Problem
+from placer.sim import SimParams, evaluate_many
+
+MODELS = ("placeto", "p2p", "giph", "link")
+
+
+def random_instance(seed: int) -> tuple[Problem, SimParams]:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(3, 9))
+    D = int(rng.integers(2, 4))
+    names = [f"op{i}" for i in range(n)]
+    edges = [(i, j, float(rng.choice([0.0, rng.uniform(1, 400)])))
+             for i in range(n) for j in range(i + 1, n) if rng.random() < 0.4]
+    cost = {}
+    for d in range(D):
+        c = rng.uniform(1, 50, n) * (1 + 2 * rng.random())
+        c[rng.random(n) < 0.1] = 0.0  # zero-cost ops skip the op gap
+        if d > 0:
+            c[rng.random(n) < 0.15] = np.inf  # ops that may not run there
+        cost[f"m{d}"] = c
+    params = rng.uniform(0, 100, n) * (rng.random(n) < 0.5)
+    colocation = None
+    if n >= 4 and rng.random() < 0.3:
+        colocation = [-1] * n
+        colocation[0] = colocation[1 + int(rng.integers(n - 1))] = 7
+    g = OpGraph.build(names, edges, compute_us=cost, param_bytes=params, output_bytes=rng.uniform(0, 20, n),
+                      temp_bytes=rng.uniform(0, 10, n), colocation=colocation)
+    tight = rng.random() < 0.4
+    mem = [float(params.sum() * (0.6 if tight else 10) + 200) for _ in range(D)]
+    devs = [Device(f"d{d}", "gpu", f"m{d}", mem[d]) for d in range(D)]
+    pairs = {(a, b): (float(rng.uniform(1, 20)), float(rng.uniform(0, 5)))
+             for a in range(D) for b in range(D) if a != b and rng.random() < 0.5}
+    model = MODELS[seed % len(MODELS)]
+    meta = {"comm_model": model}
+    if model == "link" and rng.random() < 0.5:
+        meta["shared_links"] = {"bus": [["d0", "d1"], ["d1", "d0"]]}
+    cluster = make_cluster(f"c{seed}", devs, float(rng.uniform(1, 20)), float(rng.uniform(0, 5)), pairs=pairs,
+                           meta=meta)
+    sp = SimParams(comm_model=model, op_gap_us=float(rng.choice([0.0, rng.uniform(0, 3)])),
+                   bus_gap_us=float(rng.choice([0.0, rng.uniform(0, 3)])))
+    try:
+        return Problem(g, cluster), sp
+    except Exception:  # an op that fits nowhere, a colocation group with no common device
+        return random_instance(seed + 10_000)
+
+
+def all_placements(P: Problem) -> np.ndarray:
+    """Every valid placement (allowed devices, colocation groups together)."""
+    rows = np.array(list(itertools.product(range(P.n_devices), repeat=P.n_ops)), dtype=np.int64)
+    ok = P.allowed[np.arange(P.n_ops)[None, :], rows].all(axis=1)
+    for members in P.graph.colocation_groups():
+        ok &= (rows[:, members] == rows[:, members[:1]]).all(axis=1)
+    return rows[ok]
+
+
+def optimum(P: Problem, sp: SimParams) -> tuple[float, float]:
+    """(best step time over the placements that fit, best objective over every placement)."""
+    r = evaluate_many(P, all_placements(P), sp)
+    fit = r.makespan_us[~r.oom]
+    return (float(fit.min()) if len(fit) else float("inf")), float(r.objective_us.min())
+
+
+@pytest.mark.parametrize("seed", range(48))
+def test_bound_never_exceeds_the_enumerated_optimum(seed):
+    P, sp = random_instance(seed)
+    best_fit, best_any = optimum(P, sp)
+    b = lower_bound(P, sp, seconds=1.0)
+    for c in b.candidates:  # every candidate, not only the best
+        limit = best_fit if c.memory else min(best_fit, best_any)
+        assert c.value_us <= limit * (1 + 1e-9) + 1e-6, (c, best_fit, best_any)
+    assert b.any_placement_us <= best_any * (1 + 1e-9) + 1e-6
+    assert b.value_us >= b.any_placement_us >= P.critical_path_us * (1 - 1e-12)
+    if b.proven_optimal:  # the engine's own placement has that step time and fits
+        assert b.best_known_us == pytest.approx(best_fit, rel=1e-9)
+
+
+def test_small_instances_are_closed():
+    """CP-SAT on the whole relaxed problem: on most random small instances the bound is the optimum."""
+    closed = 0
+    for seed in range(24):
+        P, sp = random_instance(seed)
+        best_fit, _ = optimum(P, sp)
+        b = lower_bound(P, sp, seconds=2.0)
+        closed += b.value_us >= best_fit * (1 - 1e-6)
+        assert b.proven_optimal == (b.value_us >= best_fit * (1 - 1e-6) and b.best_known_us is not None
+                                    and b.best_known_us <= best_fit * (1 + 1e-9))
+    assert closed >= 12
+
+
+def _chain(n: int, free_comm: bool, comm: str) -> tuple[Problem, SimParams]:
+    names = [f"op{i}" for i in range(n)]
+    g = OpGraph.build(names, [(i, i + 1, 0.0 if free_comm else 100.0) for i in range(n - 1)],
+                      compute_us={"gpu": np.arange(1.0, n + 1)})
+    devs = [Device(f"d{d}", "gpu", "k", 1e12) for d in range(3)]
+    return Problem(g, make_cluster("c", devs, 10.0, 0.0, meta={"comm_model": comm})), SimParams(comm_model=comm)
+
+
+@pytest.mark.parametrize("comm", MODELS)
+def test_trivially_tight(comm):
+    for n in (1, 5):  # one op; a chain on one device class with free communication
+        P, sp = _chain(n, True, comm)
+        b = lower_bound(P, sp, seconds=0.5)
+        assert b.value_us == pytest.approx(n * (n + 1) / 2)
+        assert b.proven_optimal and b.best_known_us == pytest.approx(b.value_us)
+
+
+def test_zero_seconds_runs_no_solver_and_the_value_is_deterministic():
+    P, sp = random_instance(3)
+    b0 = lower_bound(P, sp, seconds=0)
+    assert "exact" not in {c.name for c in b0.candidates}
+    a, b = lower_bound(P, sp, seconds=1.0), lower_bound(P, sp, seconds=1.0)
+    assert [(c.name, c.value_us) for c in a.candidates] == [(c.name, c.value_us) for c in b.candidates]
+    assert a.value_us >= b0.value_us
+
+
+def test_window_bound_by_hand():
+    # three ops of work 1, 2, 3: the last two start after 10 and end 5 before the step ends
+    head = np.array([0.0, 10.0, 10.0])
+    after = np.array([0.0, 5.0, 5.0])
+    assert window_bound(head, after, np.array([1.0, 2.0, 3.0])) == 10 + 5 + 5
+    # an empty window proves nothing: a head of 10 on one op and a tail of 5 on another
+    assert window_bound(np.array([10.0, 0.0]), np.array([0.0, 5.0]), np.array([1.0, 1.0])) == 11
+
+
+def test_memory_bound_only_for_fitting_placements():
+    """Two heavy ops whose parameters cannot share a device: the memory-aware bound counts the
+    transfer between them; the bound on every placement does not."""
+    g = OpGraph.build(["a", "b"], [(0, 1, 1000.0)], compute_us={"gpu": np.array([10.0, 10.0])},
+                      param_bytes=[60.0, 60.0])
+    devs = [Device(f"d{d}", "gpu", "k", 100.0) for d in range(2)]
+    P = Problem(g, make_cluster("c", devs, 10.0, 0.0))
+    sp = SimParams()
+    best_fit, best_any = optimum(P, sp)
+    assert best_fit == pytest.approx(10 + 100 + 10)  # split: the transfer of 1000 bytes at 10 bytes/us
+    b = lower_bound(P, sp, seconds=1.0)
+    assert b.value_us == pytest.approx(best_fit, rel=1e-6) and b.proven_optimal
+    assert b.any_placement_us == pytest.approx(20.0)  # both on one device, out of memory
+    assert next(c for c in b.candidates if c.name == "exact").memory
