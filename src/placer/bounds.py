@@ -116,6 +116,10 @@ BOUNDS: dict[str, Bound] = dict([
     _b("budget", int, 1, 10_000_000, "50x the papers' largest budget; hours of simulation on large graphs", 1000),
     _b("seconds", float, 0, 86_400.0, "a day: a longer run is better a `placer bench` experiment that resumes", 60,
        lo_open=True),
+    _b("anytime.seconds", float, 0, 600.0, "CPU seconds per (method, graph) run: the full line-up at 600 s is about "
+       "4 CPU days", 100, lo_open=True),
+    _b("bound.seconds", float, 0, 3_600.0, "CP-SAT's deterministic time for `placer bound` (about a second each on one "
+       "core): past an hour its proven bound on these models barely moves; 0 runs no solver", 2),
     # ---- placer pretrain (and its library: EncoderConfig, PretrainConfig)
     _b("pretrain.epochs", int, 0, 100_000, "each epoch is one Adam step per graph: 500x Mars's 200 is days on a CPU; "
        "0 keeps the encoder as initialised", 50),

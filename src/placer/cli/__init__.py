@@ -568,7 +568,8 @@ def _load_plugins() -> None:
     import importlib
 
     for mod in ("placer.cli.zoo", "placer.cli.bench", "placer.cli.learn", "placer.cli.capture", "placer.cli.run",
-                "placer.cli.pretrain", "placer.cli.export", "placer.cli.policy", "placer.cli.cluster"):
+                "placer.cli.pretrain", "placer.cli.export", "placer.cli.policy", "placer.cli.cluster",
+                "placer.cli.bound"):
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as e:
