@@ -8,13 +8,14 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from placer.cli import app, console, err_console
-from placer.cli.options import MAX_SEED, at_least, existing_folder, output_file, output_folder
+from placer.cli.options import MAX_SEED, at_least, bounded, existing_folder, output_file, output_folder
 from placer.errors import InputError
 
 bench_app = typer.Typer(no_args_is_help=True, help="Reproduce the papers' tables (results/<experiment>/, REPRODUCTION.md).")
@@ -236,3 +237,48 @@ def _register_experiments() -> None:
 
 
 _register_experiments()
+
+
+@bench_app.command("anytime")
+def anytime(max_seconds: float = typer.Option(100.0, "--max-seconds", help="CPU seconds each (method, graph) run may "
+                                              "use (the last checkpoint; above 0, at most 600)",
+                                              callback=bounded("anytime.seconds", 100)),
+            methods: Optional[str] = typer.Option(None, "--methods", help="comma-separated methods (default: "
+                                                  "`placer compare`'s line-up and every learned method)"),
+            graphs: Optional[str] = typer.Option(None, "--graphs", help="';'-separated GRAPH@CLUSTER items, or parts "
+                                                 "of the default graphs' names (default: inception_v3@k80x2, "
+                                                 "resnet50@k80x4, nmt8@k80x8, a GiPH workload)"),
+            jobs: int = typer.Option(1, "--jobs", "-j", help="runs in parallel processes (each counts its own CPU "
+                                     "seconds; at most 4 per CPU core)",
+                                     callback=at_least(1, 2, 4 * (os.cpu_count() or 1), "4 per CPU core here")),
+            seed: int = typer.Option(0, "--seed", callback=at_least(0, 0, MAX_SEED, "numpy and torch take seeds below 2**32")),
+            out: str = typer.Option("results/anytime", "--out", help="folder for table.md, results.csv, README.md, "
+                                    "plots/", callback=output_folder),
+            plots: bool = typer.Option(True, "--plots/--no-plots", help="draw one PNG per graph")):
+    """Best step time by 1, 3, 10, 30 and 100 CPU seconds (and by placements) per method and graph, with
+    the Pareto front of quality against time (results/anytime/)."""
+    import shlex
+    import sys
+
+    from placer.bench import anytime as A
+    from placer.resolve import check_method
+
+    names = A.default_methods() if methods is None else [check_method(m.strip(), "--methods")
+                                                          for m in methods.split(",") if m.strip()]
+    if not names:
+        raise InputError("--methods", f"'{methods}'", "names no method", "e.g. --methods local-search,post")
+    todo = A.parse_graphs(graphs)
+    load, t0 = A.load_average(), time.perf_counter()
+    console.print(f"anytime: {len(names)} methods x {len(todo)} graphs, {max_seconds:g} CPU s each, {jobs} job(s): "
+                  f"at most {A.estimate_s(len(names), len(todo), max_seconds, jobs) / 60:.1f} min")
+
+    def on_done(tr, k, n):
+        what = tr.error or f"{tr.placements:,} placements, {tr.seconds:.1f} CPU s, ended by {tr.stopped_by}"
+        console.print(f"[{k}/{n}] {tr.method} on {tr.graph}: {what}", markup=False, highlight=False)
+
+    runs = A.run_anytime(names, todo, max_seconds, jobs, seed, on_done=on_done)
+    info = A.write_outputs(runs, Path(out), max_seconds, "placer " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+                           jobs, time.perf_counter() - t0, load, plots)
+    console.print(f"wrote {out}/table.md, results.csv, README.md, trajectories.json, plots/")
+    if info["plot_note"]:
+        err_console.print(info["plot_note"])

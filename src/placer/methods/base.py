@@ -8,9 +8,15 @@ the paper's defaults (one comment per field). :func:`run_method` is the one way 
   range-checked when the config is built (:class:`placer.errors.InputError`);
 * the budget counts placements. The :class:`Evaluator` is the only way a method sees a simulation;
   it refuses to simulate past the budget (:class:`BudgetSpent`, caught here), so a budget is never
-  exceeded whatever the method does. A wall-clock limit (``Budget.seconds``) is an explicit opt-in and
-  its results are labelled not reproducible; without it no method may read the clock to decide
-  anything, so the same seed gives the same placement under any machine load;
+  exceeded whatever the method does. A time limit (``Budget.seconds``, on the wall clock or, with
+  ``Budget.clock="cpu"``, the CPU seconds of the method's process) is an explicit opt-in and its
+  results are labelled not reproducible; without it no method may read the clock to decide
+  anything, so the same seed gives the same placement under any machine load. Under a time limit a
+  method stops when its placements or its time end, whichever first: its search loops test
+  :meth:`Evaluator.out_of_budget`, and its work between evaluations (training steps, pretraining,
+  warm starts, solver calls) calls :meth:`Evaluator.tick`, which raises :class:`TimeUp` once the time
+  is spent. The result's ``cost.extra`` says what ended the run (``stopped_by``: "placements",
+  "seconds" or "method", its own end) with the seconds used on each clock;
 * the result is never worse than the best placement the method evaluated, and its simulation is a
   fresh one of the placement returned;
 * a method that does not apply to a problem raises :class:`NotApplicable` on purpose; any other
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 import types
 import typing
 from dataclasses import dataclass, field
@@ -47,17 +54,43 @@ class BudgetSpent(Exception):
     :func:`run_method`, which returns the best placement evaluated so far."""
 
 
+class TimeUp(BudgetSpent):
+    """The opt-in time limit (``Budget.seconds``) has passed: raised by :meth:`Evaluator.tick` from a
+    method's work between evaluations and caught by :func:`run_method`, which returns the best
+    placement evaluated so far (or, when the time ended before the method evaluated any, the best
+    single device's placement: :func:`_time_fallback`)."""
+
+
+CLOCKS = ("wall", "cpu")  # Budget.clock: time.perf_counter, or time.process_time (the process's CPU seconds)
+
+
+class Clock:
+    """Seconds since creation on the wall clock (``time.perf_counter``) or as CPU seconds of this
+    process, every thread counted (``time.process_time``)."""
+
+    def __init__(self, kind: str = "wall"):
+        self.kind = kind
+        self._now = time.process_time if kind == "cpu" else time.perf_counter
+        self.t0 = self._now()
+
+    def __call__(self) -> float:
+        return self._now() - self.t0
+
+
 # ---------------------------------------------------------------------- budgets and configs
 @dataclass(frozen=True)
 class Budget:
     """How much search a method may do, counted in placements simulated.
 
     ``placements=None`` means the method's own default (its config's ``placements`` field, where it
-    has one). ``seconds`` is an opt-in wall-clock limit: a run stopped by it depends on the machine's
-    load and is labelled not reproducible."""
+    has one). ``seconds`` is an opt-in time limit, on the wall clock or (``clock="cpu"``) in CPU
+    seconds of the method's process, which machine load changes little: a run stopped by it
+    depends on the machine and is labelled not reproducible. The method stops when its placements
+    or its seconds end, whichever first."""
 
     placements: int | None = None  # placements the method may simulate, never exceeded
-    seconds: float | None = None  # optional wall-clock limit (not reproducible)
+    seconds: float | None = None  # optional time limit (not reproducible)
+    clock: str = "wall"  # what `seconds` counts: "wall" (elapsed) or "cpu" (CPU seconds of this process)
 
     def __post_init__(self):
         p, s = self.placements, self.seconds
@@ -65,7 +98,10 @@ class Budget:
             bound("budget").check(p, "budget", f"placements={short(p)}", f"give placements {bound('budget').range_text()}")
         if s is not None:
             bound("seconds").check(s, "budget", f"seconds={short(s)}",
-                                   f"give seconds {bound('seconds').range_text()}, or None for no wall-clock limit")
+                                   f"give seconds {bound('seconds').range_text()}, or None for no time limit")
+        if self.clock not in CLOCKS:
+            raise InputError("budget", f"clock={short(self.clock)}", "is not a clock placer reads",
+                             f"give clock as one of {', '.join(CLOCKS)}")
 
 
 @dataclass(frozen=True)
@@ -166,6 +202,8 @@ def _coerce(method: str, name: str, value, hint):
 
 
 # ---------------------------------------------------------------------- the evaluator
+FALLBACK_NOTE = ("the time limit ran out before the method evaluated any placement: every op on the device that "
+                 "runs the graph fastest is returned")
 PROGRESS_EVERY_S = 0.25  # how often an Evaluator tells its ``progress`` callback, at most
 
 
@@ -180,7 +218,7 @@ class Evaluator:
     penalised objective; only the answer (and its curve) follows this order."""
 
     def __init__(self, problem, sim_params: SimParams | None = None, n_jobs: int | None = 1,
-                 limit: int | None = None, seconds: float | None = None, objective=None):
+                 limit: int | None = None, seconds: float | None = None, objective=None, clock: str = "wall"):
         from placer.objectives import make_objective
 
         self.problem = problem
@@ -191,24 +229,28 @@ class Evaluator:
         self.custom = not self.objective.is_simulator
         self.n_jobs = n_jobs  # threads for evaluate_batch (-1: every core); results do not depend on it
         self.limit = limit  # placements allowed in all (None: unlimited)
-        self.seconds = seconds  # opt-in wall-clock limit
-        self.clock = Stopwatch()
+        self.seconds = seconds  # opt-in time limit, on the clock ``clock`` names
+        self.clock = Clock(clock)  # the clock ``seconds`` counts (and the progress callback is told)
+        self.wall = Stopwatch()  # both clocks are reported in the result's cost
+        self.cpu = Clock("cpu")
         self.placements = 0
         self.sim_calls = 0
         self.best: np.ndarray | None = None
         self.best_objective_us = np.inf
         self.best_fits = False  # whether the best fits in memory (always True under a published objective)
         self.curve: list[tuple[int, float]] = []
-        # progress(placements, limit, best objective us, best fits, seconds): told as the method goes,
-        # at most every PROGRESS_EVERY_S (a display's clock: it decides nothing the method does)
+        # progress(placements, limit, best objective us, best fits, seconds on `clock`): told as the
+        # method goes, at most every `progress_every` seconds (a display's clock: it decides nothing
+        # the method does), and at every new best when `progress_every` is 0
         self.progress: Callable[..., None] | None = None
+        self.progress_every = PROGRESS_EVERY_S
         self._told = -math.inf
 
     def _tell(self, force: bool = False) -> None:
         if self.progress is None:
             return
         now = self.clock()
-        if force or now - self._told >= PROGRESS_EVERY_S:
+        if force or now - self._told >= self.progress_every:
             self._told = now
             self.progress(self.placements, self.limit, self.best_objective_us, self.best_fits, now)
 
@@ -218,10 +260,28 @@ class Evaluator:
         return None if self.limit is None else max(0, self.limit - self.placements)
 
     def out_of_budget(self) -> bool:
-        """True once the placement budget is spent, or the opt-in wall-clock limit has passed."""
+        """True once the placement budget is spent, or the opt-in time limit has passed."""
         if self.limit is not None and self.placements >= self.limit:
             return True
+        return self.time_up()
+
+    def time_up(self) -> bool:
+        """True once the opt-in time limit (``seconds``) has passed; always False without one."""
         return self.seconds is not None and self.clock() >= self.seconds
+
+    def tick(self) -> None:
+        """Called from a method's work between evaluations (a training step, a pretraining epoch, a
+        warm-start step): raises :class:`TimeUp` once the opt-in time limit has passed, so the run
+        ends within about one such step of its seconds. Nothing without a time limit."""
+        if self.seconds is not None and self.clock() >= self.seconds:
+            raise TimeUp()
+
+    def stopped_by(self) -> str:
+        """What ended the run: "placements" (the budget is spent), "seconds" (the time limit has
+        passed) or "method" (its own end)."""
+        if self.limit is not None and self.placements >= self.limit:
+            return "placements"
+        return "seconds" if self.time_up() else "method"
 
     def fraction_used(self) -> float:
         """How far through its budget the method is, in [0, 1]: placements used / limit, or, only
@@ -352,6 +412,10 @@ class Evaluator:
         p = self.best if placement is None else np.asarray(getattr(placement, "devices", placement), dtype=np.int64)
         if p is None and self.custom and self.placements:  # all it evaluated broke the objective's constraints
             p = self.problem.compute_us.argmin(axis=1)
+        if p is None and self.time_up():  # its time ended before its first evaluation
+            _time_fallback(self.problem, self)
+            p = self.best
+            notes.append(FALLBACK_NOTE)
         if p is None:
             raise RuntimeError(f"method {method} evaluated no placement")
         if self.custom:
@@ -365,12 +429,18 @@ class Evaluator:
             notes.append(f"its final placement {why} ({self.best_objective_us:.1f} us): the best is returned")
             sim = simulate(self.problem, self.best, self.sim_params)
         if self.seconds is not None:
-            notes.append(f"stopped by a {self.seconds:g} s wall-clock limit: not reproducible")
+            notes.append(self._time_note())
         return PlacementResult(method=method, placement=Placement(sim.device, self.problem.cluster.device_names),
                                sim=sim, curve=_thin(self.curve),
-                               cost=Cost(placements=self.placements, sim_calls=self.sim_calls, wall_s=self.clock()),
+                               cost=Cost(placements=self.placements, sim_calls=self.sim_calls, wall_s=self.wall()),
                                params=dict(params or {}), seed=seed, notes=notes)
 
+
+    def _time_note(self) -> str:
+        what = "wall-clock" if self.clock.kind == "wall" else "CPU-time"
+        if self.time_up():
+            return f"stopped by a {self.seconds:g} s {what} limit: not reproducible"
+        return f"ran under a {self.seconds:g} s {what} limit, not reached"
 
     def _objective_result(self, method, p, params, seed, notes) -> PlacementResult:
         """:meth:`result` under a published objective: a placement the objective rejects is repaired
@@ -391,11 +461,11 @@ class Evaluator:
         if not np.isfinite(value):
             notes.append(f"no placement valid under {obj.describe()} was found: {obj.check(prob, p)}")
         if self.seconds is not None:
-            notes.append(f"stopped by a {self.seconds:g} s wall-clock limit: not reproducible")
+            notes.append(self._time_note())
         sim = simulate(prob, p, self.sim_params)
         return PlacementResult(method=method, placement=Placement(sim.device, prob.cluster.device_names),
                                sim=sim, curve=_thin(self.curve),
-                               cost=Cost(placements=self.placements, sim_calls=self.sim_calls, wall_s=self.clock()),
+                               cost=Cost(placements=self.placements, sim_calls=self.sim_calls, wall_s=self.wall()),
                                params=dict(params or {}), seed=seed, notes=notes,
                                objective=obj.describe(), objective_us=float(value))
 
@@ -455,7 +525,7 @@ def register(name: str, summary: str, family: str, config: type[MethodConfig] = 
 def run_method(name: str, problem, budget: Budget | None = None, seed: int = 0,
                sim_params: SimParams | None = None, config: MethodConfig | None = None,
                n_jobs: int | None = 1, objective=None, on_progress: Callable[..., None] | None = None,
-               **params: Any) -> PlacementResult:
+               progress_every: float = PROGRESS_EVERY_S, **params: Any) -> PlacementResult:
     """Run a registered method on a Problem under the common contract (see the module docstring).
 
     Parameters are given either as a config object or as keyword ``params`` (strings are parsed, as
@@ -463,7 +533,11 @@ def run_method(name: str, problem, budget: Budget | None = None, seed: int = 0,
     :class:`placer.objectives.Objective`; default the simulator) is what the method minimises.
     ``on_progress(placements, limit, best_us, best_fits, seconds)`` is told as the method goes (its
     evaluator's placements so far of ``limit``, None when unbounded; at most every
-    :data:`PROGRESS_EVERY_S`, and once at the start and the end); it changes no result."""
+    ``progress_every`` seconds, default :data:`PROGRESS_EVERY_S`; at every new best when 0; and once
+    at the start and the end; ``seconds`` on the budget's clock); it changes no result.
+
+    The result's ``cost.extra`` holds ``stopped_by`` (:meth:`Evaluator.stopped_by`), ``clock`` and
+    ``cpu_s`` (CPU seconds of this process during the run) beside ``cost.wall_s``."""
     info = get_method(name)
     why = info.available()
     if why:
@@ -475,11 +549,16 @@ def run_method(name: str, problem, budget: Budget | None = None, seed: int = 0,
         raise InputError("seed", f"{seed!r}", "is not a non-negative whole number", "give a seed of 0 or more")
     budget = budget or Budget()
     limit = budget.placements if budget.placements is not None else getattr(cfg, "placements", None)
-    ev = Evaluator(problem, sim_params, n_jobs=n_jobs, limit=limit, seconds=budget.seconds, objective=objective)
+    ev = Evaluator(problem, sim_params, n_jobs=n_jobs, limit=limit, seconds=budget.seconds, objective=objective,
+                   clock=budget.clock)
     ev.progress = on_progress
+    ev.progress_every = float(progress_every)
     ev._tell(force=True)
     try:
         res = info.run(problem, int(seed), ev, cfg)
+    except TimeUp:
+        notes = ["the time limit ran out inside a step: the best placement evaluated is returned"]
+        res = ev.result(name, notes=[] if ev.best is None and not (ev.custom and ev.placements) else notes)
     except BudgetSpent:
         res = ev.result(name, notes=["the placement budget ran out inside a step: the best placement evaluated "
                                      "is returned"])
@@ -492,8 +571,23 @@ def run_method(name: str, problem, budget: Budget | None = None, seed: int = 0,
     res.params = {**cfg.to_dict(), **{k: v for k, v in res.params.items() if k not in cfg.to_dict()}}
     if "placements" in res.params and limit is not None:  # the budget that ran, not the config's default
         res.params["placements"] = int(limit)
-    res.cost.placements, res.cost.sim_calls, res.cost.wall_s = ev.placements, ev.sim_calls, ev.clock()
+    res.cost.placements, res.cost.sim_calls, res.cost.wall_s = ev.placements, ev.sim_calls, ev.wall()
+    res.cost.extra.update(stopped_by=ev.stopped_by(), clock=ev.clock.kind, cpu_s=ev.cpu())
     return res
+
+
+def _time_fallback(problem, ev: Evaluator) -> None:
+    """Evaluate one placement when a time limit ended a method before it had evaluated any: every op
+    on the device that runs the whole graph fastest by compute alone (the ops it cannot run, and the
+    whole graph when no device runs every op, on each op's fastest device; colocation groups kept
+    whole). One placement of the budget."""
+    from placer.methods.support import allowed_placement
+
+    comp = np.asarray(problem.compute_us, dtype=np.float64)
+    total = np.where(np.isfinite(comp).all(axis=0), np.where(np.isfinite(comp), comp, 0).sum(axis=0), np.inf)
+    p = (np.full(problem.n_ops, int(total.argmin()), dtype=np.int64) if np.isfinite(total).any()
+         else comp.argmin(axis=1).astype(np.int64))
+    ev.simulate(allowed_placement(problem, p))
 
 
 def get_method(name: str) -> MethodInfo:

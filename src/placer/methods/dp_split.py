@@ -346,6 +346,8 @@ def dp_split(problem, seed: int, ev: Evaluator, cfg: DpSplitConfig):
     cands, names = [], []
     devs = [False, True] if runs_differ(problem) else [False]  # device orders: index, and by restrictions
     for k, order in enumerate(orders[:cfg.orders]):
+        if cands and ev.time_up():  # an opt-in time limit ends the DPs (the splits so far are scored)
+            break
         for by in devs:
             for j, p in enumerate(dp_candidates(problem, contiguity, order, by)):
                 if not any(np.array_equal(p, q) for q in cands):

@@ -186,7 +186,7 @@ def _net_classes():
     return GDPNet
 
 
-def make_gdp_net(cfg, n_actions: int, ctxs=None, seed: int = 0):
+def make_gdp_net(cfg, n_actions: int, ctxs=None, seed: int = 0, stop=None):
     return _net_classes()(cfg, n_actions)
 
 

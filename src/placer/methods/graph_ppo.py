@@ -87,8 +87,9 @@ def masked_logits(logits, feasible):
 class PolicyKind:
     """What the driver needs to know of a method: its name, the format its policy states carry, the
     config fields that decide the network's shape (a policy state fits only a network of the same
-    shape), and how to build the network: ``make_net(cfg, n_actions, graphs, seed)`` with ``graphs``
-    the :class:`GraphCtx` it will be trained on."""
+    shape), and how to build the network: ``make_net(cfg, n_actions, graphs, seed, stop=None)`` with
+    ``graphs`` the :class:`GraphCtx` it will be trained on and ``stop()`` asked between the steps of
+    its fixed work (pretraining), which ends early when it is true (:meth:`Evaluator.time_up`)."""
 
     name: str
     format: str
@@ -163,7 +164,7 @@ def search(kind: PolicyKind, problem, seed: int, ev: Evaluator, cfg, *, policy: 
     with one_thread():
         ctx = graph_ctx(problem, cfg.nodes, cfg.devices)
         torch.manual_seed(seed)
-        net = kind.make_net(cfg, ctx.gp.n_actions, [ctx], seed)
+        net = kind.make_net(cfg, ctx.gp.n_actions, [ctx], seed, stop=ev.time_up)  # its fixed work ends with the time
         notes = [f"{ctx.n} nodes ({problem.n_ops} ops), {ctx.gp.n_actions} candidate devices"]
         if policy is not None:
             check_policy(kind, policy, cfg, ctx.gp.n_actions)
@@ -194,8 +195,8 @@ def search(kind: PolicyKind, problem, seed: int, ev: Evaluator, cfg, *, policy: 
             notes.append(f"{tr.update} PPO updates of {cfg.batch} placements")
             if anchor is not None and anchor.moves:
                 notes.append(f"the anchor followed the best sample {anchor.moves} times")
-    if ev.best is None:  # nothing fit in the budget (cannot happen with a budget >= 1)
-        raise RuntimeError(f"{name} evaluated no placement")
+    if ev.best is None and not ev.time_up():  # nothing fit in the budget (cannot happen with a budget >= 1)
+        raise RuntimeError(f"{name} evaluated no placement")  # (its time limit ending first: ev.result's fallback)
     return ev.result(name, notes=notes), policy_state(kind, cfg, ctx.gp.n_actions, tr)
 
 

@@ -222,12 +222,13 @@ class HierarchicalTrainer(Seq2SeqRLTrainer):
     def modules(self) -> dict:
         return {"type_emb": self.type_emb, "grouper": self.grouper, "placer": self.placer}
 
-    def warm_start(self, steps: int, batch: int = 4096) -> float:
+    def warm_start(self, steps: int, batch: int = 4096, stop=None) -> float:
         """Supervised steps (Adam, lr 1e-2, cross-entropy on ``batch`` ops drawn per step) pulling the
         Grouper toward ``self.chunk``: M chunks of equal op count of the order it reads (the ops by
         their piece of the layer split over the A candidates, :func:`split_pieces`, then by
-        topological index); no placement is simulated. Returns the final
-        loss. Not in the paper (docs/methods/hierarchical.md says why)."""
+        topological index); no placement is simulated. Ends early once ``stop()`` is true (the
+        method's time limit, :meth:`Evaluator.time_up`; :attr:`warm_steps` counts the steps taken).
+        Returns the final loss. Not in the paper (docs/methods/hierarchical.md says why)."""
         import torch
 
         n = self.problem.n_ops
@@ -236,8 +237,12 @@ class HierarchicalTrainer(Seq2SeqRLTrainer):
         opt = torch.optim.Adam(params, lr=1e-2)
         g = torch.Generator().manual_seed(self.seed + 1)
         loss = torch.tensor(float("nan"))
+        self.warm_steps = 0
         with one_thread():
             for _ in range(steps):
+                if stop is not None and stop():
+                    break
+                self.warm_steps += 1
                 idx = torch.randint(0, n, (min(batch, n),), generator=g)
                 u = self.grouper(torch.cat([self.type_emb(self.types[idx]), self.op_x[idx]], dim=1))
                 u = self.cfg.tanh_c * torch.tanh(u / self.cfg.temperature)
@@ -271,7 +276,7 @@ class HierarchicalTrainer(Seq2SeqRLTrainer):
         first[self.units.unit_of[::-1]] = np.arange(self.problem.n_ops)[::-1]
         return self.units.expand(target[self.chunk[first]][None, :])[0]
 
-    def placer_warm_start(self, target: np.ndarray, mass: float, max_steps: int = 1000) -> tuple[int, float]:
+    def placer_warm_start(self, target: np.ndarray, mass: float, max_steps: int = 1000, stop=None) -> tuple[int, float]:
         """Supervised steps (Adam, lr 1e-2; teacher forcing on groupings sampled from the Grouper) that
         raise the Placer's probability of ``target`` (M,) until the geometric mean over groups reaches
         ``mass``; no placement is simulated. Returns (steps, final mean probability). Not in the paper
@@ -292,7 +297,7 @@ class HierarchicalTrainer(Seq2SeqRLTrainer):
             return -self.placer(x.unsqueeze(0), mask, actions=act.unsqueeze(0)).log_prob.sum() / M
 
         with one_thread():
-            return warm_start(nll, self.placer.parameters(), mass, max_steps)
+            return warm_start(nll, self.placer.parameters(), mass, max_steps, stop=stop)
 
     # -- the Grouper
     def group_logits(self):
@@ -431,11 +436,14 @@ def search_hierarchical(problem, seed: int, ev: Evaluator, cfg: HierarchicalConf
         notes.append(f"started from a policy trained on {policy.get('graph')}")
     else:
         if cfg.warm_start:
-            notes.append(f"Grouper warm-started toward chunks of the layer-split order ({cfg.warm_start} steps, loss "
-                         f"{tr.warm_start(cfg.warm_start):.2f})")
-        start = choose_start(tr, ev, cfg)
+            loss = tr.warm_start(cfg.warm_start, stop=ev.time_up)  # the time limit ends it early (never else)
+            steps = (f"{cfg.warm_start}" if tr.warm_steps == cfg.warm_start else
+                     f"{tr.warm_steps} of {cfg.warm_start}: the time limit ended it")
+            notes.append(f"Grouper warm-started toward chunks of the layer-split order ({steps} steps, loss "
+                         f"{loss:.2f})")
+        start = None if ev.time_up() else choose_start(tr, ev, cfg)
         if start is not None:
-            steps, reached = tr.placer_warm_start(start[1], cfg.start_mass)
+            steps, reached = tr.placer_warm_start(start[1], cfg.start_mass, stop=ev.time_up)
             notes.append(f"Placer warm-started toward the {start[0]} start ({steps} steps, mean probability "
                          f"{reached:.3f})")
     notes.append(f"{cfg.n_groups} groups over {tr.units.n_units} colocation units")

@@ -166,9 +166,11 @@ def _net_class():
     return MarsNet
 
 
-def make_mars_net(cfg, n_actions: int, ctxs=None, seed: int = 0):
+def make_mars_net(cfg, n_actions: int, ctxs=None, seed: int = 0, stop=None):
     """The network, its encoder loaded from ``cfg.encoder`` (a pre-trained encoder state,
-    :func:`placer.nn.pretrain.encoder_state`) or pre-trained as the config says (module docstring)."""
+    :func:`placer.nn.pretrain.encoder_state`) or pre-trained as the config says (module docstring).
+    Pre-training ends early when ``stop()`` is true after a DGI step (the method's time limit,
+    :meth:`Evaluator.time_up`), keeping the steps taken."""
     from placer.nn.encoder import EncoderConfig
     from placer.nn.pretrain import PretrainConfig, encoder_from_state, pretrain
 
@@ -178,13 +180,28 @@ def make_mars_net(cfg, n_actions: int, ctxs=None, seed: int = 0):
         net.encoder.load_state_dict(encoder_from_state(cfg.encoder, want).state_dict())
         net.notes.append(f"encoder pre-trained (given: DGI on {len(cfg.encoder.get('graphs', []))} graph(s))")
     elif cfg.pretrain and ctxs and cfg.pretrain_epochs > 0:
-        res = pretrain([c.data for c in ctxs], want, PretrainConfig(epochs=cfg.pretrain_epochs, seed=seed),
-                       encoder=net.encoder)
-        net.notes.append(f"encoder pre-trained with DGI on this graph: {cfg.pretrain_epochs} steps, "
-                         f"loss {res.losses[0]:.3f} -> {res.losses[-1]:.3f}, {res.seconds:.1f} s")
+        done = [0]
+
+        def on_epoch(epoch: int, _loss: float) -> None:
+            done[0] = epoch + 1
+            if stop is not None and stop():
+                raise _TimeEnded()
+
+        try:
+            res = pretrain([c.data for c in ctxs], want, PretrainConfig(epochs=cfg.pretrain_epochs, seed=seed),
+                           encoder=net.encoder, on_epoch=on_epoch)
+            net.notes.append(f"encoder pre-trained with DGI on this graph: {cfg.pretrain_epochs} steps, "
+                             f"loss {res.losses[0]:.3f} -> {res.losses[-1]:.3f}, {res.seconds:.1f} s")
+        except _TimeEnded:  # the encoder keeps the steps taken (pretrain trains it in place)
+            net.notes.append(f"encoder pre-trained with DGI on this graph: {done[0]} of {cfg.pretrain_epochs} steps: "
+                             "the time limit ended it")
     else:
         net.notes.append("encoder not pre-trained")
     return net
+
+
+class _TimeEnded(Exception):
+    """The method's time limit ended DGI pre-training (:func:`make_mars_net`)."""
 
 
 ARCH_FIELDS = ("hidden", "gnn_layers", "seq_hidden", "segment")  # the network's shape

@@ -21,7 +21,6 @@ Why each default departs from the paper, with the measurements that decided it: 
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -250,14 +249,36 @@ def refined(cfg: PlacetoConfig) -> str | None:
     return None if cfg.refine <= 1 or cfg.refine_at >= 1 or spec.n is None else f"{spec.kind}:{spec.n * cfg.refine}"
 
 
-def _train(tr, cfg: PlacetoConfig, ev: Evaluator, placements, seconds) -> None:
-    """Train ``tr`` for ``placements`` (episodes restarting as ``cfg.restart`` says), then charge its
-    simulations and best placement to ``ev``."""
+def _train(tr, cfg: PlacetoConfig, ev: Evaluator, placements) -> None:
+    """Train ``tr`` for ``placements`` (episodes restarting as ``cfg.restart`` says) or until the
+    evaluator's time limit has passed, then charge its simulations and best placement to ``ev``.
+    Under a time limit or a progress callback, each update's simulations are charged as it ends,
+    so the evaluator's best and its progress follow the training (the same charges in all)."""
+    hook, charged = restarts(cfg), [0, 0]  # simulations and curve points charged so far
+
+    def charge() -> None:
+        calls, points = tr.sim_calls - charged[0], tr.curve[0][charged[1]:]
+        if calls <= 0 and not points:
+            return
+        ev.charge(calls, [(x - charged[0], *rest) for x, *rest in points],
+                  tr.best_op_placement(0) if points else None, tr.best[0]["objective_us"])
+        charged[:] = [tr.sim_calls, len(tr.curve[0])]
+
+    def each_update(t, results) -> None:
+        if hook is not None:
+            hook(t, results)
+        charge()
+
+    live = ev.seconds is not None or ev.progress is not None
     try:
-        tr.train(max_placements=placements, max_seconds=seconds, on_update=restarts(cfg))
+        tr.train(max_placements=placements, on_update=each_update if live else hook,
+                 time_up=ev.time_up if ev.seconds is not None else None)
     finally:
         tr.close()
-    ev.charge(tr.sim_calls, tr.curve[0], tr.best_op_placement(0), tr.best[0]["objective_us"])
+    if live:
+        charge()
+    else:
+        ev.charge(tr.sim_calls, tr.curve[0], tr.best_op_placement(0), tr.best[0]["objective_us"])
 
 
 def _search(tr, env, cfg: PlacetoConfig, seed: int, ev: Evaluator, episodes):
@@ -270,20 +291,17 @@ def _search(tr, env, cfg: PlacetoConfig, seed: int, ev: Evaluator, episodes):
     training ended)."""
     fine, room = refined(cfg), ev.remaining()
     if fine is None or room is None or room < 2:
-        _train(tr, cfg, ev, room, ev.seconds)
+        _train(tr, cfg, ev, room)
         return [], tr
-    t0 = time.perf_counter()
-    _train(tr, cfg, ev, max(1, int(room * cfg.refine_at)), ev.seconds)
-    left = None if ev.seconds is None else ev.seconds - (time.perf_counter() - t0)
+    _train(tr, cfg, ev, max(1, int(room * cfg.refine_at)))
     more = None if episodes is None else episodes - tr.episode
-    if not ev.remaining() or tr.best[0]["placement"] is None or (left is not None and left <= 0) or (
-            more is not None and more < 1):
+    if not ev.remaining() or tr.best[0]["placement"] is None or ev.time_up() or (more is not None and more < 1):
         return [], tr
     task = replace(cfg, grouping=fine).task(tr.graphs[0].problem, seed, tr.graphs[0].devices)  # the same candidates
     gp, initial = seeded_task(task, tr.best_op_placement(0), seed)
     tr2 = build_trainer(cfg, [gp], seed, ev.sim_params, episodes=more, env=replace(env, init="given"), initial=initial,
                         start=Placeto.policy_of(tr))
-    _train(tr2, cfg, ev, ev.remaining(), left)
+    _train(tr2, cfg, ev, ev.remaining())
     return [f"then {tr2.episode} episodes, {gp.n_groups} units of {fine}"], tr2
 
 

@@ -260,10 +260,12 @@ class Trainer:
 
     # ------------------------------------------------------------------ the loop
     def train(self, on_update: Callable[["Trainer", list["RolloutResult"]], None] | None = None,
-              max_placements: int | None = None, max_seconds: float | None = None) -> "Trainer":
+              max_placements: int | None = None, max_seconds: float | None = None,
+              time_up: Callable[[], bool] | None = None) -> "Trainer":
         """Train until ``cfg.episodes`` episodes, the stopping rule, exactly ``max_placements``
         simulated placements in all (counting those of earlier calls), or the opt-in wall-clock
-        limit ``max_seconds`` (not reproducible)."""
+        limit ``max_seconds``, or until ``time_up()`` says a method's time limit has passed
+        (:meth:`placer.methods.base.Evaluator.time_up`, on the clock it names; both not reproducible)."""
         t0 = time.perf_counter()
         self.schedule_placements = max_placements
         while self.episode < self.cfg.episodes and not self.stopped:
@@ -271,6 +273,8 @@ class Trainer:
             if room is not None and room <= 0:
                 break
             if max_seconds is not None and time.perf_counter() - t0 >= max_seconds:
+                break
+            if time_up is not None and time_up():
                 break
             results = self.step(room)
             if on_update is not None:
