@@ -143,8 +143,8 @@ def test_memory_bound_only_for_fitting_placements():
     """Two heavy ops whose parameters cannot share a device: the memory-aware bound counts the
     transfer between them; the bound on every placement does not."""
     g = OpGraph.build(["a", "b"], [(0, 1, 1000.0)], compute_us={"gpu": np.array([10.0, 10.0])},
-                      param_bytes=[60.0, 60.0])
-    devs = [Device(f"d{d}", "gpu", "k", 100.0) for d in range(2)]
+                      param_bytes=[6000.0, 6000.0])
+    devs = [Device(f"d{d}", "gpu", "k", 10_000.0) for d in range(2)]
     P = Problem(g, make_cluster("c", devs, 10.0, 0.0))
     sp = SimParams()
     best_fit, best_any = optimum(P, sp)

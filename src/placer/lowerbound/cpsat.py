@@ -71,7 +71,11 @@ def solve_subset(relax, classes: Classes, S: np.ndarray, memory: bool, det_secon
         allowed &= (g.param_bytes[S] + running)[:, None] <= mem[None, :]
         if not allowed.any(axis=1).all():
             return ExactResult(float("inf"), 1.0, True, None, float("inf"))
-    horizon = float(np.where(allowed, est + tail, 0.0).max() + np.where(allowed, occ, 0.0).max(axis=1).sum())
+    # a schedule of S one op at a time, each transfer between them at its slowest, fits in the horizon
+    # (an upper bound on the optimum of the model: every schedule it keeps is at most this long)
+    slowest = float((relax.link_latency + relax.link_us_per_byte * float(g.edge_bytes.max(initial=0.0))).max())
+    horizon = float(np.where(allowed, est + tail, 0.0).max() + np.where(allowed, occ, 0.0).max(axis=1).sum()
+                    + np.where(allowed, tail, 0.0).max() + g.n_edges * slowest) + 1.0
     res = max(1e-3, horizon / 1e9)
     H = int(horizon / res) + 2
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from placer.lowerbound.cpsat import solve_subset
 from placer.lowerbound.known import polish
+from placer.lowerbound.memory import path_bound
 from placer.lowerbound.load import device_classes, load_lp, weighted_work, window_bound
 from placer.lowerbound.relax import Relaxation
 
@@ -79,23 +80,25 @@ def lower_bound(problem, sim_params=None, seconds: float | None = None, known_us
         cands.append(Candidate(name, float(v), time.perf_counter() - t0, memory, note))
         return v
 
+    memory = _memory_may_bind(problem)
     relax = Relaxation.of(problem, params)
     classes = device_classes(relax)
-    measure("critical path", False, lambda: relax.path_us,
-            "device-aware longest path: per-op costs, transfers between devices, op gaps")
-    lp_y: list = []
-    measure("load", False, lambda: max(lp_y.append(load_lp(relax, classes, memory=False)) or lp_y[0][0],
-                                       float(relax.min_occ.max(initial=0.0))),
-            "fractional assignment of every op's work to device classes")
-    if _memory_may_bind(problem):
-        measure("load + memory", True, lambda: load_lp(relax, classes, memory=True)[0],
-                "the same with each class's memory holding the parameters placed there")
-    w = weighted_work(relax, classes, lp_y[0][1])
-    measure("windows", False, lambda: window_bound(relax.head, relax.tail_after_end, w),
-            "work that must run after a head and before a tail")
+    _cheap(relax, classes, False, "", measure)
+    fit = Relaxation.of(problem, params, fit=True) if memory else relax
+    if fit is None:  # some op fits on no device: no placement fits, every one is out of memory
+        cands.append(Candidate("memory", float("inf"), 0.0, True, "an op fits on no device: no placement fits"))
+        return _done(cands, problem, None, None, t_all)
+    if memory:
+        fclasses = device_classes(fit)
+        if not np.array_equal(np.isfinite(fit.dur), np.isfinite(relax.dur)):  # memory keeps ops off devices
+            _cheap(fit, fclasses, True, " (fitting)", measure)
+        measure("load + memory", True, lambda: load_lp(fit, fclasses, memory=True)[0],
+                "the load LP with each class's memory holding the parameters placed there")
+        measure("memory paths", True, lambda: path_bound(fit),
+                "a path cut into runs that fit a device's memory, a transfer at each cut")
+        relax, classes = fit, fclasses  # the exact relaxations below bound the fitting placements
     placement, known = None, known_us
     if det > 0:
-        memory = _memory_may_bind(problem)
         if problem.n_ops <= EXACT_OPS:
             S = np.arange(problem.n_ops)
             t0 = time.perf_counter()
@@ -119,11 +122,30 @@ def lower_bound(problem, sim_params=None, seconds: float | None = None, known_us
             cands.append(Candidate("exact subsets", best, time.perf_counter() - t0, memory,
                                    f"CP-SAT on {len(subsets)} sets of {SUBSET_OPS} consecutive ops with their heads, "
                                    "tails and the longest paths between them"))
+    return _done(cands, problem, known, placement, t_all)
+
+
+def _cheap(relax, classes, memory: bool, suffix: str, measure) -> np.ndarray:
+    """The critical-path, load and window bounds of ``relax``; returns the load LP's class weights."""
+    measure("critical path" + suffix, memory, lambda: relax.path_us,
+            "device-aware longest path: per-op costs, transfers between devices, op gaps")
+    lp: list = []
+    measure("load" + suffix, memory, lambda: max(lp.append(load_lp(relax, classes, memory=False)) or lp[0][0],
+                                                 float(relax.min_occ.max(initial=0.0))),
+            "fractional assignment of every op's work to device classes")
+    w = weighted_work(relax, classes, lp[0][1])
+    measure("windows" + suffix, memory, lambda: window_bound(relax.head, relax.tail_after_end, w),
+            "work that must run after a head and before a tail")
+    return lp[0][1]
+
+
+def _done(cands, problem, known, placement, t_all) -> Bound:
     value_c = max(cands, key=lambda c: c.value_us)
-    any_c = max((c for c in cands if not c.memory), key=lambda c: c.value_us)
+    free = [c for c in cands if not c.memory]
+    any_us = max(c.value_us for c in free) if free else 0.0
     value = value_c.value_us
     proven = known is not None and np.isfinite(value) and known <= value * (1 + TOLERANCE) + 1e-9
-    return Bound(value, value_c.name, any_c.value_us, tuple(cands), float(problem.lower_bound_us), known,
+    return Bound(value, value_c.name, any_us, tuple(cands), float(problem.lower_bound_us), known,
                  bool(proven), placement, time.perf_counter() - t_all)
 
 

@@ -45,10 +45,17 @@ class Relaxation:
     latency: np.ndarray  # (D, D) us
 
     @classmethod
-    def of(cls, problem, params) -> "Relaxation":
+    def of(cls, problem, params, fit: bool = False) -> "Relaxation":
+        """The relaxed problem; ``fit``: of the placements that fit in memory only, where an op may
+        not run on a device that cannot hold its parameters, output buffer and workspace at once
+        (None when some op fits on no device: no placement fits)."""
         from placer.sim.prepare import link_matrices
 
         dur = np.asarray(problem.compute_us, dtype=np.float64)
+        if fit:
+            dur = np.where(op_fits(problem), dur, np.inf)
+            if not np.isfinite(dur).any(axis=1).all():
+                return None
         occ = dur + np.where(dur > 0, params.op_gap_us, 0.0)
         bw, lat = link_matrices(problem, params)
         return cls(problem, dur, occ, float(params.op_gap_us), bw, lat)
@@ -125,6 +132,16 @@ class Relaxation:
     def path_us(self) -> float:
         """The device-aware critical path: max over ops of min over devices of head + tail."""
         return float((self.est + self.tail).min(axis=1).max()) if self.n else 0.0
+
+
+def op_fits(problem) -> np.ndarray:
+    """(n, D) bool: the device's memory holds the op's parameters with its output buffer and
+    workspace (all resident while it runs, docs/simulator.md)."""
+    from placer.sim.prepare import prepared
+
+    g = problem.graph
+    own = g.param_bytes + np.asarray(prepared(problem).out_bytes) + g.temp_bytes
+    return own[:, None] <= np.asarray(problem.memory_bytes, dtype=np.float64)[None, :]
 
 
 @njit(cache=True, nogil=True)
