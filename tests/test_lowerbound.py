@@ -61,6 +61,26 @@ def random_instance(seed: int) -> tuple[Problem, SimParams]:
         return random_instance(seed + 10_000)
 
 
+def chain_instance(seed: int) -> tuple[Problem, SimParams]:
+    """A chain of blocks (series points between them) whose parameters need two or more devices, with
+    heavy edges: what the memory bounds (fitting relaxation, memory paths, memory series) reason about."""
+    rng = np.random.default_rng(1000 + seed)
+    n = int(rng.integers(4, 9))
+    D = int(rng.integers(2, 4))
+    edges = [(i, i + 1, float(rng.uniform(10, 300))) for i in range(n - 1)]
+    edges += [(i, i + 2, float(rng.uniform(10, 300))) for i in range(n - 2) if rng.random() < 0.3]
+    cost = {f"m{d}": rng.uniform(1, 30, n) * (1 + 3 * d * rng.random()) for d in range(D)}
+    params = rng.uniform(200, 1000, n)
+    g = OpGraph.build([f"o{i}" for i in range(n)], edges, compute_us=cost, param_bytes=params,
+                      output_bytes=rng.uniform(0, 5, n))
+    cap = float(params.sum() * rng.uniform(0.5, 0.9) + 1200)
+    devs = [Device(f"d{d}", "gpu", f"m{d}", cap) for d in range(D)]
+    model = MODELS[seed % len(MODELS)]
+    cluster = make_cluster(f"chain{seed}", devs, float(rng.uniform(2, 20)), float(rng.uniform(0, 3)),
+                           meta={"comm_model": model})
+    return Problem(g, cluster), SimParams(comm_model=model)
+
+
 def all_placements(P: Problem) -> np.ndarray:
     """Every valid placement (allowed devices, colocation groups together)."""
     rows = np.array(list(itertools.product(range(P.n_devices), repeat=P.n_ops)), dtype=np.int64)
@@ -89,6 +109,16 @@ def test_bound_never_exceeds_the_enumerated_optimum(seed):
     assert b.value_us >= b.any_placement_us >= P.critical_path_us * (1 - 1e-12)
     if b.proven_optimal:  # the engine's own placement has that step time and fits
         assert b.best_known_us == pytest.approx(best_fit, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_memory_bounds_never_exceed_the_enumerated_optimum(seed):
+    P, sp = chain_instance(seed)
+    best_fit, best_any = optimum(P, sp)
+    b = lower_bound(P, sp, seconds=0)  # the cheap bounds only: each must hold on its own
+    for c in b.candidates:
+        limit = best_fit if c.memory else min(best_fit, best_any)
+        assert c.value_us <= limit * (1 + 1e-9) + 1e-6, (c, best_fit, best_any)
 
 
 def test_small_instances_are_closed():

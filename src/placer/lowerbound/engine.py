@@ -22,7 +22,7 @@ import numpy as np
 
 from placer.lowerbound.cpsat import solve_subset
 from placer.lowerbound.known import polish
-from placer.lowerbound.memory import path_bound
+from placer.lowerbound.memory import path_bound, series_bound
 from placer.lowerbound.load import device_classes, load_lp, weighted_work, window_bound
 from placer.lowerbound.relax import Relaxation
 
@@ -51,7 +51,7 @@ class Bound:
     old_us: float  # Problem.lower_bound_us: critical path and total work over the devices
     best_known_us: float | None = None  # the best fitting step time the engine saw or was given
     proven_optimal: bool = False  # best_known_us equals value_us (within TOLERANCE)
-    placement: np.ndarray | None = field(default=None, compare=False)  # a placement with best_known_us, when the engine found it
+    placement: np.ndarray | None = field(default=None, compare=False)  # one with best_known_us, when the engine found it
     seconds: float = 0.0
 
     def as_dict(self) -> dict:
@@ -96,6 +96,8 @@ def lower_bound(problem, sim_params=None, seconds: float | None = None, known_us
                 "the load LP with each class's memory holding the parameters placed there")
         measure("memory paths", True, lambda: path_bound(fit),
                 "a path cut into runs that fit a device's memory, a transfer at each cut")
+        measure("memory series", True, lambda: series_bound(fit),
+                "series of blocks: runs of whole blocks that fit one device, a transfer between runs")
         relax, classes = fit, fclasses  # the exact relaxations below bound the fitting placements
     placement, known = None, known_us
     if det > 0:

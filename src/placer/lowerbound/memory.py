@@ -130,3 +130,154 @@ def cut_path(path, ebytes, dur, occ, params, need, mem, lat, upb):
             if t < out:
                 out = t
     return out
+
+
+# ---------------------------------------------------------------------------- series
+def series_points(g) -> np.ndarray:
+    """Ops every source-to-sink path passes through, in order: no edge jumps over the op, no op
+    before it is a sink and no op after it is a source (then every earlier op is its ancestor and
+    every later op its descendant)."""
+    n = g.n_ops
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    src, dst = g.edge_src, g.edge_dst
+    cover = np.zeros(n + 1, dtype=np.int64)  # edges (u, w) with u < v < w
+    long = dst > src + 1
+    np.add.at(cover, src[long] + 1, 1)
+    np.add.at(cover, dst[long], -1)
+    jumped = np.cumsum(cover)[:n] > 0
+    sink = np.diff(g.succ_ptr) == 0
+    source = np.diff(g.pred_ptr) == 0
+    sink_before = np.concatenate([[False], np.cumsum(sink)[:-1] > 0])
+    source_after = np.concatenate([np.cumsum(source[::-1])[::-1][1:] > 0, [False]])
+    return np.flatnonzero(~jumped & ~sink_before & ~source_after).astype(np.int64)
+
+
+def series_bound(relax) -> float:
+    """The series dynamic program (docs/bounds.md, "memory series"): the graph is a sequence of
+    elements, each the ops after one series point up to the next; an element either sits whole on
+    one device, in a run of such elements whose parameters fit that device, or is split (its own
+    critical path); a run after a whole element on another device waits for a transfer out of
+    that element's series point. 0 when the graph has no series points."""
+    from placer.sim.prepare import prepared
+
+    g = relax.graph
+    pts = series_points(g)
+    if len(pts) == 0:
+        return 0.0
+    n = g.n_ops
+    ends = pts if pts[-1] == n - 1 else np.concatenate([pts, [n - 1]])
+    need = np.asarray(prepared(relax.problem).out_bytes) + g.temp_bytes
+    minb = np.full(n, np.inf)
+    if g.n_edges:
+        np.minimum.at(minb, g.edge_src, np.asarray(g.edge_bytes, dtype=np.float64))
+    off = ~np.eye(relax.D, dtype=bool)
+    eb = np.asarray(g.edge_bytes, dtype=np.float64)
+    edelay = (relax.link_latency[off][None, :] + eb[:, None] * relax.link_us_per_byte[off][None, :]).min(axis=1) \
+        if relax.D > 1 else np.full(g.n_edges, np.inf)
+    return float(series_dp(ends, bool(pts[-1] == n - 1), g.pred_ptr, g.pred_idx, g.pred_edge, edelay, relax.dur,
+                           relax.occ, relax.fastest,
+                           np.asarray(g.param_bytes, dtype=np.float64), need,
+                           np.asarray(relax.problem.memory_bytes, dtype=np.float64), minb,
+                           relax.link_latency, relax.link_us_per_byte))
+
+
+@njit(cache=True, nogil=True)
+def series_dp(ends, last_is_series, pred_ptr, pred_idx, pred_edge, edelay, dur, occ, fastest, params, need, mem, minb,
+              lat, upb):
+    """Element i is the ops (ends[i-1], ends[i]]; see :func:`series_bound`. A split element has an
+    op off its last op's device: some path from that op to the last crosses a link, so it takes at
+    least min over its ops o of (longest path through o) + (cheapest transfer on a path from o to
+    the last op)."""
+    K = len(ends)
+    n, D = dur.shape
+    INF = np.inf
+    # per element: whole-on-d time (every op's occupancy, the last op's cost), params, need, critical path
+    whole = np.zeros((K, D))
+    gapless = np.zeros((K, D))  # occupancy of the last op less its cost (its op gap)
+    par = np.zeros(K)
+    nd = np.zeros(K)
+    cp = np.zeros(K)
+    dist = np.zeros(n)
+    lo = 0
+    for i in range(K):
+        hi = ends[i]
+        best = 0.0
+        for o in range(lo, hi + 1):
+            par[i] += params[o]
+            if need[o] > nd[i]:
+                nd[i] = need[o]
+            for d in range(D):
+                whole[i, d] += occ[o, d]
+            s = 0.0
+            for j in range(pred_ptr[o], pred_ptr[o + 1]):
+                u = pred_idx[j]
+                if u >= lo and dist[u] > s:
+                    s = dist[u]
+            dist[o] = s + fastest[o]
+            if dist[o] > best:
+                best = dist[o]
+        cp[i] = best
+        # split: the longest path through o within the element plus the cheapest crossing after o
+        if hi > lo and (i < K - 1 or last_is_series):  # every op of the element reaches its last op
+            after = np.zeros(hi - lo + 1)  # longest path from o's end to the element's last op's end
+            cross = np.full(hi - lo + 1, np.inf)  # cheapest transfer on a path from o to the last op
+            for o in range(hi, lo - 1, -1):
+                k = o - lo
+                for j in range(pred_ptr[o], pred_ptr[o + 1]):
+                    u = pred_idx[j]
+                    if u >= lo:
+                        a = after[k] + fastest[o]
+                        if a > after[u - lo]:
+                            after[u - lo] = a
+                        c = min(edelay[pred_edge[j]], cross[k])
+                        if c < cross[u - lo]:
+                            cross[u - lo] = c
+            low = np.inf
+            for o in range(lo, hi):
+                t = dist[o] + after[o - lo] + cross[o - lo]
+                if t < low:
+                    low = t
+            if low > cp[i] and np.isfinite(low):
+                cp[i] = low
+        for d in range(D):
+            gapless[i, d] = occ[hi, d] - dur[hi, d] if np.isfinite(dur[hi, d]) else 0.0
+            whole[i, d] -= gapless[i, d]
+        lo = hi + 1
+    f = np.full((K, D), INF)  # element i whole on d, a run ending there: the end of its last op
+    split = np.full(K, INF)  # element i split
+    for i in range(K):
+        before_split = 0.0 if i == 0 else min(split[i - 1], f[i - 1].min())
+        split[i] = before_split + cp[i]
+        for d in range(D):
+            t = 0.0
+            p = 0.0
+            m = 0.0
+            best = INF
+            for j in range(i, -1, -1):  # the run is elements j..i
+                if not np.isfinite(whole[j, d]):
+                    break
+                p += par[j]
+                if nd[j] > m:
+                    m = nd[j]
+                if p + m > mem[d]:
+                    break
+                t += whole[j, d] + (gapless[j, d] if j < i else 0.0)
+                if j == 0:
+                    start = 0.0
+                else:
+                    start = split[j - 1]
+                    s = ends[j - 1]
+                    for a in range(D):
+                        if a != d and f[j - 1, a] < INF:
+                            x = f[j - 1, a] + lat[a, d] + minb[s] * upb[a, d]
+                            if x < start:
+                                start = x
+                if start + t < best:
+                    best = start + t
+            f[i, d] = best
+    out = split[K - 1]
+    for d in range(D):
+        if f[K - 1, d] + gapless[K - 1, d] < out:
+            out = f[K - 1, d] + gapless[K - 1, d]
+    return out
