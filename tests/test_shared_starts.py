@@ -162,6 +162,71 @@ def test_the_compiled_critical_path_is_the_python_one_with_ties(seed):
     assert np.array_equal(critical_path(g, start, end, dev), _python_critical_path(g, start, end, dev))
 
 
+class _PythonMoves:
+    """Local search's moves as they were written in Python (the reference), on a search's own arrays."""
+
+    def __init__(self, s):
+        self.s = s
+
+    def segment(self, u):
+        s, g = self.s, self.s.problem.graph
+        L = int(s.rng.geometric(1.0 / s.seg_mean))
+        a = int(s.first[u])
+        ops = np.arange(a, min(g.n_ops, a + L))
+        mir = g.mirror[ops]
+        back = np.flatnonzero(np.isin(g.mirror, ops))
+        ops = np.unique(np.concatenate([ops, mir[mir >= 0], back]))
+        return np.unique(s.units.op_group[ops])
+
+    def propose(self, p, critical):
+        s = self.s
+        rng = s.rng
+        u = int(rng.choice(critical)) if len(critical) and rng.random() < 0.5 else int(rng.integers(s.U))
+        us = self.segment(u) if rng.random() < s.seg_prob else np.array([u])
+        here = p[s.first[u]]
+        ok = s.ok[us].all(axis=0)
+        devs = np.flatnonzero(ok)
+        devs = devs[devs != here]
+        if len(devs) == 0:
+            return None
+        nb = s.adj[s.xadj[u]:s.xadj[u + 1]]
+        nbd = np.unique(p[s.first[nb]]) if len(nb) else np.empty(0, dtype=np.int64)
+        nbd = nbd[(nbd != here) & ok[nbd]]
+        d = int(rng.choice(nbd)) if len(nbd) and rng.random() < 0.5 else int(rng.choice(devs))
+        q = p.copy()
+        for v in us:
+            q[s.units.groups[v]] = d
+        return q
+
+
+@pytest.mark.parametrize("graph_seed", range(5))
+def test_the_compiled_moves_are_the_python_ones_draw_for_draw(graph_seed):
+    """Same seed, same proposals, and the random stream left in the same state after each, on
+    placements and critical paths of simulated steps (the golden problem's ops that some devices
+    cannot run and colocation groups included)."""
+    from placer.methods.local_search import _Search
+    from test_method_contract import contract_problem
+
+    problem = contract_problem() if graph_seed == 4 else \
+        _problem(layers=20 + 10 * graph_seed, seed=graph_seed, cluster=["k80x2", "k80x4"][graph_seed % 2])
+    fast = _Search(problem, Evaluator(problem), np.random.default_rng(graph_seed))
+    slow = _PythonMoves(_Search(problem, Evaluator(problem), np.random.default_rng(graph_seed)))
+    draw = np.random.default_rng(50 + graph_seed)
+    units = colocation_units(problem)
+    ok = np.isfinite(units.compute_us(problem))
+    for _ in range(30):
+        choice = draw.integers(0, problem.n_devices, units.n_groups)
+        p = np.array([d if ok[u, d] else int(np.flatnonzero(ok[u])[0]) for u, d in enumerate(choice)])[units.op_group]
+        crit = fast.critical_units(simulate(problem, p))
+        if draw.random() < 0.2:
+            crit = crit[:0]  # no critical path: every draw uniform
+        for _ in range(10):
+            a, b = fast.propose(p, crit), slow.propose(p, crit)
+            assert (a is None) == (b is None)
+            assert a is None or np.array_equal(a, b)
+            assert fast.rng.bit_generator.state == slow.s.rng.bit_generator.state
+
+
 # ---------------------------------------------------------------------- the line-up
 METHODS = "heft,m-etf,m-sct,m-topo,metis,local-search,anneal"
 

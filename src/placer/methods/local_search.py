@@ -166,6 +166,64 @@ def _walk_back(pred_ptr, pred_idx, prev, start, end, i):  # pragma: no cover - c
     return path[:k]
 
 
+@njit(cache=True, nogil=True)
+def _segment_units(a, L, mirror, by_mirror, mirrored, op_group):  # pragma: no cover - compiled
+    """Units of ops a..a+L-1 (within the graph), the ops they mirror and the ops mirroring them
+    (``by_mirror``: ops sorted by the op they mirror, ``mirrored`` that op), sorted, each once."""
+    b = min(len(mirror), a + L)
+    lo, hi = np.searchsorted(mirrored, a), np.searchsorted(mirrored, b)
+    ops = np.empty(2 * (b - a) + hi - lo, dtype=np.int64)
+    k = 0
+    for i in range(a, b):
+        ops[k] = i
+        k += 1
+        if mirror[i] >= 0:
+            ops[k] = mirror[i]
+            k += 1
+    for j in range(lo, hi):
+        ops[k] = by_mirror[j]
+        k += 1
+    return np.unique(op_group[ops[:k]])
+
+
+@njit(cache=True, nogil=True)
+def _targets(us, u, p, ok, xadj, adj, first):  # pragma: no cover - compiled
+    """(devices every unit of ``us`` can run on but unit u's, its neighbours' devices among them,
+    each sorted, once each)."""
+    D = ok.shape[1]
+    here = p[first[u]]
+    can = np.ones(D, dtype=np.bool_)
+    for v in us:
+        for d in range(D):
+            can[d] = can[d] and ok[v, d]
+    devs = np.empty(D, dtype=np.int64)
+    m = 0
+    for d in range(D):
+        if can[d] and d != here:
+            devs[m] = d
+            m += 1
+    seen = np.zeros(D, dtype=np.bool_)
+    for j in range(xadj[u], xadj[u + 1]):
+        seen[p[first[adj[j]]]] = True
+    nbd = np.empty(D, dtype=np.int64)
+    k = 0
+    for d in range(D):
+        if seen[d] and d != here and can[d]:
+            nbd[k] = d
+            k += 1
+    return devs[:m], nbd[:k]
+
+
+@njit(cache=True, nogil=True)
+def _moved(p, us, d, group_ptr, group_ops):  # pragma: no cover - compiled
+    """A copy of ``p`` with every op of the units ``us`` on device d."""
+    q = p.copy()
+    for v in us:
+        for j in range(group_ptr[v], group_ptr[v + 1]):
+            q[group_ops[j]] = d
+    return q
+
+
 # ---------------------------------------------------------------------- the search
 class _Search:
     """The move set of one search (:func:`placer.methods.search.climb`): units, neighbours, and the
@@ -181,6 +239,10 @@ class _Search:
         self.first = self.units.first
         self.by_mirror = np.argsort(problem.graph.mirror, kind="stable")  # ops by the op they mirror (-1 first)
         self.mirrored = problem.graph.mirror[self.by_mirror]
+        self.group_ops = np.argsort(self.units.op_group, kind="stable")  # each unit's ops, units in order
+        self.group_ptr = np.concatenate([[0], np.cumsum(self.units.sizes())]).astype(np.int64)
+        self.ok = np.ascontiguousarray(self.ok)
+        self.xadj, self.adj = np.asarray(xadj, dtype=np.int64), np.asarray(adj, dtype=np.int64)
         self.critical_of = self.critical = None  # the current entry and the units on its critical path
         self.seg_prob, self.seg_mean = 0.3, 6.0
 
@@ -205,34 +267,24 @@ class _Search:
     def segment(self, u: int) -> np.ndarray:
         """Units of a run of consecutive ops (in topological order) starting at unit u's first op,
         with the ops mirroring them (a forward run and its backward run move together)."""
-        g = self.problem.graph
         L = int(self.rng.geometric(1.0 / self.seg_mean))
-        a = int(self.first[u])
-        b = min(g.n_ops, a + L)
-        ops = np.arange(a, b)
-        mir = g.mirror[ops]
-        lo, hi = np.searchsorted(self.mirrored, (a, b))  # the ops whose mirror lies in [a, b)
-        ops = np.unique(np.concatenate([ops, mir[mir >= 0], self.by_mirror[lo:hi]]))
-        return np.unique(self.units.op_group[ops])
+        return _segment_units(int(self.first[u]), L, self.problem.graph.mirror, self.by_mirror, self.mirrored,
+                              self.units.op_group)
 
     def propose(self, p: np.ndarray, critical: np.ndarray) -> np.ndarray | None:
+        """One move from ``p`` (the random draws, in order: which unit, from the critical path or
+        not; whether a segment and its length; which device, a neighbour's or any). ``rng.choice(a)``
+        is written ``a[rng.integers(len(a))]``, the same draw; the array work is compiled."""
         rng = self.rng
-        u = int(rng.choice(critical)) if len(critical) and rng.random() < 0.5 else int(rng.integers(self.U))
-        us = self.segment(u) if rng.random() < self.seg_prob else np.array([u])
-        here = p[self.first[u]]
-        ok = self.ok[us].all(axis=0)
-        devs = np.flatnonzero(ok)
-        devs = devs[devs != here]
+        u = int(critical[rng.integers(len(critical))]) if len(critical) and rng.random() < 0.5 \
+            else int(rng.integers(self.U))
+        us = self.segment(u) if rng.random() < self.seg_prob else np.array([u], dtype=np.int64)
+        p = np.asarray(p, dtype=np.int64)
+        devs, nbd = _targets(us, u, p, self.ok, self.xadj, self.adj, self.first)
         if len(devs) == 0:
             return None
-        nb = self.adj[self.xadj[u]:self.xadj[u + 1]]
-        nbd = np.unique(p[self.first[nb]]) if len(nb) else np.empty(0, dtype=np.int64)
-        nbd = nbd[(nbd != here) & ok[nbd]]
-        d = int(rng.choice(nbd)) if len(nbd) and rng.random() < 0.5 else int(rng.choice(devs))
-        q = p.copy()
-        for v in us:
-            q[self.units.groups[v]] = d
-        return q
+        d = int(nbd[rng.integers(len(nbd))]) if len(nbd) and rng.random() < 0.5 else int(devs[rng.integers(len(devs))])
+        return _moved(p, us, d, self.group_ptr, self.group_ops)
 
     def kick(self, p: np.ndarray, moves: int) -> np.ndarray:
         q = p.copy()
@@ -292,9 +344,9 @@ def search(problem, seed: int, ev: Evaluator, cfg, anneal: bool):
                                  skipped)
 
     def evaluated():
-        for name, p in starts.items():
-            if ev.out_of_budget():
-                break
+        for k, (name, p) in enumerate(starts.items()):
+            if ev.out_of_budget() and (k or not ev.time_up() or ev.remaining() == 0):
+                break  # (the first start is evaluated when only a time limit has ended: an answer of its own)
             yield name, s.simulate(repair_memory(problem, p, s.units))
 
     cur, origin = best_start(evaluated())
