@@ -73,7 +73,9 @@ class PlacementResult:
             "objective": self.value_us, "objective_name": self.objective, "oom": bool(self.sim.oom),
             "peak_memory_bytes": [float(x) for x in self.sim.peak_memory_bytes],
             "placements_sampled": self.cost.placements, "sim_calls": self.cost.sim_calls,
-            "wall_s": self.cost.wall_s, "device_counts": self.placement.counts(),
+            "wall_s": self.cost.wall_s, "cpu_s": self.cost.extra.get("cpu_s"),
+            "stopped_by": self.cost.extra.get("stopped_by"),  # placements, seconds or method (its own end)
+            "device_counts": self.placement.counts(),
             "params": self.params, "notes": self.notes,
         }
 

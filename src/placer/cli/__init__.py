@@ -308,8 +308,12 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
              method: str = typer.Option("local-search", "--method", "-m", help="see `placer methods`",
                                         callback=method_name),
              budget: Optional[int] = BudgetOpt,
-             seconds: Optional[float] = typer.Option(None, help="wall-clock limit in seconds (above 0, at most a day)",
+             seconds: Optional[float] = typer.Option(None, help="time limit in seconds (above 0, at most a day): the "
+                                                     "method stops when its placements or its seconds end",
                                                      callback=bounded("seconds", 60)),
+             clock: str = typer.Option("wall", "--clock", help="what --seconds counts: 'wall' (elapsed) or 'cpu' "
+                                       "(CPU seconds of this process, which machine load changes little)",
+                                       callback=one_of("wall", "cpu")),
              seed: int = SeedOpt,
              out: Optional[str] = OutOpt,
              sim: str = SimOpt, as_json: bool = JsonOpt,
@@ -354,7 +358,7 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
         kw["grouping"] = grouping
     sp = sim_params(sim, P)
     with console.status(f"{method} on {safe(P.graph.name)} / {safe(P.cluster.name)} ...", spinner="dots"):
-        res = run_method(method, P, Budget(budget, seconds), seed, sp, objective=objective, **kw)
+        res = run_method(method, P, Budget(budget, seconds, clock), seed, sp, objective=objective, **kw)
     data = res.summary()
     data["lower_bound_us"] = P.lower_bound_us
     if chose is not None:

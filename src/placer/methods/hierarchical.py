@@ -437,9 +437,9 @@ def search_hierarchical(problem, seed: int, ev: Evaluator, cfg: HierarchicalConf
     else:
         if cfg.warm_start:
             loss = tr.warm_start(cfg.warm_start, stop=ev.time_up)  # the time limit ends it early (never else)
-            steps = (f"{cfg.warm_start}" if tr.warm_steps == cfg.warm_start else
-                     f"{tr.warm_steps} of {cfg.warm_start}: the time limit ended it")
-            notes.append(f"Grouper warm-started toward chunks of the layer-split order ({steps} steps, loss "
+            steps = (f"{cfg.warm_start} steps" if tr.warm_steps == cfg.warm_start else
+                     f"{tr.warm_steps} of {cfg.warm_start} steps: the time limit ended it")
+            notes.append(f"Grouper warm-started toward chunks of the layer-split order ({steps}, loss "
                          f"{loss:.2f})")
         start = None if ev.time_up() else choose_start(tr, ev, cfg)
         if start is not None:

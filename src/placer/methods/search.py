@@ -318,15 +318,15 @@ class IntervalSearch:
         runnable = np.isfinite(self.m.t_us)
         found = False
         for name, order, p in self.starts(given):
-            if self.room(1) <= 0 or self.ev.out_of_budget():
-                return
+            if self.room(1) <= 0 or (self.ev.out_of_budget() and (found or not self.ev.time_up())):
+                return  # (when only a time limit has ended, the first runnable start is still evaluated)
             if not runnable[np.arange(self.m.n), p].all():
                 continue
             entry = self._entry(order, p)
             if entry is not None:
                 found = True
                 yield name, entry
-        if not found and self.room(1) > 0 and not self.ev.out_of_budget():
+        if not found and self.room(1) > 0 and (not self.ev.out_of_budget() or self.ev.time_up()):
             entry = self._entry(*self.allowed_start())
             if entry is not None:
                 yield "greedy:allowed", entry
