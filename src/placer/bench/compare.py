@@ -94,11 +94,15 @@ def method_bound(name: str, budget: int | None) -> tuple[Budget, str]:
 
 
 _REPORTS = None  # in a worker process: the queue its methods' progress reports go to (:func:`_worker_init`)
+_PROBLEM = None  # in a worker process: the line-up's Problem, sent once (:func:`_worker_init`)
 
 
-def _worker_init(queue) -> None:
-    global _REPORTS
-    _REPORTS = queue
+def _worker_init(queue, problem=None) -> None:
+    """A worker's start: where its progress reports go, and the Problem every method it runs gets,
+    one object, so that the starts its methods share (:mod:`placer.methods.starts`, keyed by the
+    Problem object) are computed once per worker, not once per method."""
+    global _REPORTS, _PROBLEM
+    _REPORTS, _PROBLEM = queue, problem
 
 
 def _run_one(problem, name: str, budget: int | None, seed: int, sim_params, objective, scaled: bool = False,
@@ -109,6 +113,7 @@ def _run_one(problem, name: str, budget: int | None, seed: int, sim_params, obje
     parent's queue). A module-level function, so a worker process can run it."""
     from placer.bench.progress import Report
 
+    problem = _PROBLEM if problem is None else problem  # None: the worker's own (:func:`_worker_init`)
     tell = tell or (_REPORTS.put if _REPORTS is not None else None)
     last = [Report(name, 0, None, np.inf, False, 0.0)]
 
@@ -176,7 +181,8 @@ def compare_methods(problem, names: Sequence[str] | None, budget: int | None, se
     skip, scaled = dict(skip or {}), dict(scaled or {})
     todo = [(n, scaled.get(n, budget), n in scaled) for n in names if n not in skip]
     rows = []
-    with _pool(jobs, len(todo), on_progress) as (pool, reports):  # left by any exception (Ctrl-C): workers gone first
+    # left by any exception (Ctrl-C): workers gone first
+    with _pool(jobs, len(todo), on_progress, problem) as (pool, reports):
         ran = _run_all(problem, todo, seed, sim_params, objective, pool, on_start, on_progress, reports)
         for name in names:  # the table keeps the line-up's order, skipped methods in their place
             if name in skip:
@@ -216,10 +222,10 @@ def compare_methods(problem, names: Sequence[str] | None, budget: int | None, se
 
 
 @contextlib.contextmanager
-def _pool(jobs: int, tasks: int, on_progress=None):
+def _pool(jobs: int, tasks: int, on_progress=None, problem=None):
     """The worker processes of :func:`_run_all` and the queue of their progress reports (None without
     ``on_progress``): a :class:`placer.procpool.WorkerPool` of ``jobs`` (at most ``tasks``) when
-    that is more than one, else none (the methods run in this process)."""
+    that is more than one, each given ``problem`` once, else none (the methods run in this process)."""
     if jobs <= 1 or tasks <= 1:
         yield None, None
         return
@@ -229,7 +235,7 @@ def _pool(jobs: int, tasks: int, on_progress=None):
 
     reports = multiprocessing.get_context("spawn").Queue() if on_progress is not None else None
     try:
-        with WorkerPool(min(jobs, tasks), initializer=_worker_init, initargs=(reports,)) as pool:
+        with WorkerPool(min(jobs, tasks), initializer=_worker_init, initargs=(reports, problem)) as pool:
             yield pool, reports
     finally:
         if reports is not None:
@@ -271,7 +277,8 @@ def _run_all(problem, todo, seed, sim_params, objective, pool, on_start, on_prog
         return -(n if t[0] not in SECONDS else 10**9)  # a wall-clock-capped solver: the longest
 
     first = sorted(range(len(todo)), key=lambda k: (work(todo[k]), k))
-    futures = {k: pool.submit(_run_one, problem, *todo[k][:2], seed, sim_params, objective, todo[k][2])
+    # the worker's own Problem (None here: sent once, with the pool), so that its methods share their starts
+    futures = {k: pool.submit(_run_one, None, *todo[k][:2], seed, sim_params, objective, todo[k][2])
                for k in first}
     finished: set = set()
     for k, name in enumerate(names):
