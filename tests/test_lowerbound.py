@@ -43,7 +43,7 @@ def random_instance(seed: int) -> tuple[Problem, SimParams]:
     g = OpGraph.build(names, edges, compute_us=cost, param_bytes=params, output_bytes=rng.uniform(0, 20, n),
                       temp_bytes=rng.uniform(0, 10, n), colocation=colocation)
     tight = rng.random() < 0.4
-    mem = [float(params.sum() * (0.6 if tight else 10) + 200) for _ in range(D)]
+    mem = [float(params.sum() * (0.6 if tight else 10) + 1500) for _ in range(D)]
     devs = [Device(f"d{d}", "gpu", f"m{d}", mem[d]) for d in range(D)]
     pairs = {(a, b): (float(rng.uniform(1, 20)), float(rng.uniform(0, 5)))
              for a in range(D) for b in range(D) if a != b and rng.random() < 0.5}
@@ -122,16 +122,22 @@ def test_memory_bounds_never_exceed_the_enumerated_optimum(seed):
 
 
 def test_small_instances_are_closed():
-    """CP-SAT on the whole relaxed problem: on most random small instances the bound is the optimum."""
-    closed = 0
+    """CP-SAT on the whole relaxed problem (transfers as resources): on most random small instances
+    the bound is the enumerated optimum and the engine's own placement proves it. The rest differ by
+    what the relaxation leaves out: the simulator's first-in-first-out order and the activation
+    memory of every moment but the ops' runs."""
+    closed = finite = 0
     for seed in range(24):
         P, sp = random_instance(seed)
         best_fit, _ = optimum(P, sp)
+        if not np.isfinite(best_fit):
+            continue
+        finite += 1
         b = lower_bound(P, sp, seconds=2.0)
-        closed += b.value_us >= best_fit * (1 - 1e-6)
-        assert b.proven_optimal == (b.value_us >= best_fit * (1 - 1e-6) and b.best_known_us is not None
-                                    and b.best_known_us <= best_fit * (1 + 1e-9))
-    assert closed >= 12
+        tight = b.value_us >= best_fit * (1 - 1e-6)
+        closed += tight
+        assert b.proven_optimal == (tight and b.best_known_us <= best_fit * (1 + 1e-9))
+    assert finite >= 18 and closed >= 0.7 * finite
 
 
 def _chain(n: int, free_comm: bool, comm: str) -> tuple[Problem, SimParams]:

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from placer.lowerbound.load import Classes
-from placer.lowerbound.relax import longest_between
+from placer.lowerbound.relax import longest_between, running_bytes
+from placer.lowerbound.transfers import add_transfers
 
 
 @dataclass(frozen=True)
@@ -65,10 +66,7 @@ def solve_subset(relax, classes: Classes, S: np.ndarray, memory: bool, det_secon
     allowed = np.isfinite(dur)
     mem = np.asarray(problem.memory_bytes, dtype=np.float64)
     if memory:
-        from placer.sim.prepare import prepared
-
-        running = (np.asarray(prepared(problem).out_bytes) + g.temp_bytes)[S]
-        allowed &= (g.param_bytes[S] + running)[:, None] <= mem[None, :]
+        allowed &= g.param_bytes[S][:, None] + running_bytes(problem)[S] <= mem[None, :]
         if not allowed.any(axis=1).all():
             return ExactResult(float("inf"), 1.0, True, None, float("inf"))
     # a schedule of S one op at a time, each transfer between them at its slowest, fits in the horizon
@@ -76,7 +74,7 @@ def solve_subset(relax, classes: Classes, S: np.ndarray, memory: bool, det_secon
     slowest = float((relax.link_latency + relax.link_us_per_byte * float(g.edge_bytes.max(initial=0.0))).max())
     horizon = float(np.where(allowed, est + tail, 0.0).max() + np.where(allowed, occ, 0.0).max(axis=1).sum()
                     + np.where(allowed, tail, 0.0).max() + g.n_edges * slowest) + 1.0
-    res = max(1e-3, horizon / 1e9)
+    res = horizon / 1e9
     H = int(horizon / res) + 2
 
     def f(x):
@@ -130,11 +128,17 @@ def solve_subset(relax, classes: Classes, S: np.ndarray, memory: bool, det_secon
                         t = f(relax.delay(a, b, nb))
                         if t > 0:
                             m.Add(start[j] >= end[i] + t).OnlyEnforceIf([xa, xb])
-    if memory:
+    add_transfers(m, relax, S, x, end, start, T, H, f, pos)
+    if memory:  # parameters all step; while an op runs, what it holds (running_bytes) too
         params = g.param_bytes[S]
+        run = running_bytes(problem)[S]
         for d in range(D):
-            terms = [(int(np.ceil(params[i])), x[i][d]) for i in range(k) if d in x[i] and params[i] > 0]
-            if terms and sum(t for t, _ in terms) > mem[d]:
+            terms = [(int(np.floor(params[i])), x[i][d]) for i in range(k) if d in x[i] and params[i] >= 1]
+            total = sum(t for t, _ in terms)
+            for i in range(k):
+                if d in x[i] and run[i, d] > 0 and total + run[i, d] > mem[d]:
+                    m.Add(sum(t * b for t, b in terms) <= int(np.floor(mem[d] - run[i, d]))).OnlyEnforceIf(x[i][d])
+            if terms and total > mem[d]:
                 m.Add(sum(t * b for t, b in terms) <= int(np.floor(mem[d])))
     # interchangeable devices: the i-th op of S uses one of the first i + 1 devices of the class
     for devs in interchangeable(relax, classes):

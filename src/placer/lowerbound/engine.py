@@ -24,7 +24,7 @@ from placer.lowerbound.cpsat import solve_subset
 from placer.lowerbound.known import polish
 from placer.lowerbound.memory import path_bound, series_bound
 from placer.lowerbound.load import device_classes, load_lp, weighted_work, window_bound
-from placer.lowerbound.relax import Relaxation
+from placer.lowerbound.relax import Relaxation, running_bytes
 
 DEFAULT_SECONDS = 2.0  # CP-SAT's deterministic time by default
 EXACT_OPS = 40  # CP-SAT on the whole relaxed problem up to this many ops
@@ -152,12 +152,10 @@ def _done(cands, problem, known, placement, t_all) -> Bound:
 
 
 def _memory_may_bind(problem) -> bool:
-    """Whether some device cannot hold every op's parameters and the largest running op (else the
-    memory constraints are slack and the memory-free bounds are the same)."""
-    from placer.sim.prepare import prepared
-
+    """Whether some device cannot hold every op's parameters and the most any op holds while running
+    (else the memory constraints are slack and the memory-free bounds are the same)."""
     g = problem.graph
-    need = float(g.param_bytes.sum() + (np.asarray(prepared(problem).out_bytes) + g.temp_bytes).max(initial=0.0))
+    need = float(g.param_bytes.sum()) + running_bytes(problem).max(initial=0.0)
     return bool((np.asarray(problem.memory_bytes) < need).any())
 
 

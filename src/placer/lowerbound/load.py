@@ -9,7 +9,7 @@ restriction). The fractional assignment LP
 
 is a relaxation of "every device's occupancy is at most the step time". With ``memory=True`` it
 also asks ``sum_u param[u] x[u, c] <= k_c M_c`` and forbids a class whose memory cannot hold a
-unit's parameters with its largest running op's output and workspace: then it bounds only the
+unit's parameters with what its ops hold while running (:func:`placer.lowerbound.relax.running_bytes`): then it bounds only the
 placements that fit in memory (the simulator's peak counts the parameters all step, and an op's
 output buffer and workspace while it runs).
 
@@ -69,12 +69,11 @@ def load_lp(relax, classes: Classes, memory: bool) -> tuple[float, np.ndarray]:
     mem = np.asarray(relax.problem.memory_bytes, dtype=np.float64)[classes.rep]
     uparam = np.bincount(unit, weights=g.param_bytes, minlength=U)
     if memory:
-        from placer.sim.prepare import prepared
+        from placer.lowerbound.relax import running_bytes
 
-        running = np.asarray(prepared(relax.problem).out_bytes) + g.temp_bytes
-        urun = np.zeros(U)
-        np.maximum.at(urun, unit, running)
-        ok &= (uparam + urun)[:, None] <= mem[None, :]
+        urun = np.zeros((U, C))
+        np.maximum.at(urun, unit, running_bytes(relax.problem)[:, classes.rep])
+        ok &= uparam[:, None] + urun <= mem[None, :]
         if not ok.any(axis=1).all():
             return float("inf"), np.zeros(C)
     scale = max(float(np.nanmax(np.where(ok, uocc, 0.0))), 1e-9)  # keep GLOP's numbers near 1

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from placer.lowerbound.relax import running_bytes
 from placer.sim.numba_cache import ensure_writable_cache
 
 ensure_writable_cache()
@@ -21,11 +22,9 @@ ensure_writable_cache()
 
 def path_bound(relax, paths: int = 3) -> float:
     """The best memory-path bound over a few paths (0 when memory never cuts a path)."""
-    from placer.sim.prepare import prepared
-
     g = relax.graph
     mem = np.asarray(relax.problem.memory_bytes, dtype=np.float64)
-    need = np.asarray(prepared(relax.problem).out_bytes) + g.temp_bytes
+    need = running_bytes(relax.problem)
     params = np.asarray(g.param_bytes, dtype=np.float64)
     fast = relax.fastest
     total_p = float(params.sum())
@@ -35,8 +34,8 @@ def path_bound(relax, paths: int = 3) -> float:
         weights.append(fast / max(float(fast.sum()), 1e-9) + params / total_p)
     for w in weights[:paths]:
         path = longest_path(g.pred_ptr, g.pred_idx, np.asarray(w, dtype=np.float64))
-        whole = params[path].sum() + need[path].max(initial=0.0)
-        if (whole <= mem[np.isfinite(relax.dur[path]).all(axis=0)]).any():
+        whole = params[path].sum() + need[path].max(axis=0, initial=0.0)
+        if ((whole <= mem) & np.isfinite(relax.dur[path]).all(axis=0)).any():
             continue  # one device holds the whole path: memory cuts nothing (the critical path covers it)
         ebytes = _path_edge_bytes(g, path)
         v = cut_path(path, ebytes, relax.dur, relax.occ, params, need, mem, relax.link_latency, relax.link_us_per_byte)
@@ -104,8 +103,8 @@ def cut_path(path, ebytes, dur, occ, params, need, mem, lat, upb):
                 if not np.isfinite(dur[oj, d]):
                     break
                 p += params[oj]
-                if need[oj] > nd:
-                    nd = need[oj]
+                if need[oj, d] > nd:
+                    nd = need[oj, d]
                 if p + nd > mem[d]:
                     break
                 if j < i:
@@ -159,15 +158,13 @@ def series_bound(relax) -> float:
     one device, in a run of such elements whose parameters fit that device, or is split (its own
     critical path); a run after a whole element on another device waits for a transfer out of
     that element's series point. 0 when the graph has no series points."""
-    from placer.sim.prepare import prepared
-
     g = relax.graph
     pts = series_points(g)
     if len(pts) == 0:
         return 0.0
     n = g.n_ops
     ends = pts if pts[-1] == n - 1 else np.concatenate([pts, [n - 1]])
-    need = np.asarray(prepared(relax.problem).out_bytes) + g.temp_bytes
+    need = running_bytes(relax.problem)
     minb = np.full(n, np.inf)
     if g.n_edges:
         np.minimum.at(minb, g.edge_src, np.asarray(g.edge_bytes, dtype=np.float64))
@@ -196,7 +193,7 @@ def series_dp(ends, last_is_series, pred_ptr, pred_idx, pred_edge, edelay, dur, 
     whole = np.zeros((K, D))
     gapless = np.zeros((K, D))  # occupancy of the last op less its cost (its op gap)
     par = np.zeros(K)
-    nd = np.zeros(K)
+    nd = np.zeros((K, D))
     cp = np.zeros(K)
     dist = np.zeros(n)
     lo = 0
@@ -205,10 +202,10 @@ def series_dp(ends, last_is_series, pred_ptr, pred_idx, pred_edge, edelay, dur, 
         best = 0.0
         for o in range(lo, hi + 1):
             par[i] += params[o]
-            if need[o] > nd[i]:
-                nd[i] = need[o]
             for d in range(D):
                 whole[i, d] += occ[o, d]
+                if need[o, d] > nd[i, d]:
+                    nd[i, d] = need[o, d]
             s = 0.0
             for j in range(pred_ptr[o], pred_ptr[o + 1]):
                 u = pred_idx[j]
@@ -258,8 +255,8 @@ def series_dp(ends, last_is_series, pred_ptr, pred_idx, pred_edge, edelay, dur, 
                 if not np.isfinite(whole[j, d]):
                     break
                 p += par[j]
-                if nd[j] > m:
-                    m = nd[j]
+                if nd[j, d] > m:
+                    m = nd[j, d]
                 if p + m > mem[d]:
                     break
                 t += whole[j, d] + (gapless[j, d] if j < i else 0.0)

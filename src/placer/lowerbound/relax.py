@@ -43,9 +43,12 @@ class Relaxation:
     op_gap_us: float
     bandwidth: np.ndarray  # (D, D) bytes/us after the SimParams overrides
     latency: np.ndarray  # (D, D) us
+    comm_model: str = "placeto"
+    bus_gap_us: float = 0.0
+    resources: np.ndarray | None = None  # (D, D) the link model's resource of each link
 
     @classmethod
-    def of(cls, problem, params, fit: bool = False) -> "Relaxation":
+    def of(cls, problem, params, fit: bool = False) -> "Relaxation | None":
         """The relaxed problem; ``fit``: of the placements that fit in memory only, where an op may
         not run on a device that cannot hold its parameters, output buffer and workspace at once
         (None when some op fits on no device: no placement fits)."""
@@ -58,7 +61,12 @@ class Relaxation:
                 return None
         occ = dur + np.where(dur > 0, params.op_gap_us, 0.0)
         bw, lat = link_matrices(problem, params)
-        return cls(problem, dur, occ, float(params.op_gap_us), bw, lat)
+        res = None
+        if params.comm_model == "link":
+            from placer.sim.prepare import link_resources
+
+            res = link_resources(problem.cluster)
+        return cls(problem, dur, occ, float(params.op_gap_us), bw, lat, params.comm_model, float(params.bus_gap_us), res)
 
     @property
     def n(self) -> int:
@@ -134,14 +142,25 @@ class Relaxation:
         return float((self.est + self.tail).min(axis=1).max()) if self.n else 0.0
 
 
-def op_fits(problem) -> np.ndarray:
-    """(n, D) bool: the device's memory holds the op's parameters with its output buffer and
-    workspace (all resident while it runs, docs/simulator.md)."""
+def running_bytes(problem) -> np.ndarray:
+    """(n, D) bytes resident on a device, beside its parameters, while the op runs there: its output
+    buffer, its workspace and a buffer of at least each input edge's bytes (a local producer's
+    output or a received copy, both held until the op ends). 0 where the op's cost there is 0: a
+    zero-length interval holds nothing (docs/simulator.md, memory)."""
     from placer.sim.prepare import prepared
 
     g = problem.graph
-    own = g.param_bytes + np.asarray(prepared(problem).out_bytes) + g.temp_bytes
-    return own[:, None] <= np.asarray(problem.memory_bytes, dtype=np.float64)[None, :]
+    run = np.asarray(prepared(problem).out_bytes) + g.temp_bytes
+    if g.n_edges:
+        run = run + np.bincount(g.edge_dst, weights=g.edge_bytes, minlength=g.n_ops)
+    return np.where(np.asarray(problem.compute_us) > 0, run[:, None], 0.0)
+
+
+def op_fits(problem) -> np.ndarray:
+    """(n, D) bool: the device's memory holds the op's parameters with what it needs while running
+    (:func:`running_bytes`)."""
+    own = problem.graph.param_bytes[:, None] + running_bytes(problem)
+    return own <= np.asarray(problem.memory_bytes, dtype=np.float64)[None, :]
 
 
 @njit(cache=True, nogil=True)
