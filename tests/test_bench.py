@@ -453,7 +453,7 @@ def test_a_policys_trainer_overrides_key_only_that_policy_and_reach_its_training
                                "typo": PolicySpec(**base, trainer={"keep_bais": 0.25}),
                                "restart": PolicySpec(**base, trainer={"restart": "start"})})
     sim = dataclasses.asdict(sim_params(exp.sim))
-    plain, low, restart = (pol.prepare(exp, n, "quick", tmp_path, sim) for n in ("plain", "low", "restart"))
+    plain, low, restart = (pol.prepare(exp, n, "quick", tmp_path, exp.sim) for n in ("plain", "low", "restart"))
     assert restart.hash == plain.hash  # policy training does not read it
     assert plain.hash == stable_hash({"harness": HARNESS_VERSION, "graphs": [G.graph_fingerprint(p.graph) for p in plain.problems],
                                       "clusters": [G.cluster_fingerprint(p.cluster) for p in plain.problems],
@@ -463,7 +463,7 @@ def test_a_policys_trainer_overrides_key_only_that_policy_and_reach_its_training
                                       "versions": pol.policy_versions()})  # devices as training resolves "auto"
     assert low.hash != plain.hash
     with pytest.raises(InputError, match="keep_bais"):
-        pol.prepare(exp, "typo", "quick", tmp_path, sim)
+        pol.prepare(exp, "typo", "quick", tmp_path, exp.sim)
     low.path.parent.mkdir(parents=True)
     pol.train(low, exp.sim)
     state = load_checkpoint(low.path)
@@ -480,7 +480,6 @@ def test_a_policy_with_choices_keeps_the_candidate_that_places_its_training_grap
     import dataclasses
 
     import placer.bench.policies as pol
-    from placer.bench.runner import sim_params
     from placer.bench.spec import PolicySpec
     from placer.rl.checkpoint import load_checkpoint
 
@@ -492,10 +491,9 @@ def test_a_policy_with_choices_keeps_the_candidate_that_places_its_training_grap
                       trainer={"grouping": "contiguous:6"}, choices=({"init": "single"}, {"init": "random"}))
     exp = Experiment(name="pol", title="t", paper="none", rows=(Row("g", str(gpaths[0]), "k80x2"),), methods=(),
                      budgets={lv: Level(24) for lv in LEVELS}, policies={"p": spec})
-    sim = dataclasses.asdict(sim_params(exp.sim))
-    ctx = pol.prepare(exp, "p", "quick", tmp_path, sim)
+    ctx = pol.prepare(exp, "p", "quick", tmp_path, exp.sim)
     one = pol.prepare(dataclasses.replace(exp, policies={"p": dataclasses.replace(spec, choices=())}), "p", "quick",
-                      tmp_path, sim)
+                      tmp_path, exp.sim)
     assert ctx.hash != one.hash
     ctx.path.parent.mkdir(parents=True)
     rec = pol.train(ctx, exp.sim)

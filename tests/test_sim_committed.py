@@ -89,12 +89,17 @@ def problem_of(exp, doc, graphs={}):
             "no rounded fingerprint recorded"
         raise AssertionError(f"{spec} changed since {exp} ran (fingerprint {G.graph_fingerprint(g)}, recorded "
                              f"{recorded}; {rounded})")
+    changed = []
     for row in EXPERIMENTS[exp].rows:
         if row.label == doc["row"]:
             c = G.resolve_row_cluster(row.cluster, g, path)
             if _matches("clusters", c, doc["spec"]["cluster_fp"], G.cluster_fingerprint, why, f"cluster {row.cluster}"):
                 return Problem(g, c), why
-    raise AssertionError(f"no row of {exp} is {doc['row']} on the recorded cluster")
+            changed.append(f"{row.cluster} is {G.cluster_fingerprint(c)}")
+    # an input that changed on purpose (e.g. the communication model a cluster declares) fails until rerun
+    raise AssertionError(f"no row of {exp} is {doc['row']} on the recorded cluster {doc['spec']['cluster_fp']} "
+                         f"({'; '.join(changed) or 'no row has that label'}): rerun `placer bench {exp}` and commit "
+                         "its runs, then `python tests/test_sim_committed.py --write`")
 
 
 def committed_runs():

@@ -26,7 +26,9 @@ DOPPLER_ROWS = (
 )
 # GiPH (Hu et al., MLSys 2023, section 5): random task graphs on random heterogeneous device networks.
 # The policy trains on TRAIN_GRAPHS x TRAIN_NETS; the rows place other graphs on networks outside that
-# set: other device counts, speeds and links, and a training network after devices left and joined
+# set: other device counts, speeds and links, and a training network after devices left and joined.
+# Every giph-net network declares GiPH's communication model (comm=giph, placer.zoo.giph.DEFAULT_COMM),
+# so these rows and the policy's training are simulated as GiPH's evaluator scores a placement
 GIPH_TRAIN_GRAPHS = tuple(f"giph:tasks=40,seed={s}" for s in range(1, 7))
 GIPH_TRAIN_NETS = ("giph-net:devices=4,seed=1", "giph-net:devices=6,seed=2", "giph-net:devices=8,seed=3")
 GIPH_TEST = (  # label, graph, cluster
@@ -92,6 +94,11 @@ LEARNED_SINCE = Experiment(
         "Step times are simulated by placer's event simulator: DOPPLER measured its placements on a real "
         "work-conserving multi-GPU system and GiPH on its own simulator of heterogeneous devices; compare the "
         "sign and size of a reduction, not times.",
+        "Each row is simulated under its cluster's communication model (the comm model column, docs/simulator.md): "
+        "the GiPH rows under GiPH's own (its evaluator's: one transfer per edge with that edge's bytes, sent when "
+        "its producer ends, no contention; the giph-net networks declare it, comm=giph), as its paper scores "
+        "placements; the DOPPLER rows under Placeto's (one FIFO bus per device; the K80 presets declare no other). "
+        "GiPH's policy trains under the model its training networks declare, giph.",
         "Only the two papers' abstracts and introductions (and DOPPLER's public configuration files) could be "
         "read: the workloads' block grids, GiPH's generator parameters and every hyperparameter neither "
         "states are ours (docs/methods/doppler.md, docs/methods/giph.md mark each).",

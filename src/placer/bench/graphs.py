@@ -158,12 +158,24 @@ def graph_fingerprint(g, digits: int | None = None) -> str:
 
 
 def cluster_fingerprint(c, digits: int | None = None) -> str:
-    """A hash of a cluster's devices and links (``digits``: as :func:`graph_fingerprint`'s)."""
+    """A hash of a cluster's devices and links (``digits``: as :func:`graph_fingerprint`'s), and of the
+    communication model and shared link groups it declares (``meta["comm_model"]``,
+    ``meta["shared_links"]``) when they are not the default (Placeto's model, no groups): a cluster
+    that declares none keeps the fingerprint it had before clusters could declare them."""
+    import json
+
+    from placer.sim.result import cluster_comm_model
+
     h = hashlib.sha256()
     for d in c.devices:
         h.update(f"{d.name}|{d.kind}|{d.model}|{_f(d.memory_bytes, digits)}|{_f(d.peak_flops_per_us, digits)}|"
                  f"{_f(d.mem_bw_bytes_per_us, digits)}|{_f(d.launch_us, digits)}".encode())
     _h(h, c.bandwidth_bytes_per_us, digits)
     _h(h, c.latency_us, digits)
+    comm, shared = cluster_comm_model(c), (getattr(c, "meta", None) or {}).get("shared_links")
+    if comm != "placeto":
+        h.update(f"comm_model|{comm}".encode())
+    if shared:
+        h.update(("shared_links|" + json.dumps(shared, sort_keys=True, default=str)).encode())
     return h.hexdigest()[:16]
 

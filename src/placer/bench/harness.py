@@ -14,7 +14,7 @@ from placer.bench import tables
 from placer.bench.envinfo import environment
 from placer.bench.experiments import EXPERIMENTS
 from placer.bench.graphs import repo_root
-from placer.bench.runner import OK, Cell, Plan, decode_placement, make_plan, prune, run_plan, sim_params
+from placer.bench.runner import OK, Cell, Plan, decode_placement, make_plan, prune, run_plan
 from placer.bench.spec import Experiment, slug, stable_hash
 from placer.errors import InputError
 
@@ -149,7 +149,7 @@ OBJECTIVE_LEGEND = (
     "not the simulated step time; mean ± sd over seeds when there are several. **bold** = best in the row among "
     "the columns scored by the row's objective; invalid = the placement breaks the objective's constraints "
     "(contiguity, acyclic contraction, memory); (repaired) = the method's own placement broke them and the "
-    "Evaluator repaired it, the value is the repaired one's; [opt] = HiGHS proved the published IP optimal "
+    "Evaluator repaired it, the value is the repaired one's; [opt] = the solver (CP-SAT or HiGHS) proved the published IP optimal "
     "(of that IP, whose optimum is the objective's). A method or graph that does not exist yet is marked, never "
     "filled in.")
 
@@ -157,7 +157,8 @@ OBJECTIVE_LEGEND = (
 def render_markdown(plan: Plan, env: dict, table: str, footnotes: str, summary_md: str,
                     plot_files: dict[int, list[str]]) -> str:
     exp, lv = plan.experiment, plan.experiment.level(plan.level)
-    sim = "Placeto's reference simulator constants" if exp.sim == "placeto" else "the default simulator"
+    sim = "Placeto's reference simulator constants" if exp.sim == "placeto" else \
+        "the default simulator, each row under its cluster's communication model (docs/simulator.md)"
     lines = [
         f"# {exp.title}", "",
         f"Paper: {exp.paper}.  ",
@@ -286,7 +287,7 @@ def write_plots(plan: Plan, plot_dir: Path) -> dict[int, list[str]]:
         tl_name, tl_key = f"{base}__timeline.png", f"{best['hash']}-v{PLOT_VERSION}"
         if manifest.get(tl_name) != tl_key or not (plot_dir / tl_name).exists():
             P = Problem(ctx.graph, ctx.cluster)
-            sim = simulate(P, decode_placement(best["placement"]), sim_params(plan.experiment.sim))
+            sim = simulate(P, decode_placement(best["placement"]), ctx.sim)  # the row's cluster's model
             plot_timeline(sim, P.cluster.device_names, plot_dir / tl_name, roles=ctx.graph.role,
                           title=f"{title}: best = {best['method_label']} (seed {best['seed']}), "
                                 f"step {sim.makespan_us / 1e3:,.2f} ms", lower_bound_us=ctx.lower_bound_us)

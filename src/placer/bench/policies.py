@@ -75,8 +75,9 @@ def substitute(params: dict[str, Any], contexts: dict[str, "PolicyContext"]) -> 
     return {k: value(v) for k, v in params.items()}
 
 
-def prepare(exp: Experiment, name: str, level: str, results_dir: Path, sim: dict) -> PolicyContext:
-    """Load the policy's training graphs and decide its hash and checkpoint path (trains nothing)."""
+def prepare(exp: Experiment, name: str, level: str, results_dir: Path, sim: str) -> PolicyContext:
+    """Load the policy's training graphs and decide its hash and checkpoint path (trains nothing);
+    ``sim``: the experiment's simulator preset, on the training clusters as :func:`training_params` says."""
     from placer.problem import Problem
 
     spec = exp.policies.get(name)
@@ -96,6 +97,7 @@ def prepare(exp: Experiment, name: str, level: str, results_dir: Path, sim: dict
         ctx.missing = f"policy '{name}' cannot be trained: {e}"
         return ctx
     ctx.problems = [Problem(g, c) for g, c in pairs]
+    sim = dataclasses.asdict(training_params(ctx.problems, sim, name))
     if spec.method != "placeto":  # another learned method's trainer (its own config and versions)
         ctx.key = {"harness": HARNESS_VERSION, "method": spec.method,
                    "graphs": [G.graph_fingerprint(g) for g, _ in pairs],
@@ -121,6 +123,22 @@ def prepare(exp: Experiment, name: str, level: str, results_dir: Path, sim: dict
     ctx.hash = stable_hash(key)
     ctx.path = Path(results_dir) / exp.name / "policies" / f"{slug(name)}__{ctx.hash}.pt"
     return ctx
+
+
+def training_params(problems: list, sim_name: str, name: str = "policy"):
+    """The SimParams a policy trains under: the experiment's ``sim`` on its training clusters, by the
+    rule its runs follow (:meth:`SimParams.preset`, as :func:`placer.bench.runner.sim_params`), so a
+    policy for GiPH's networks trains under the model they declare. One for all its problems: training
+    clusters that declare different communication models are refused."""
+    from placer.errors import InputError
+    from placer.sim import SimParams
+
+    found = list(dict.fromkeys(SimParams.preset(sim_name, P.cluster) for P in problems)) or [SimParams.preset(sim_name)]
+    if len(found) > 1:
+        raise InputError(f"policy '{name}'", "training clusters", "declare different communication models ("
+                         + ", ".join(sorted({f.comm_model for f in found})) + ")",
+                         "train one policy per communication model")
+    return found[0]
 
 
 def policy_versions() -> dict[str, int]:
@@ -203,10 +221,9 @@ def train(ctx: PolicyContext, sim_name: str) -> dict:
     from placer.io import dumps, write_checkpoint, write_text_atomic
     from placer.methods.placeto import PLACETO
     from placer.rl.policy import place
-    from placer.sim import SimParams
 
     t0 = time.perf_counter()
-    prm = SimParams.preset(sim_name)
+    prm = training_params(ctx.problems, sim_name, ctx.name)
     if ctx.spec.method != "placeto":
         return _train_other(ctx, prm, t0)
     runs = []

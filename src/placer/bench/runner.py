@@ -48,6 +48,7 @@ class RowContext:
     graph_fp: str | None = None
     cluster_fp: str | None = None
     lower_bound_us: float | None = None
+    sim: Any = None  # the SimParams its runs use: the experiment's sim on this row's cluster (sim_params)
 
 
 @dataclass
@@ -82,10 +83,14 @@ class Plan:
         return [c for c in self.cells if c.task is not None and c.status == NOT_RUN]
 
 
-def sim_params(name: str):
+def sim_params(name: str, cluster=None):
+    """The simulator settings an experiment's ``sim`` gives on ``cluster``: :meth:`SimParams.preset`,
+    the rule ``--sim`` follows on the command line too. ``default`` takes the communication model the
+    cluster declares (a cluster file's ``comm_model``, GiPH's networks' ``comm``; Placeto's when it
+    declares none), ``placeto`` is the reference simulator whatever the cluster declares."""
     from placer.sim import SimParams
 
-    return SimParams.preset(name)
+    return SimParams.preset(name, cluster)
 
 
 def _method_check(m: Method) -> tuple[str, str] | None:
@@ -108,7 +113,9 @@ def _method_check(m: Method) -> tuple[str, str] | None:
     return None
 
 
-def load_row(row: Row) -> RowContext:
+def load_row(row: Row, sim: str = "default") -> RowContext:
+    """A row's graph and cluster, their fingerprints, its lower bound and the simulator settings its
+    runs use (the experiment's ``sim`` on this cluster: :func:`sim_params`)."""
     from placer.problem import Problem
 
     ctx = RowContext(row)
@@ -120,6 +127,7 @@ def load_row(row: Row) -> RowContext:
         return ctx
     ctx.graph, ctx.cluster, ctx.spec_used, ctx.path = g, c, spec, path
     ctx.graph_fp, ctx.cluster_fp = G.graph_fingerprint(g), G.cluster_fingerprint(c)
+    ctx.sim = sim_params(sim, c)
     ctx.lower_bound_us = float(Problem(g, c).lower_bound_us)
     return ctx
 
@@ -179,7 +187,6 @@ def make_plan(exp: Experiment, level: str, results_dir: Path, seeds: tuple[int, 
     by_cell: dict[str, list[Path]] = {}  # a cell's identity -> its run files (for left-out cells, stale_run)
     for p in index.values():
         by_cell.setdefault(identity(p.name), []).append(p)
-    sim_doc = dataclasses.asdict(sim_params(exp.sim))
     source = source_commit()
     policies: dict[str, pol.PolicyContext] = {}
     rows, cells = [], []
@@ -188,7 +195,7 @@ def make_plan(exp: Experiment, level: str, results_dir: Path, seeds: tuple[int, 
             continue
         if on_row:
             on_row(row)
-        ctx = load_row(row)
+        ctx = load_row(row, exp.sim)
         rows.append(ctx)
         wanted_row = not only_rows or any(s.lower() in row.key.lower() for s in only_rows)
         for m in methods:
@@ -207,10 +214,11 @@ def make_plan(exp: Experiment, level: str, results_dir: Path, seeds: tuple[int, 
                     cell.status, cell.reason = bad
                     continue
                 params = m.params_for(row)
+                sim_doc = dataclasses.asdict(ctx.sim)  # this row's cluster's model (only then its runs' hashes change)
                 pols = []
                 for ref in pol.references(params):
                     if ref not in policies:
-                        policies[ref] = pol.prepare(exp, ref, level, results_dir, sim_doc)
+                        policies[ref] = pol.prepare(exp, ref, level, results_dir, exp.sim)
                     pols.append(policies[ref])
                 lacking = next((p for p in pols if p.missing), None)
                 if lacking:
@@ -325,7 +333,7 @@ def execute(task: dict) -> dict:
 
     t0 = time.perf_counter()
     P = Problem(task["graph"], task["cluster"])
-    sp = sim_params(task["sim"])
+    sp = sim_params(task["sim"], P.cluster)
     base = {"harness": HARNESS_VERSION, "hash": task["hash"], "spec": task["spec"], "experiment": task["experiment"],
             "row": task["row"], "method_label": task["label"], "method": task["method"], "seed": task["seed"],
             "graph": {"name": P.graph.name, "spec": task["graph_spec"], "ops": P.n_ops, "edges": P.graph.n_edges,

@@ -153,7 +153,9 @@ def render_table(plan: Plan) -> tuple[str, Footnotes]:
     exp, g, ag = plan.experiment, grouped(plan), aggregates(plan)
     notes = Footnotes()
     show_keys = list(dict.fromkeys(k for r in plan.rows for k in r.row.show))
-    head = ["Model", *show_keys, "cluster"]
+    # each row's communication model, shown once any row's is not Placeto's (docs/simulator.md)
+    comm = any(r.sim is not None and r.sim.comm_model != "placeto" for r in plan.rows)
+    head = ["Model", *show_keys, "cluster", *(["comm model"] if comm else [])]
     if exp.lower_bound_column:
         head.append("lower bound (ms)")
     for m in plan.methods:
@@ -173,6 +175,8 @@ def render_table(plan: Plan) -> tuple[str, Footnotes]:
         best = min(ok.values()) if ok else None
         cells = [r.label, *(str(r.show.get(s, "")) for s in show_keys),
                  ctx.cluster.name if ctx.cluster is not None else r.cluster]
+        if comm:
+            cells.append(ctx.sim.comm_model if ctx.sim is not None else "—")
         if exp.lower_bound_column:
             cells.append(fmt_ms(ctx.lower_bound_us / 1e3) if ctx.lower_bound_us else "—")
         for m in plan.methods:

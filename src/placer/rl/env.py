@@ -60,7 +60,7 @@ class EnvConfig:
 def simulator_scorer(gp: PlacementTask, params: SimParams | None = None) -> Scorer:
     """Score op placements with the simulator's objective-only path on one kept
     :class:`placer.sim.Engine`: (memory-penalised objective, step time, fits in memory)."""
-    engine = Engine(gp.problem, params or SimParams())
+    engine = Engine(gp.problem, params)  # None: the defaults with the cluster's communication model
 
     def score(op_placement: np.ndarray) -> tuple[float, float, bool]:
         obj = engine.objective(np.asarray(op_placement, dtype=np.int64))

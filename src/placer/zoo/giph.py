@@ -16,7 +16,12 @@ and the spec strings the CLI and the bench name them by.
 * changing cluster: every device and every link is a pure function of (seed, its index), so
   ``device_network(d, seed, join=j, leave=l)`` is the same network with ``l`` of its devices gone
   (chosen by the seed) and ``j`` new ones (the next indices of the same stream) joined, the
-  survivors' speeds and links unchanged.
+  survivors' speeds and links unchanged;
+* communication model (``comm``, :data:`DEFAULT_COMM`): the network declares GiPH's own, ``giph``
+  (one transfer per edge with its bytes, sent when its producer ends, no contention: the GiPH
+  authors' evaluator, :mod:`placer.sim.reference_giph`), in ``meta["comm_model"]`` as a cluster
+  file's ``comm_model``; ``comm=placeto`` (or ``p2p``, ``link``) gives the same devices and links
+  under another model (docs/simulator.md says why giph is the default).
 
 Every float is drawn with numpy's generator (the same bits everywhere) and, for the speeds, a correctly
 rounded exp and log (:mod:`placer.zoo.exact`), not numpy's, whose last bits depend on the processor.
@@ -34,8 +39,8 @@ import math
 import numpy as np
 
 from placer.bounds import bound
-from placer.cluster import Cluster, Device, make_cluster
-from placer.errors import InputError
+from placer.cluster import COMM_MODELS, Cluster, Device, make_cluster
+from placer.errors import InputError, printable
 from placer.graph import OpGraph
 from placer.zoo import exact
 
@@ -48,7 +53,9 @@ DEVICE_MEMORY = 16 * 2**30  # bytes per device: GiPH's model has no memory limit
 MAX_TASKS = int(bound("giph.tasks").hi)  # tasks in one generated graph (placer.bounds: the reason)
 MAX_DEVICES = int(bound("giph-net.devices").hi)  # devices in one generated network
 DEFAULTS_GRAPH = {"tasks": 50, "seed": 0, "alpha": 1.0, "degree": 3, "jump": 2, "ccr": 0.5}
-DEFAULTS_NET = {"devices": 8, "seed": 0, "spread": 3.0, "join": 0, "leave": 0}
+# GiPH's networks are simulated as GiPH's evaluator does (placer.cluster.COMM_MODELS; docs/simulator.md)
+DEFAULT_COMM = "giph"
+DEFAULTS_NET = {"devices": 8, "seed": 0, "spread": 3.0, "join": 0, "leave": 0, "comm": DEFAULT_COMM}
 
 
 # ---------------------------------------------------------------------- task graphs
@@ -114,12 +121,14 @@ def _link(seed: int, a: int, b: int) -> tuple[float, float]:
 
 
 def device_network(devices: int = 8, seed: int = 0, *, spread: float = 3.0, join: int = 0, leave: int = 0,
-                   name: str | None = None) -> Cluster:
+                   comm: str = DEFAULT_COMM, name: str | None = None) -> Cluster:
     """A random heterogeneous device network (module docstring); ``join`` / ``leave``: the changing
-    cluster, the same network with ``leave`` devices gone and ``join`` new ones."""
+    cluster, the same network with ``leave`` devices gone and ``join`` new ones; ``comm``: the
+    communication model it declares (:data:`placer.cluster.COMM_MODELS`)."""
     for key, value in (("devices", devices), ("join", join), ("leave", leave), ("spread", spread)):
         bound(f"giph-net.{key}").check(value, "giph device network")  # the table's rows (placer.bounds)
     bound("seed").check(seed, "giph device network")
+    _check_comm("giph device network", comm)
     _check_count("giph device network", "leave", leave, 0, devices - 1)
     if devices - leave + join > MAX_DEVICES:
         raise InputError("giph device network", f"devices={devices}, join={join}, leave={leave}",
@@ -138,13 +147,13 @@ def device_network(devices: int = 8, seed: int = 0, *, spread: float = 3.0, join
     label = name or f"giph-net-d{devices}-s{seed}" + (f"+{join}-{leave}" if join or leave else "")
     return make_cluster(label, devs, REF_BW, LAT_LO, pairs, meta={
         "description": f"GiPH random device network: {len(devs)} devices, speeds x{1 / spread:.2g}..x{spread:g}",
-        "source": "giph", "index": index}, source="giph device network")
+        "source": "giph", "index": index, "comm_model": comm}, source="giph device network")
 
 
 # ---------------------------------------------------------------------- spec strings
 GRAPH_PREFIX, NET_PREFIX = "giph:", "giph-net:"
 GRAPH_FORM = "giph:tasks=<1..20000>,seed=<s>[,alpha=<shape>,degree=<out-degree>,jump=<levels>,ccr=<ratio>]"
-NET_FORM = "giph-net:devices=<1..256>,seed=<s>[,spread=<x>,join=<j>,leave=<l>]"
+NET_FORM = "giph-net:devices=<1..256>,seed=<s>[,spread=<x>,join=<j>,leave=<l>,comm=<placeto|p2p|giph|link>]"
 
 
 def graph_from_spec(spec: str) -> OpGraph:
@@ -158,11 +167,12 @@ def graph_from_spec(spec: str) -> OpGraph:
 
 
 def network_from_spec(spec: str) -> Cluster:
-    """``giph-net:devices=8,seed=1[,join=2,leave=1]`` (:data:`NET_FORM`) -> the device network."""
+    """``giph-net:devices=8,seed=1[,join=2,leave=1][,comm=placeto]`` (:data:`NET_FORM`) -> the device
+    network, under GiPH's communication model unless ``comm`` names another."""
     kw = _parse(spec, NET_PREFIX, DEFAULTS_NET, NET_FORM)
     try:
         return device_network(kw["devices"], kw["seed"], spread=kw["spread"], join=kw["join"], leave=kw["leave"],
-                              name=spec)
+                              comm=kw["comm"], name=spec)
     except InputError as e:
         raise e.at(spec) from None
 
@@ -170,7 +180,8 @@ def network_from_spec(spec: str) -> Cluster:
 def _parse(spec: str, prefix: str, defaults: dict, form: str) -> dict:
     """The settings of a spec string, each against its row of :data:`placer.bounds.BOUNDS`
     (``giph.tasks``, ``giph-net.devices``, ``seed``, ...). Refused in one line naming the spec: no
-    settings at all (``giph:``), an empty item, key or value, a key given twice, an unknown key."""
+    settings at all (``giph:``), an empty item, key or value, a key given twice, an unknown key, a
+    ``comm`` that names no communication model (:data:`placer.cluster.COMM_MODELS`, not a number)."""
     from placer.bounds import parse_items
 
     scope = prefix.rstrip(":")
@@ -178,8 +189,18 @@ def _parse(spec: str, prefix: str, defaults: dict, form: str) -> dict:
     for key, text in parse_items(spec, spec[len(prefix):], form).items():
         if key not in defaults:
             raise InputError(spec, f"'{key}'", f"is not a {scope} setting", f"write {form}")
+        if key == "comm":
+            out[key] = _check_comm(spec, text)
+            continue
         out[key] = bound("seed" if key == "seed" else f"{scope}.{key}").parse(text, spec)
     return out
+
+
+def _check_comm(where: str, comm) -> str:
+    if comm not in COMM_MODELS:
+        raise InputError(where, f"comm={printable(str(comm), 40)}", "is not a communication model",
+                         f"use one of {', '.join(COMM_MODELS)} (docs/simulator.md)")
+    return str(comm)
 
 
 def _check_count(where: str, name: str, value, lo: int, hi: int) -> None:
