@@ -38,7 +38,7 @@ def bound(graph: str = GraphArg, cluster: str = ClusterOpt,
                       f"the old bound {_us(d['old_us'])}")
         if d["best_known_us"] is not None:
             console.print(f"best placement seen {_us(d['best_known_us'])}"
-                          + ("  [proven optimal]" if d["proven_optimal"] else ""))
+                          + (": proven optimal" if d["proven_optimal"] else ""))
         for c in d["candidates"]:
             console.print(f"  {safe(c['name']):<15} {_us(c['value_us']):>14}  {c['seconds']:7.2f} s"
                           f"{'  (placements that fit)' if c['memory'] else ''}  {safe(c['note'])}")
