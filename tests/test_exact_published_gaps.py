@@ -11,11 +11,14 @@
 from __future__ import annotations
 
 import itertools
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 pytest.importorskip("ortools")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from placer.bench.tables import optimality_mark  # noqa: E402
 from placer.cluster import Device, make_cluster  # noqa: E402
@@ -69,3 +72,73 @@ def test_optimality_mark_reads_runs_cached_before_the_rename():
     assert optimality_mark([ungrouped_model]) == "[opt of its model]"
     assert optimality_mark([{"optimal": False}]) == ""
     assert optimality_mark([]) == ""
+
+
+# ---------------------------------------------------------------------- exact-published's CP-SAT model
+def _published_problem(n: int, seed: int, accelerators: int):
+    """tests/test_objectives_exact.py's random problem on ``accelerators`` identical accelerators + a CPU
+    (so the symmetry rule among them is exercised; memory binds on odd seeds)."""
+    from test_objectives_exact import random_problem
+
+    base = random_problem(n, seed)
+    cap = base.memory_bytes[0]
+    devs = [Device(f"acc:{i}", "gpu", "accelerator", cap) for i in range(accelerators)]
+    devs.append(Device("cpu:0", "cpu", "cpu", 1024 * GiB))
+    return Problem(base.graph, make_cluster("small", devs, 1.0, 0.0))
+
+
+@pytest.mark.parametrize("objective", ["latency", "throughput"])
+@pytest.mark.parametrize("n,seed,acc", [(6, 0, 3), (6, 1, 3), (7, 1, 2), (7, 2, 3), (5, 3, 4)])
+def test_cp_sat_model_equals_brute_force(objective, n, seed, acc):
+    """The CP-SAT model (big-M rows as enforced rows, ticks rounded down, path rows, first-use symmetry)
+    has brute force's optimum: nothing it adds cuts off the best placement (docs/bounds_published.md),
+    and its proven bound is never above it; with the best placement as hint, the same."""
+    from placer.methods.exact_published import cp_sat_solve
+    from placer.objectives import make_objective
+    from test_objectives_exact import brute_force
+
+    P = _published_problem(n, seed, acc)
+    obj = make_objective(objective)
+    best, n_valid = brute_force(P, obj)
+    assert np.isfinite(best) and n_valid > 1
+    loose = float(np.where(np.isfinite(P.compute_us), P.compute_us, 0).max(axis=1).sum()
+                  + 2 * sum(P.graph.meta["out_cost_us"].values()) + 1.0)
+    place, inc, bound, status = cp_sat_solve(P, obj, loose, None, 30.0, 1, 0)
+    assert status == "Optimal"
+    assert obj.check(P, place) is None and obj.evaluate(P, place) == pytest.approx(best, rel=1e-6, abs=1e-6)
+    assert bound <= best * (1 + 1e-9) and bound == pytest.approx(best, rel=1e-5, abs=1e-5)
+    # hinted with a placement of its optimum where the interchangeable accelerators are listed in reverse
+    P_all = np.array(list(itertools.product(range(P.n_devices), repeat=P.n_ops)), dtype=np.int64)
+    vals = obj.evaluate_batch(P, P_all).objective_us
+    hint = P_all[int(np.argmin(vals))]
+    hint = np.where(hint < acc, acc - 1 - hint, hint)
+    place, inc, bound, status = cp_sat_solve(P, obj, best, None, 30.0, 1, 0, hint=hint)
+    assert status == "Optimal" and bound <= best * (1 + 1e-9)
+    assert obj.evaluate(P, place) == pytest.approx(best, rel=1e-6, abs=1e-6)
+
+
+def test_long_paths_are_paths():
+    from placer.methods.exact_published_cp import long_paths
+    from placer.objectives.model import model_for
+
+    P = _published_problem(8, 2, 2)
+    m = model_for(P)
+    paths = long_paths(m)
+    assert paths and len(paths) == len({tuple(p) for p in paths})
+    for path in paths:
+        for u, v in zip(path, path[1:]):
+            assert u in m.pred_idx[m.pred_ptr[v]:m.pred_ptr[v + 1]]
+
+
+@pytest.mark.parametrize("solver", ["cp-sat", "highs"])
+def test_method_either_solver_proves_the_optimum(solver):
+    from placer.objectives import make_objective
+    from test_objectives_exact import brute_force
+
+    P = _published_problem(6, 1, 2)
+    obj = make_objective("latency")
+    best, _ = brute_force(P, obj)
+    r = run_method("exact-published", P, Budget(placements=50), 0, objective=obj, solver=solver)
+    assert r.objective_us == pytest.approx(best, rel=1e-6, abs=1e-6)
+    assert r.cost.extra["optimal"] and r.cost.extra["lower_bound_us"] <= best * (1 + 1e-9)
+    assert any(("CP-SAT" if solver == "cp-sat" else "HiGHS") + " on the latency IP" in n for n in r.notes)

@@ -117,5 +117,5 @@ def test_a_limit_not_reached_is_not_reported_as_stopping():
     r = run_method("exact-published", P, Budget(placements=50, seconds=120.0), 0, objective="latency")
     assert r.cost.extra["solver_status"] == "Optimal"
     assert not any("stopped by" in n for n in r.notes), r.notes
-    assert any("120 s wall-clock limit was given; HiGHS proved optimality in" in n for n in r.notes)
+    assert any("120 s wall-clock limit was given; CP-SAT proved optimality in" in n for n in r.notes)
     assert any("never below the critical path" in n for n in r.notes)

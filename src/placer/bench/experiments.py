@@ -600,7 +600,7 @@ experiment(Experiment(
         "theirs). The inception-v3 inference split is neither contiguous nor within the file's maxSizePerFPGA (its "
         "largest accelerator set holds 4.88 GB of `size` against 2 GiB; it breaks the memory rule under any "
         "number of pieces too), so the Evaluator repairs it and the cell is the repaired split's latency.",
-        "`exact-published` solves their IP with HiGHS (their runs used Gurobi, a 1% gap and 20-60 minute "
+        "`exact-published` solves their IP with CP-SAT (docs/bounds_published.md; their runs used Gurobi, a 1% gap and 20-60 minute "
         "limits) under a wall-clock limit, so its cells are not reproducible run to run; [opt] marks a proven "
         "optimum. It does not apply to the pipeline objective. PipeDream profiles have no CPU times (the CPU "
         "can run nothing) and 8-18 GB of forward activations per minibatch, which 1F1B stashes several times "
