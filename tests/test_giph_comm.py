@@ -173,3 +173,17 @@ def test_learned_since_gives_giphs_rows_giphs_model_and_its_policy_trains_under_
     with pytest.raises(InputError, match="declare different communication models"):
         pol.prepare(mixed, "giph", "quick", tmp_path, mixed.sim)
     assert isinstance(LEARNED_SINCE.policies["giph"], PolicySpec)
+
+
+def test_placer_policy_train_follows_the_networks_and_refuses_two_models(capsys, monkeypatch, tmp_path):
+    """``placer policy train`` takes the training networks' model by the bench's rule: networks that
+    declare two models are refused in one line before any training, nothing written."""
+    out = tmp_path / "giph.pt"
+    args = ["policy", "train", "-m", "giph", "-g", "giph:tasks=8,seed=1", "-o", out, "--budget", "4",
+            "-c", "giph-net:devices=3,seed=1", "-c", "giph-net:devices=4,seed=2,comm=placeto"]
+    code, _, err = run_cli(capsys, monkeypatch, *args)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "declare different communication models (giph, placeto)" in err and not out.exists()
+    code, _, err = run_cli(capsys, monkeypatch, *args[:-1], "giph-net:devices=4,seed=2")
+    assert code == 0, err
+    assert out.exists()

@@ -65,10 +65,13 @@ def train(graph: List[str] = typer.Option(..., "--graph", "-g", help="train on t
     m = _learned(method)
     cfg = _config(method, params)
     problems = [load_problem(g, c) for c in cluster for g in graph]
+    from placer.bench.policies import training_params
+
+    prm = training_params(problems, sim, method)  # the clusters' model, as the bench trains (one for all)
     lines, progress = _log(log)
     try:
         with console.status(f"training {method} on {len(problems)} graph(s) ...", spinner="dots"):
-            policy = m.train(problems, cfg, seed, sim_params(sim), placements=budget, progress=progress)
+            policy = m.train(problems, cfg, seed, prm, placements=budget, progress=progress)
     finally:
         if lines is not None:
             lines.close()
