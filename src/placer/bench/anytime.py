@@ -332,6 +332,8 @@ def plot(t: dict, runs: Sequence[Trajectory], path: Path, max_seconds: float) ->
     if t["front"]:
         ax.plot([max(s, 1e-3) for s, _, _ in t["front"]], [us / 1e3 for _, us, _ in t["front"]], "o", mfc="none",
                 mec="k", ms=7, label="Pareto front")
+    for c in t["checkpoints"]:
+        ax.axvline(c, color="0.6", lw=0.6, ls=":")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("CPU seconds of one core")
@@ -394,7 +396,9 @@ def write_outputs(runs: Sequence[Trajectory], out: Path, max_seconds: float, com
         "",
         f"Machine: {env['machine']['cpu']} ({env['machine']['cpus']} CPUs), {env['platform']}, Python "
         f"{env['python']}, commit {env['git']['commit']}; {jobs} worker process(es); load average at the start "
-        f"{'n/a' if load is None else ', '.join(f'{x:.2f}' for x in load)}; {wall_s / 60:.1f} min of wall time.",
+        f"{'n/a' if load is None else ', '.join(f'{x:.2f}' for x in load)} (1, 5, 15 min), at the end "
+        f"{'n/a' if load_average() is None else ', '.join(f'{x:.2f}' for x in load_average())}; "
+        f"{wall_s / 60:.1f} min of wall time.",
         "",
         f"Methods ({len(methods)}): {', '.join(methods)}. Graphs: "
         + "; ".join(f"{g} on {c}" for g, c in graphs) + ".",
@@ -404,6 +408,11 @@ def write_outputs(runs: Sequence[Trajectory], out: Path, max_seconds: float, com
         f"{estimate_s(len(default_methods()), len(DEFAULT_GRAPHS), CHECKPOINTS_S[-1], 1) / 3600:.1f} CPU hours, "
         "about a quarter of it per job with `--jobs 4` on four free cores (the constructions end in well under "
         "a second; graph loading and kernel compilation add about a minute per run on NMT-8).",
+        "",
+        f"In this run {sum(r.stopped_by == 'seconds' for r in runs)} of {len(runs)} runs used their whole limit; "
+        f"{sum(r.stopped_by == 'method' for r in runs)} ended by themselves, {sum(bool(r.error) for r in runs)} did "
+        "not apply. A run's CPU seconds may pass the limit by the step it was in when the time ended (the "
+        "'CPU s' column).",
         "",
         f"Learned methods on the Pareto front: {learned_front or 'none'}.",
         "", "Files: table.md, results.csv, trajectories.json, plots/." + (f" ({plot_note})" if plot_note else ""), ""])

@@ -274,7 +274,7 @@ def anytime(max_seconds: float = typer.Option(100.0, "--max-seconds", help="CPU 
 
     def on_done(tr, k, n):
         what = tr.error or f"{tr.placements:,} placements, {tr.seconds:.1f} CPU s, ended by {tr.stopped_by}"
-        console.print(f"[{k}/{n}] {tr.method} on {tr.graph}: {what}", markup=False, highlight=False)
+        console.print(f"[{k}/{n}] {tr.method} on {tr.graph}: {what}", markup=False, highlight=False, soft_wrap=True)
 
     runs = A.run_anytime(names, todo, max_seconds, jobs, seed, on_done=on_done)
     info = A.write_outputs(runs, Path(out), max_seconds, "placer " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
