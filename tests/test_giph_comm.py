@@ -187,3 +187,18 @@ def test_placer_policy_train_follows_the_networks_and_refuses_two_models(capsys,
     code, _, err = run_cli(capsys, monkeypatch, *args[:-1], "giph-net:devices=4,seed=2")
     assert code == 0, err
     assert out.exists()
+
+
+def test_a_saved_network_keeps_its_model_and_fingerprint(tmp_path):
+    """A network written as a cluster file (``placer cluster show --json``, ``save_cluster``) declares
+    its model there (``comm_model``) and reads back with the same fingerprint."""
+    from placer.frontends.native import save_cluster
+
+    for net in (NET, f"{NET},comm=placeto", f"{NET},comm=link"):
+        c = resolve_cluster(net)
+        save_cluster(c, tmp_path / "c.json")
+        back = resolve_cluster(str(tmp_path / "c.json"))
+        assert back.meta.get("comm_model", "placeto") == c.meta["comm_model"]
+        assert G.cluster_fingerprint(back) == G.cluster_fingerprint(c)
+    fps = {G.cluster_fingerprint(resolve_cluster(f"{NET},comm={m}")) for m in ("placeto", "p2p", "giph", "link")}
+    assert len(fps) == 4
