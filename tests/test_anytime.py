@@ -83,4 +83,3 @@ def test_cli_refuses_a_limit_past_its_bound(capsys, monkeypatch, tmp_path):
 def test_graphs_option():
     assert A.parse_graphs("giph:tasks=20,seed=1@giph-net:devices=4,seed=2") == [GIPH]
     assert A.parse_graphs("tasks=80") == [A.DEFAULT_GRAPHS[3]]  # part of a default graph's name
-    assert A.parse_graphs(None) == list(A.DEFAULT_GRAPHS)

@@ -188,10 +188,8 @@ def parse_graphs(text: str | None) -> list[tuple[str, str]]:
     from placer.errors import InputError
     from placer.resolve import resolve_cluster, resolve_graph
 
-    if text is None:
-        return list(DEFAULT_GRAPHS)
-    out = []
-    for item in (x.strip() for x in text.split(";")):
+    out = list(DEFAULT_GRAPHS) if text is None else []
+    for item in ([] if text is None else (x.strip() for x in text.split(";"))):
         if not item:
             raise InputError("--graphs", f"'{text[:80]}'", "has an empty item",
                              "give ';'-separated GRAPH@CLUSTER items, e.g. 'inception_v3@k80x2;nmt8@k80x8'")
