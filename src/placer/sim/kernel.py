@@ -72,6 +72,12 @@ HOT = dict(cache=True, nogil=True, **({"_nrt": False} if hasattr(CPUTargetOption
 # (run_placeto) 1,497 -> 1,290 us, one GPU / contiguous blocks (run_loop) 568 -> 455 / 892 -> 685 us,
 # the heap of :mod:`placer.sim.state` included (thread CPU medians, same machine).
 U = np.uint64
+# ONE_SPEC: numba compiles a kernel once per distinct tuple of argument types, and a constant argument
+# (``False``, ``0``) is typed as a literal, so calling a kernel with a constant where another caller
+# passes a variable compiles it, and everything it calls, a second time: sim_batch's literal ``False``
+# cost a second sim_full and run_loop, 37% of the first run's compilation. Constants passed to a kernel
+# are typed values here (``np.int64(0)``, a bool expression); tests/test_compile_signatures.py checks
+# that each kernel has one signature after the simulator's entry points have run.
 
 
 # ---------------------------------------------------------------------------- queues
@@ -540,7 +546,7 @@ def prepass(GI, GF, CF, CI, place, WI, WF):
     comp = GF[m + 3 * n:m + 3 * n + n * D]
     bw = CF[4:4 + D * D]
     lat = CF[4 + D * D:4 + 2 * D * D]
-    osucc, ccnt, nloc, mask, cost, xdur, cb = xviews(WI, WF, n, m, D, 0)
+    osucc, ccnt, nloc, mask, cost, xdur, cb = xviews(WI, WF, n, m, D, np.int64(0))
     lat0 = lat[1] if D > 1 else 0.0
     bw0 = bw[1] if D > 1 else 1.0
     zero = False
@@ -694,7 +700,7 @@ def run_placeto(GI, GF, CF, CI, PI, place, WI, WF, vi, vf):
     inv = PI[n:2 * n]
     op_gap = CF[0]
     bus_gap = CF[1]
-    osucc, ccnt, nloc, mask, cost, xdur, cb = xviews(WI, WF, n, m, D, 0)
+    osucc, ccnt, nloc, mask, cost, xdur, cb = xviews(WI, WF, n, m, D, np.int64(0))
     missing, fifo = vi[I_MISSING], vi[I_FIFO]
     dev_head, dev_tail, dev_act = vi[I_DEVHEAD], vi[I_DEVTAIL], vi[I_DEVACT]
     bus_head, bus_tail, bus_act = vi[I_BUSHEAD], vi[I_BUSTAIL], vi[I_BUSACT]
@@ -888,7 +894,7 @@ def sim_full(GI, GF, CF, CI, PI, place, WI, WF, record):
     if fast:
         run_placeto(GI, GF, CF, CI, PI, place, WI, WF, vi, vf)
     if fast and WI[S_NRUN] != n or prepared and not fast:  # ccnt is all zero after a run in which every op ran
-        o = ccnt_start(n, m, D, 0)  # (not through xviews: its tuple of views, made here, corrupted the heap)
+        o = ccnt_start(n, m, D, np.int64(0))  # (not through xviews: its tuple of views, made here, corrupted the heap)
         for k in range(o, o + n * D):
             WI[k] = 0
     if not fast:
@@ -904,8 +910,9 @@ def sim_batch(GI, GF, CF, CI, PI, places, lo, hi, out_obj, out_mk, out_peak, out
     WI = np.zeros(ni, dtype=np.int64)  # zeros: sim_full keeps xviews' ccnt zero between runs
     WF = np.empty(nf + link_slots(CI), dtype=np.float64)
     o = NSF + 4 * n + 6 * m
+    record = lo > hi  # False as a bool, not the literal False: the one sim_full an Engine uses (see ONE_SPEC)
     for row in range(lo, hi):
-        st = sim_full(GI, GF, CF, CI, PI, places[row], WI, WF, False)
+        st = sim_full(GI, GF, CF, CI, PI, places[row], WI, WF, record)
         out_status[row] = st if st == OK else -1 - WI[S_BAD]
         out_obj[row] = WF[F_OBJ]
         out_mk[row] = WF[F_TMAX]
