@@ -195,6 +195,7 @@ def series_dp(ends, last_is_series, pred_ptr, pred_idx, pred_edge, edelay, dur, 
     par = np.zeros(K)
     nd = np.zeros((K, D))
     cp = np.zeros(K)
+    lowsplit = np.zeros(K)  # a split element: the longest path through an op off its last op's device, crossing
     dist = np.zeros(n)
     lo = 0
     for i in range(K):
@@ -235,23 +236,56 @@ def series_dp(ends, last_is_series, pred_ptr, pred_idx, pred_edge, edelay, dur, 
                 t = dist[o] + after[o - lo] + cross[o - lo]
                 if t < low:
                     low = t
-            if low > cp[i] and np.isfinite(low):
-                cp[i] = low
+            if np.isfinite(low):
+                lowsplit[i] = low
         for d in range(D):
             gapless[i, d] = occ[hi, d] - dur[hi, d] if np.isfinite(dur[hi, d]) else 0.0
             whole[i, d] -= gapless[i, d]
         lo = hi + 1
-    f = np.full((K, D), INF)  # element i whole on d, a run ending there: the end of its last op
-    split = np.full(K, INF)  # element i split
+    # crossmin[i]: the cheapest transfer on an edge into element i (every path from the previous
+    # series point to this one crosses a link when the two sit on different devices)
+    crossmin = np.full(K, INF)
+    lo = 0
     for i in range(K):
-        before_split = 0.0 if i == 0 else min(split[i - 1], f[i - 1].min())
-        split[i] = before_split + cp[i]
+        for o in range(lo, ends[i] + 1):
+            for j in range(pred_ptr[o], pred_ptr[o + 1]):
+                if edelay[pred_edge[j]] < crossmin[i]:
+                    crossmin[i] = edelay[pred_edge[j]]
+        lo = ends[i] + 1
+    W = np.full((K, D), INF)  # element i whole on d, the last of a run there: the end of its last op
+    Sp = np.full((K, D), INF)  # element i split, its last op on d (any d for the last element)
+    for i in range(K):
+        s_i = ends[i]
+        series = i < K - 1 or last_is_series
+        # split: from any state of element i - 1 (or the start); an element of one op cannot split
+        lo_i = ends[i - 1] + 1 if i > 0 else 0
+        for a in range(D if s_i > lo_i else 0):
+            if series and not np.isfinite(dur[s_i, a]):
+                continue
+            shift = dur[s_i, a] - fastest[s_i] if series else 0.0
+            cpa = cp[i] + shift
+            lowa = lowsplit[i] + shift if series else 0.0
+            if i == 0:
+                Sp[i, a] = max(cpa, lowa)
+                continue
+            best = INF
+            for b in range(D):
+                prev = min(W[i - 1, b], Sp[i - 1, b])
+                if prev == INF:
+                    continue
+                # the longest path crosses a link when the series points sit apart; some path
+                # through an op off the last op's device does in any case (not both on one path)
+                t = prev + max(cpa + (crossmin[i] if (b != a and series and crossmin[i] < INF) else 0.0), lowa)
+                if t < best:
+                    best = t
+            Sp[i, a] = best
+        # whole: a run of elements j..i on d
         for d in range(D):
             t = 0.0
             p = 0.0
             m = 0.0
             best = INF
-            for j in range(i, -1, -1):  # the run is elements j..i
+            for j in range(i, -1, -1):
                 if not np.isfinite(whole[j, d]):
                     break
                 p += par[j]
@@ -263,18 +297,25 @@ def series_dp(ends, last_is_series, pred_ptr, pred_idx, pred_edge, edelay, dur, 
                 if j == 0:
                     start = 0.0
                 else:
-                    start = split[j - 1]
-                    s = ends[j - 1]
-                    for a in range(D):
-                        if a != d and f[j - 1, a] < INF:
-                            x = f[j - 1, a] + lat[a, d] + minb[s] * upb[a, d]
+                    start = INF
+                    sp = ends[j - 1]
+                    for b in range(D):
+                        if b == d:  # only after a split element whose last op sits on d: its parameters too
+                            if Sp[j - 1, d] < start and p + params[sp] + m <= mem[d]:
+                                start = Sp[j - 1, d]
+                            continue
+                        prev = min(W[j - 1, b], Sp[j - 1, b])
+                        if prev < INF:
+                            x = prev + lat[b, d] + minb[sp] * upb[b, d]
                             if x < start:
                                 start = x
                 if start + t < best:
                     best = start + t
-            f[i, d] = best
-    out = split[K - 1]
+            W[i, d] = best
+    out = INF
     for d in range(D):
-        if f[K - 1, d] + gapless[K - 1, d] < out:
-            out = f[K - 1, d] + gapless[K - 1, d]
+        if W[K - 1, d] + gapless[K - 1, d] < out:
+            out = W[K - 1, d] + gapless[K - 1, d]
+        if Sp[K - 1, d] < out:
+            out = Sp[K - 1, d]
     return out
