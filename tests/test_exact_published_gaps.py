@@ -142,3 +142,49 @@ def test_method_either_solver_proves_the_optimum(solver):
     assert r.objective_us == pytest.approx(best, rel=1e-6, abs=1e-6)
     assert r.cost.extra["optimal"] and r.cost.extra["lower_bound_us"] <= best * (1 + 1e-9)
     assert any(("CP-SAT" if solver == "cp-sat" else "HiGHS") + " on the latency IP" in n for n in r.notes)
+
+
+def _series_problem(seed: int):
+    """Blocks of 1-3 parallel ops between joins, in series: articulation ops at every join (8 ops,
+    2 accelerators + a CPU, memory binding, transfers 0-3 us: tests/test_objectives_exact.py's ranges)."""
+    rng = np.random.default_rng(seed)
+    names, edges, prev = ["op0"], [], 0
+    while len(names) < 7:
+        width = int(rng.integers(1, 4))
+        mids = list(range(len(names), len(names) + width))
+        names += [f"op{i}" for i in mids]
+        join = len(names)
+        names.append(f"op{join}")
+        edges += [(prev, i) for i in mids] + [(i, join) for i in mids]
+        prev = join
+    n = len(names)
+    gpu = rng.uniform(1.0, 10.0, n).round(2)
+    cpu = (gpu * rng.uniform(3.0, 30.0, n)).round(2)
+    cost = rng.uniform(0.0, 3.0, n).round(2)
+    size = rng.uniform(0.1, 1.0, n).round(3) * GiB
+    g = OpGraph.build(names, [(names[a], names[b], 1.0) for a, b in edges], name=f"series{seed}",
+                      compute_us={"gpu": list(gpu), "cpu": list(cpu)}, param_bytes=list(size),
+                      meta={"out_cost_us": dict(zip(names, cost.tolist()))})
+    devs = [Device("acc:0", "gpu", "accelerator", 0.45 * size.sum()), Device("acc:1", "gpu", "accelerator", 0.45 * size.sum()),
+            Device("cpu:0", "cpu", "cpu", 1024 * GiB)]
+    return Problem(g, make_cluster("small", devs, 1.0, 0.0))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_segment_bound_never_exceeds_the_optimum(seed):
+    """The sum of the segments' bounds (cut at articulation ops, each segment after the first with the
+    op closing the one before, free: docs/bounds_published.md item 7) is at most brute force's optimum."""
+    from placer.methods.exact_published_cp import articulation_ops, segment_bound
+    from placer.objectives import make_objective
+    from placer.objectives.model import model_for
+    from test_objectives_exact import brute_force
+
+    P = _series_problem(seed)
+    obj = make_objective("latency")
+    best, _ = brute_force(P, obj)
+    m = model_for(P)
+    arts = articulation_ops(m)
+    assert 0 in arts and len(arts) >= 3  # the source and every join
+    lb, segs = segment_bound(P, obj, best, None, 10.0, 1, 0, max_ops=2)
+    assert segs >= 2
+    assert 0 < lb <= best * (1 + 1e-9), (lb, best)

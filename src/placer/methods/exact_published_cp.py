@@ -5,6 +5,8 @@ keeps the model exact and the bound valid: docs/bounds_published.md."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from placer.objectives.model import model_for
@@ -55,12 +57,12 @@ def long_paths(m, count: int = 4) -> list[list[int]]:
     return out
 
 
-def static_bound(problem, objective) -> tuple[float, str]:
+def static_bound(problem, objective, model=None) -> tuple[float, str]:
     """A lower bound on the objective that needs no search, and what it is: for ``latency`` the
     longest path at each op's fastest time (:func:`path_heads`); for ``throughput`` the larger of the
     busiest colocation group alone (its whole time on its fastest device) and all the work spread
     evenly over every device, transfers free."""
-    m = model_for(problem)
+    m = model if model is not None else model_for(problem)
     if objective.name == "latency":
         return float(path_heads(m).max()) if m.n else 0.0, "critical path at each op's fastest time"
     t = np.where(np.isfinite(m.t_us), m.t_us, np.inf)
@@ -95,7 +97,7 @@ def identical_machines(m, machines) -> list[list[int]]:
 
 
 def cp_sat_solve(problem, objective, upper_us: float, seconds: float | None, deterministic_s: float, workers: int,
-                 seed: int, hint: np.ndarray | None = None):
+                 seed: int, hint: np.ndarray | None = None, model=None, floor_us: float = 0.0):
     """The same IP solved with CP-SAT (OR-Tools), exactly reformulated (docs/bounds_published.md):
 
     * every big-M row becomes the linear row it stands for, enforced by its literal
@@ -110,11 +112,13 @@ def cp_sat_solve(problem, objective, upper_us: float, seconds: float | None, det
     * ``hint``: the best placement known, relabelled to meet the symmetry rule, with the value it
       gives every variable of the model (a complete, feasible warm start).
 
+    ``model``: the :class:`PublishedModel` to solve instead of the problem's own (:func:`sub_model`);
+    ``floor_us``: a lower bound on the objective proven elsewhere (:func:`segment_bound`), added as one.
+
     Returns (placement or None, model incumbent (us), proven bound (us), status text)."""
     from ortools.sat.python import cp_model
 
-    m = model_for(problem)
-    g = problem.graph
+    m = model if model is not None else model_for(problem)
     latency = objective.name == "latency"
     accs = [int(d) for d in np.flatnonzero(m.acc)]
     cpus = [int(d) for d in np.flatnonzero(~m.acc)]
@@ -124,7 +128,8 @@ def cp_sat_solve(problem, objective, upper_us: float, seconds: float | None, det
     acc_m = [k for k, (_, ds) in enumerate(machines) if m.acc[ds[0]]]
     _, cls = np.unique(m.coloc_rep, return_inverse=True)
     C = int(cls.max()) + 1
-    src, dst = g.edge_src, g.edge_dst
+    dst = np.repeat(np.arange(m.n), np.diff(m.pred_ptr))
+    src = m.pred_idx
     cross = cls[src] != cls[dst]
     t = np.where(np.isfinite(m.t_us), m.t_us, np.inf)
     ub_us = float(upper_us) * (1 + 1e-9) + 1e-6
@@ -205,7 +210,7 @@ def cp_sat_solve(problem, objective, upper_us: float, seconds: float | None, det
             for cv in cs:
                 mdl.AddBoolOr([cin[u, k], x[cv][k].Not(), x[cu][k]])
                 mdl.AddBoolOr([cout[u, k], x[cu][k].Not(), x[cv][k]])
-    floor_us, _ = static_bound(problem, objective)
+    floor_us = max(static_bound(problem, objective, m)[0], float(floor_us))
     top = mdl.NewIntVar(min(tick(floor_us), UB), UB, "objective")
     top_hint = 0
     if not latency:
@@ -230,7 +235,7 @@ def cp_sat_solve(problem, objective, upper_us: float, seconds: float | None, det
                     fin_h[k] = st_h[k] + work[k]
                 new = np.zeros(m.n, dtype=np.int64)
                 for v in range(m.n):
-                    pv = g.pred_idx[g.pred_ptr[v]:g.pred_ptr[v + 1]]
+                    pv = m.pred_idx[m.pred_ptr[v]:m.pred_ptr[v + 1]]
                     base = int(new[pv].max()) if len(pv) else 0
                     k = int(hk[cls[v]])
                     new[v] = base + tcpu[v] if k == k0 else max(base, fin_h[k])
@@ -322,3 +327,103 @@ def cp_sat_solve(problem, objective, upper_us: float, seconds: float | None, det
         k = next(k for k in range(M) if solver.Value(x[c][k]))
         place[cls == c] = machines[k][1][0]
     return place, float(solver.ObjectiveValue()) * res, bound, name
+
+
+def sub_model(m, ops: np.ndarray, free_first: bool = False):
+    """The :class:`PublishedModel` of the graph induced by ``ops`` (sorted, so still in topological
+    order), on the same machines, colocation dropped (a relaxation). ``free_first``: the first op
+    keeps its transfer cost but takes no time and no memory (the articulation op closing the segment
+    before, counted there: :func:`segment_bound`)."""
+    from dataclasses import replace
+
+    ops = np.asarray(ops, dtype=np.int64)
+    pos = np.full(m.n, -1, dtype=np.int64)
+    pos[ops] = np.arange(len(ops))
+
+    def restrict(ptr, idx):
+        out_ptr, out_idx = [0], []
+        for v in ops:
+            nb = pos[idx[ptr[v]:ptr[v + 1]]]
+            out_idx.extend(nb[nb >= 0].tolist())
+            out_ptr.append(len(out_idx))
+        return np.array(out_ptr, dtype=np.int64), np.array(out_idx, dtype=np.int64)
+
+    pp, pi = restrict(m.pred_ptr, m.pred_idx)
+    sp, si = restrict(m.succ_ptr, m.succ_idx)
+    t, mem = m.t_us[ops].copy(), m.mem_bytes[ops].copy()
+    if free_first and len(ops):
+        t[0] = np.where(np.isfinite(t[0]), 0.0, np.inf)
+        mem[0] = 0.0
+    return replace(m, n=len(ops), t_us=t, cost_us=m.cost_us[ops], mem_bytes=mem,
+                   forward=m.forward[ops], pred_ptr=pp, pred_idx=pi, succ_ptr=sp, succ_idx=si,
+                   coloc_rep=np.arange(len(ops), dtype=np.int64))
+
+
+def articulation_ops(m) -> np.ndarray:
+    """Ops a every other op is an ancestor or a descendant of, with no edge from an ancestor of a to a
+    descendant of a (so every path between them passes a), in topological order."""
+    anc = [0] * m.n
+    for v in range(m.n):
+        a = 0
+        for u in m.pred_idx[m.pred_ptr[v]:m.pred_ptr[v + 1]]:
+            a |= anc[u] | (1 << int(u))
+        anc[v] = a
+    desc = [0] * m.n
+    for v in range(m.n - 1, -1, -1):
+        d = 0
+        for w in m.succ_idx[m.succ_ptr[v]:m.succ_ptr[v + 1]]:
+            d |= desc[w] | (1 << int(w))
+        desc[v] = d
+    full = (1 << m.n) - 1
+    out = []
+    for a in range(m.n):
+        if anc[a] | desc[a] | (1 << a) != full:
+            continue
+        # an edge from an ancestor of a to a descendant of a would bypass it
+        if any(desc[a] >> int(w) & 1 for u in range(m.n) if anc[a] >> u & 1
+               for w in m.succ_idx[m.succ_ptr[u]:m.succ_ptr[u + 1]]):
+            continue
+        out.append(a)
+    return np.array(out, dtype=np.int64)
+
+
+def segment_bound(problem, objective, upper_us: float, seconds: float | None, deterministic_s: float,
+                  workers: int, seed: int, max_ops: int = 40) -> tuple[float, int]:
+    """A lower bound on the latency from sub-problems solved first (docs/bounds_published.md, item 7):
+    the graph cut at articulation ops a_1 < ... < a_r into segments (each a_i closing its segment, at
+    most ``max_ops`` ops where the cuts allow), each segment's latency IP solved alone by CP-SAT, the
+    sum of their proven bounds. Returns (bound in us, segments)."""
+    m = model_for(problem)
+    if objective.name != "latency" or m.n == 0:
+        return 0.0, 0
+    cuts = [a for a in articulation_ops(m).tolist() if a < m.n - 1]
+    segs, start, prev = [], 0, None  # prev: the last articulation op of the open segment (a place to cut)
+    for a in cuts + [m.n - 1]:
+        if prev is not None and a - start + 1 > max_ops:
+            segs.append((start, prev))
+            start = prev + 1
+        prev = a
+    segs.append((start, m.n - 1))
+    if len(segs) < 2:  # nothing to add up
+        return 0.0, 0
+    t0 = time.monotonic()
+    lbs, open_ = [0.0] * len(segs), list(range(len(segs)))
+    for rnd in (0, 1):  # a first pass with half the time each; the time left then goes to those not closed
+        todo = open_
+        open_ = []
+        for i, j in enumerate(todo):
+            a, b = segs[j]
+            left = None if seconds is None else seconds - (time.monotonic() - t0)
+            if left is not None and left <= 0.05 and rnd:
+                break
+            each = None if seconds is None else max(0.05, left / (len(todo) - i) / (2 if rnd == 0 else 1))
+            sm = sub_model(m, np.arange(max(0, a - 1), b + 1), free_first=a > 0)
+            _, _, lb, status = cp_sat_solve(problem, objective, upper_us, each, deterministic_s / len(segs), workers,
+                                            seed, model=sm)
+            lbs[j] = max(lbs[j], lb if status != "Infeasible" else static_bound(problem, objective, sm)[0])
+            if status != "Optimal":
+                open_.append(j)
+        if not open_ or seconds is None:
+            break
+    bounds = float(sum(lbs))
+    return bounds, len(segs)
