@@ -137,7 +137,10 @@ def _python_critical_path(graph, start, end, dev):
 def test_the_compiled_critical_path_is_the_python_one_on_simulated_steps(graph_seed):
     rng = np.random.default_rng(graph_seed)
     problem = _problem(layers=int(rng.integers(5, 60)), seed=graph_seed, cluster=["k80x2", "k80x4"][graph_seed % 2])
+    from placer.methods.local_search import _Search
+
     units = colocation_units(problem)
+    search = _Search(problem, Evaluator(problem), np.random.default_rng(0))
     ok = np.isfinite(units.compute_us(problem))
     for _ in range(4):
         choice = rng.integers(0, problem.n_devices, units.n_groups)
@@ -145,6 +148,7 @@ def test_the_compiled_critical_path_is_the_python_one_on_simulated_steps(graph_s
         r = simulate(problem, unit_dev[units.op_group])
         want = _python_critical_path(problem.graph, r.start_us, r.end_us, r.device)
         assert np.array_equal(critical_path(problem.graph, r.start_us, r.end_us, r.device), want)
+        assert np.array_equal(search.critical_units(r), np.unique(units.op_group[want]))  # as local search had it
 
 
 @pytest.mark.parametrize("seed", range(20))

@@ -262,7 +262,9 @@ class _Search:
     def critical_units(self, r) -> np.ndarray:
         """Units of the ops on the critical path of a simulated step (walk back from the last op to
         whichever parent, or earlier op on the same device, finished last; :func:`critical_path`)."""
-        return np.unique(self.units.op_group[critical_path(self.problem.graph, r.start_us, r.end_us, r.device)])
+        on = np.zeros(self.U, dtype=bool)
+        on[self.units.op_group[critical_path(self.problem.graph, r.start_us, r.end_us, r.device)]] = True
+        return np.flatnonzero(on)  # np.unique's answer (sorted, each once), without its sort
 
     def segment(self, u: int) -> np.ndarray:
         """Units of a run of consecutive ops (in topological order) starting at unit u's first op,
