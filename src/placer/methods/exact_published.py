@@ -307,6 +307,9 @@ def exact_published(problem, seed: int, ev: Evaluator, cfg: ExactPublishedConfig
         raise NotApplicable("exact-published", f"the objective is {obj.describe()}",
                             "use --objective latency or throughput (the models the published IPs solve)")
     check_size(problem, obj, cfg.max_cells)
+    use_cp = cfg.solver == "cp-sat" or (cfg.solver == "auto" and _ortools_missing() is None)
+    if use_cp and _ortools_missing():
+        raise NotApplicable("exact-published", _ortools_missing(), "pip install 'placer[exact]' or set solver=highs")
     room = ev.remaining()
     heur = max(ev.placements + 1, ev.limit - 1) if room is not None else cfg.placements
     start, dp_note = dp_start(problem, obj, ev, heur - 1)
@@ -318,10 +321,7 @@ def exact_published(problem, seed: int, ev: Evaluator, cfg: ExactPublishedConfig
         upper = float(np.where(np.isfinite(m.t_us), m.t_us, 0).max(axis=1).sum() + 2 * m.cost_us.sum())
     secs = None if ev.seconds is None else max(0.1, ev.seconds - ev.clock())
     t0 = ev.clock()
-    use_cp = cfg.solver == "cp-sat" or (cfg.solver == "auto" and _ortools_missing() is None)
     if use_cp:
-        if _ortools_missing():
-            raise NotApplicable("exact-published", _ortools_missing(), "pip install 'placer[exact]' or set solver=highs")
         hint = ev.best if ev.custom and ev.best is not None else p0
         seg_us, nseg = 0.0, 0
         if obj.name == "latency":  # sub-problems first: their bounds add up to one on the whole (bounds_published.md)
