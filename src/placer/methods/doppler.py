@@ -50,13 +50,14 @@ import numpy as np
 
 from placer.errors import InputError
 from placer.methods.base import Evaluator, MethodConfig, register
-from placer.methods.doppler_rollout import FORCED, GREEDY, SAMPLE, pick, rollout
+from placer.methods.doppler_rollout import ANCHOR, FORCED, GREEDY, SAMPLE, pick, rollout
 from placer.methods.learned import register_learned
 from placer.methods.learned_support import (
     PolicyFields,
     Progress,
     StatePolicyMethod,
     needs,
+    single_device_start,
 )
 from placer.nn.threads import one_thread
 
@@ -87,6 +88,8 @@ class DopplerConfig(PolicyFields, MethodConfig):
     entropy: float = 0.0  # Stages II and III entropy bonus (paper)
     batch: int = 1  # episodes per REINFORCE update (paper: an update per episode)
     sim_share: float = 1 / 3  # search mode: Stage II's share of the RL episodes, Stage III the rest (paper: 2,000 : 4,000)
+    explore: str = "best"  # search mode, Stages II and III: best (ours: episodes follow the best placement so far, each node leaving its device with probability moves / nodes, PLC sampling the new one) or policy (every choice sampled, as in policy training)
+    moves: float = 4.0  # explore="best": expected device changes per episode at each stage's start, decayed linearly to 1 (ours)
     grad_clip: float = 1.0  # max gradient norm (ours)
     policy: Any = None  # a trained policy (its state dict) to place with (None: search mode)
     finetune: int = 0  # with a policy: Stage III REINFORCE updates on this graph before the greedy placement
@@ -106,6 +109,7 @@ class DopplerConfig(PolicyFields, MethodConfig):
                 (self.il_entropy >= 0, "il_entropy", ">= 0"), (self.lr >= 0, "lr", ">= 0 (0: Stages II and III never update the network)"),
                 (0 <= self.epsilon <= 1, "epsilon", "in [0, 1]"), (self.entropy >= 0, "entropy", ">= 0"),
                 (self.batch >= 1, "batch", ">= 1"), (0 <= self.sim_share <= 1, "sim_share", "in [0, 1]"),
+                (self.explore in ("best", "policy"), "explore", "best or policy"), (self.moves > 0, "moves", "> 0"),
                 (self.grad_clip >= 0, "grad_clip", ">= 0"), (self.finetune >= 0, "finetune", ">= 0"),
                 (self.log_every >= 1, "log_every", ">= 1")]
 
@@ -278,18 +282,21 @@ class Record:
 
 
 
-def episode(c: Ctx, h: np.ndarray, net, rng=None, eps: float = 0.0, forced=None) -> Record:
+def episode(c: Ctx, h: np.ndarray, net, rng=None, eps: float = 0.0, forced=None, anchor=None, dev: float = 0.0) -> Record:
     """Place every node: SEL picks among the schedulable nodes, PLC the device. ``forced``: (order,
-    devices) to replay (Stage I); else greedy (``rng`` None) or sampled with epsilon-greedy. The
-    steps run in :func:`rollout` (or its plain-Python twin, ``c.rollout``) on the embedding ``h`` and the heads' weights."""
+    devices) to replay (Stage I); ``anchor``: (order, devices) to follow, each node leaving its
+    device with probability ``dev`` for one PLC samples (epsilon-greedy) among the others; else
+    greedy (``rng`` None) or sampled with epsilon-greedy. The steps run in :func:`rollout` (or its
+    plain-Python twin, ``c.rollout``) on the embedding ``h`` and the heads' weights."""
     (S1, s1), (S2, s2), (S3, s3) = _np_layers(net.sel)
     (P1, p1), (P2, p2), (P3, p3) = _np_layers(net.plc)
-    mode = FORCED if forced is not None else GREEDY if rng is None else SAMPLE
-    f_order, f_act = (np.require(f, np.int64, ("C", "W")) for f in forced) if forced is not None else (c.none, c.none)
+    mode = FORCED if forced is not None else ANCHOR if anchor is not None else GREEDY if rng is None else SAMPLE
+    fixed = forced if forced is not None else anchor
+    f_order, f_act = (np.require(f, np.int64, ("C", "W")) for f in fixed) if fixed is not None else (c.none, c.none)
     out = c.rollout(c.cost, c.ok, c.coloc, c.n_pred, c.succ_ptr, c.succ_idx, c.succ_bytes, c.lat, c.inv_bw,
                    c.blevel, c.lsum, c.in_bytes, c.cp, c.work, np.ascontiguousarray(h, dtype=np.float64),
                    S1, s1, S2, s2, S3[:, 0], s3[0], P1, p1, P2, p2, P3[:, 0], p3[0],
-                   mode, rng if rng is not None else c.no_rng, eps, f_order, f_act)
+                   mode, rng if rng is not None else c.no_rng, eps, f_order, f_act, float(dev))
     return Record(*out)
 
 
@@ -318,9 +325,9 @@ def _replay(rec: Record, A: int) -> dict:
     return rec.replay
 
 
-def log_probs(net, c: Ctx, tensors, rec: Record, stats: bool = True):
-    """(log pi_SEL + log pi_PLC per step (T,), mean entropy of both per step, accuracy of the
-    greedy choices against the record; the last three None unless ``stats``), from one embedding
+def log_probs(net, c: Ctx, tensors, rec: Record, stats: bool = True, plc_only: bool = False):
+    """(log pi_SEL + log pi_PLC per step (T,) (log pi_PLC alone when ``plc_only``), mean entropy
+    of both per step, accuracy of the greedy choices against the record; the last three None unless ``stats``), from one embedding
     pass and both heads batched over the whole episode: SEL over the record's distinct rows, then
     every step's candidates padded to the widest step; PLC over every step's devices; the heads'
     first layers split into the per-node part and the rest, as in :func:`episode`."""
@@ -341,7 +348,7 @@ def log_probs(net, c: Ctx, tensors, rec: Record, stats: bool = True):
     pre = F.linear(hv, P[:, :H], net.plc[0].bias)[:, None, :] + g + F.linear(r["px"], P[:, 2 * H:])
     z = net.plc[1:](pre)[..., 0].masked_fill(~r["ok"], -1e9)
     lz = torch.log_softmax(z, dim=1)
-    lp = ls.gather(1, r["k"])[:, 0] + lz.gather(1, r["act"])[:, 0]
+    lp = lz.gather(1, r["act"])[:, 0] if plc_only else ls.gather(1, r["k"])[:, 0] + lz.gather(1, r["act"])[:, 0]
     if not stats:
         return lp, None, None, None
     ent = -(ls.exp() * ls.masked_fill(r["pad"], 0.0)).sum(dim=1) - (lz.exp() * lz).sum(dim=1)
@@ -379,12 +386,12 @@ def teacher_record(c: Ctx, net, cfg: DopplerConfig, sim_params=None) -> Record:
 
 
 def imitate(net, ctxs: list[Ctx], records: list[Record], cfg: DopplerConfig, progress=None,
-            budget: int | None = None) -> dict:
+            budget: int | None = None, stop=None) -> dict:
     """Stage I: cross-entropy of SEL's and PLC's choices on the teachers' trajectories, until both
     pick every teacher action greedily, or ``il_steps`` updates, or ``budget`` updates (the run's
     placements per graph: an update, one scoring pass over each teacher's trajectory and a backward
     pass, costs about what a REINFORCE episode does, so Stage I costs at most what the budget's
-    episodes do)."""
+    episodes do), or once ``stop()`` is true (a time limit)."""
     import torch
 
     opt = torch.optim.Adam(net.parameters(), lr=cfg.il_lr, fused=True)
@@ -392,6 +399,8 @@ def imitate(net, ctxs: list[Ctx], records: list[Record], cfg: DopplerConfig, pro
     info = {"il_steps": 0, "sel_acc": 0.0, "plc_acc": 0.0, "il_loss": None}
     best = (np.inf, 0)
     for step in range(min(cfg.il_steps, cfg.il_steps if budget is None else budget)):
+        if stop is not None and stop():
+            break
         loss, accs = 0.0, []
         for c, t, r in zip(ctxs, tens, records):
             lp, ent, sa, pa = log_probs(net, c, t, r)
@@ -425,10 +434,15 @@ def _step(opt, net, loss, grad_clip: float) -> None:
 
 # ---------------------------------------------------------------------- Stages II and III: REINFORCE (4.3, 4.4)
 def reinforce(net, ctxs: list[Ctx], evs: list[Evaluator], episodes: int, cfg: DopplerConfig, rng, stage: int,
-              baselines: list, scales: list, progress=None) -> int:
+              baselines: list, scales: list, progress=None, anchors: list | None = None) -> int:
     """REINFORCE for ``episodes`` episodes per graph (``cfg.batch`` per update), reward -makespan /
     scale, baseline the mean reward of the earlier episodes, epsilon and the learning rate decayed
-    linearly to 0 over the stage. Stops early when an Evaluator's budget is spent. Returns updates."""
+    linearly to 0 over the stage. ``anchors`` (search mode, ``explore="best"``): per graph [Record,
+    objective] of the best episode so far; each episode follows it, every node leaving its device
+    with probability moves / nodes (``cfg.moves`` decayed linearly to 1 over the stage) for one PLC
+    samples among the others, the update's log-probabilities are PLC's at the nodes that left (the
+    choices the policy made), and a better episode becomes the anchor. Stops early when an
+    Evaluator's budget (placements or time) is spent. Returns updates."""
     import torch
 
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, fused=True)
@@ -444,22 +458,36 @@ def reinforce(net, ctxs: list[Ctx], evs: list[Evaluator], episodes: int, cfg: Do
         for gi, (c, t, ev) in enumerate(zip(ctxs, tens, evs)):
             room = ev.remaining()
             B = min(cfg.batch, episodes - u * cfg.batch, room if room is not None else cfg.batch)
-            if B <= 0:
+            if B <= 0 or ev.out_of_budget():
                 continue
             h = embed_np(net, c, t)
-            recs = [episode(c, h, net, rng, eps) for _ in range(B)]
+            a = anchors[gi] if anchors is not None else None
+            if a is not None:
+                dev = min(1.0, (cfg.moves + (1.0 - cfg.moves) * frac) / c.N)
+                recs = [episode(c, h, net, rng, eps, anchor=(a[0].order, a[0].placement), dev=dev) for _ in range(B)]
+                moved = [r.act != a[0].placement[r.order] for r in recs]  # the steps PLC chose
+            else:
+                recs = [episode(c, h, net, rng, eps) for _ in range(B)]
             obj = ev.evaluate_batch(np.stack([c.expand(r.placement) for r in recs])).objective_us
-            for r, y in zip(recs, obj):
+            for i, (r, y) in enumerate(zip(recs, obj)):
                 reward = -float(y) / max(scales[gi], 1e-9)
                 b = baselines[gi][0] / baselines[gi][1] if baselines[gi][1] else reward
-                lp, ent, _, _ = log_probs(net, c, t, r, stats=cfg.entropy > 0)
-                loss = loss - (reward - b) * lp.sum() / B - (cfg.entropy * ent if cfg.entropy > 0 else 0.0)
+                if a is None or moved[i].any():
+                    lp, ent, _, _ = log_probs(net, c, t, r, stats=cfg.entropy > 0, plc_only=a is not None)
+                    if a is not None:
+                        lp = lp[torch.as_tensor(moved[i])]
+                    loss = loss - (reward - b) * lp.sum() / B - (cfg.entropy * ent if cfg.entropy > 0 else 0.0)
                 baselines[gi][0] += reward
                 baselines[gi][1] += 1
+            if a is not None:
+                k = int(np.argmin(obj))
+                if obj[k] < a[1]:
+                    a[0], a[1] = recs[k], float(obj[k])
             ran = True
         if not ran:
             break
-        _step(opt, net, loss, cfg.grad_clip)
+        if isinstance(loss, torch.Tensor):
+            _step(opt, net, loss, cfg.grad_clip)
         done += 1
         if progress is not None and done % cfg.log_every == 0:
             progress({"method": "doppler", "stage": stage, "update": done, "epsilon": eps,
@@ -537,18 +565,30 @@ class DopplerMethod(StatePolicyMethod):
             else:
                 teacher = teacher_record(c, net, cfg, ev.sim_params)
                 scale = float(ev.evaluate(c.expand(teacher.placement)))
-                info = imitate(net, [c], [teacher], cfg, progress, budget=limit)
+                starts = [[teacher, scale]]  # the placements Stages II and III may start from
+                one = single_device_start(problem, ev)  # never slower than the best single device
+                if one is not None:
+                    notes.append(f"the best single device: {one / 1e3:,.1f} ms")
+                    d = np.flatnonzero(c.devices == int(ev.best[0])) if one <= scale else []
+                    if len(d):  # as a record: the teacher's order, every node on that device
+                        starts.append([episode(c, embed_np(net, c, tensors_of(c)), net,
+                                               forced=(teacher.order, np.full(c.N, int(d[0])))), one])
+                info = imitate(net, [c], [teacher], cfg, progress, budget=limit, stop=ev.out_of_budget)
                 notes.append(f"Stage I: teacher {cfg.teacher} {scale / 1e3:,.1f} ms, {info['il_steps']} imitation "
                              f"updates (SEL accuracy {info['sel_acc']:.2f}, PLC {info['plc_acc']:.2f})")
                 if not ev.out_of_budget():
-                    ev.evaluate(c.expand(episode(c, embed_np(net, c, tensors_of(c)), net).placement))
+                    greedy = episode(c, embed_np(net, c, tensors_of(c)), net)
+                    starts.append([greedy, float(ev.evaluate(c.expand(greedy.placement)))])
                 _fallback(problem, ev, notes)
                 room = ev.remaining() or 0
                 base = [[-1.0, 1]]  # the teacher's reward opens the baseline
+                anchor = [min(starts, key=lambda a: a[1])] if cfg.explore == "best" else None
                 two = round(room * cfg.sim_share)
-                n2 = reinforce(net, [c], [ev], two, cfg, rng, 2, base, [scale], progress)
-                n3 = reinforce(net, [c], [ev], ev.remaining() or 0, cfg, rng, 3, base, [scale], progress)
-                notes.append(f"Stages II/III: {n2} + {n3} REINFORCE updates of {cfg.batch} episodes")
+                n2 = reinforce(net, [c], [ev], two, cfg, rng, 2, base, [scale], progress, anchor)
+                n3 = reinforce(net, [c], [ev], ev.remaining() or 0, cfg, rng, 3, base, [scale], progress, anchor)
+                notes.append(f"Stages II/III: {n2} + {n3} REINFORCE updates of {cfg.batch} episodes" +
+                             (f" around the best placement so far ({anchor[0][1] / 1e3:,.1f} ms at the end)"
+                              if anchor else ""))
         return ev.result("doppler", notes=notes), policy_state(net, cfg)
 
     def train(self, problems: list, cfg: DopplerConfig, seed: int, sim_params=None, *, placements: int | None = None,
@@ -587,9 +627,11 @@ def torch_geometric_available() -> str | None:
 DOPPLER_METHOD = register_learned(DopplerMethod())  # train / place / fine-tune (placer.methods.learned)
 
 
+# version 2: Stage I at most the budget's placements in updates; 3: the best single device simulated first,
+# Stages II/III explore around the best placement so far (issue 66)
 @register("doppler", "DOPPLER: dual policy (SEL picks the node, PLC its device), imitation of a critical-path "
           "scheduler then REINFORCE", "learned", DopplerConfig, paper="Yao et al., ICLR 2026",
-          available=torch_geometric_available, version=2)  # 2: Stage I at most the budget's placements in updates
+          available=torch_geometric_available, version=3)
 def doppler(problem, seed: int, ev: Evaluator, cfg: DopplerConfig):
     return DOPPLER_METHOD.run(problem, seed, ev, cfg)
 

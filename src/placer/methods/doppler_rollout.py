@@ -2,8 +2,10 @@
 schedulable nodes, PLC the device, with ready times, device availability and per-device embedding
 sums kept as running arrays, so one rollout is O(steps x (candidates + devices)) with no Python per
 step. The heads' affine layers run row by row in the kernel (a BLAS call per step would spawn
-threads that fight over shared cores). Modes: greedy, sampled (epsilon-greedy), or a forced
-(order, devices) replay of the Stage I teacher.
+threads that fight over shared cores). Modes: greedy, sampled (epsilon-greedy), a forced
+(order, devices) replay of the Stage I teacher, or anchored: the nodes in an anchor placement's order,
+each on the anchor's device except, with probability ``dev``, on a device PLC samples among the others
+(epsilon-greedy), so an episode explores a few device changes from the best placement so far.
 
 Compiling the kernel costs seconds to a minute, once per install (numba caches it; the arrays it
 takes are normalised by the caller so that one compiled signature serves every graph). A run whose
@@ -24,7 +26,7 @@ from placer.sim.numba_cache import ensure_writable_cache
 
 ensure_writable_cache()  # before the first cache=True kernel below
 
-GREEDY, SAMPLE, FORCED = 0, 1, 2  # rollout modes
+GREEDY, SAMPLE, FORCED, ANCHOR = 0, 1, 2, 3  # rollout modes
 
 
 @njit(cache=True, nogil=True)
@@ -103,10 +105,12 @@ def _grow(a, n):
 
 @njit(cache=True, nogil=True)
 def rollout(cost, ok, coloc, n_pred, succ_ptr, succ_idx, succ_bytes, lat, inv_bw, bl, lsum, in_bytes, cp, work,
-             h, S1, s1, S2, s2, s3, t3, P1, p1, P2, p2, p3, q3, mode, rng, eps, f_order, f_act):
+             h, S1, s1, S2, s2, s3, t3, P1, p1, P2, p2, p3, q3, mode, rng, eps, f_order, f_act, dev):
     """The MDP's steps (section 3) on a contention-free list schedule: SEL's features and scores for
     the schedulable nodes, PLC's for the devices, the choices, the transition; the Record's fields.
-    The heads' first layers are split: the per-node parts once per episode, the rest per step."""
+    The heads' first layers are split: the per-node parts once per episode, the rest per step.
+    ``f_order`` / ``f_act``: the forced or anchor trajectory (node per step, device per node);
+    ``dev``: in ANCHOR mode, the probability that a node leaves its anchor device."""
     N, A = cost.shape
     H = h.shape[1]
     hs, hp, pd = _affine(h, S1[:H], s1), _affine(h, P1[:H], p1), _affine(h, P1[H:2 * H], np.zeros(H))
@@ -128,6 +132,10 @@ def rollout(cost, ok, coloc, n_pred, succ_ptr, succ_idx, succ_bytes, lat, inv_bw
     plc_x, plc_ok = np.zeros((N, A, 7)), np.zeros((N, A), np.bool_)
     okC, est, eft, s = np.empty((N, A), np.bool_), np.empty((N, A)), np.empty((N, A)), np.empty(N)
     pre, z = np.empty(H), np.empty(A)
+    rank = np.zeros(N, np.int64)  # ANCHOR: each node's step in the anchor's order
+    if mode == ANCHOR:
+        for t in range(N):
+            rank[f_order[t]] = t
     for t in range(N):
         base = cand_ptr[t]
         if base + nr > cap:  # grow the per-candidate and per-row arrays
@@ -163,7 +171,11 @@ def rollout(cost, ok, coloc, n_pred, succ_ptr, succ_idx, succ_bytes, lat, inv_bw
             if mode == FORCED and v == f_order[t]:
                 k = j
         every = np.ones(nr, np.bool_)
-        if mode != FORCED:
+        if mode == ANCHOR:  # the schedulable node first in the anchor's order
+            for j in range(nr):
+                if rank[ready[j]] < rank[ready[k]]:
+                    k = j
+        elif mode != FORCED:
             k = _choose(s[:nr], every, mode, rng, eps)
         v = ready[k]
         okv, px = okC[k], plc_x[t]
@@ -181,7 +193,17 @@ def rollout(cost, ok, coloc, n_pred, succ_ptr, succ_idx, succ_bytes, lat, inv_bw
                     px[d, 0] * Wp[0, o] + px[d, 1] * Wp[1, o] + px[d, 2] * Wp[2, o] + px[d, 3] * Wp[3, o]
                     + px[d, 4] * Wp[4, o] + px[d, 5] * Wp[5, o] + px[d, 6] * Wp[6, o])
             z[d] = _rest(pre, P2, p2, p3, q3)
-        a = _choose(z, okv, mode, rng, eps) if mode != FORCED else f_act[v]
+        if mode == FORCED:
+            a = f_act[v]
+        elif mode == ANCHOR:
+            a = f_act[v]
+            if not okv[a] or rng.random() < dev:  # leave the anchor's device: PLC samples among the others
+                alt = okv.copy()
+                if okv[a] and alt.sum() > 1:
+                    alt[a] = False
+                a = _choose(z, alt, SAMPLE, rng, eps)
+        else:
+            a = _choose(z, okv, mode, rng, eps)
         order[t], sel_k[t], act[t], cand_ptr[t + 1] = v, k, a, base + nr
         logp[t] = _log_softmax(s[:nr], every, k) + _log_softmax(z, okv, a)
         plc_ok[t] = okv

@@ -55,7 +55,7 @@ from placer.errors import InputError
 from placer.methods.base import Evaluator, MethodConfig, register
 from placer.methods.graph_ppo import node_actions, torch_geometric_available
 from placer.methods.learned import register_learned
-from placer.methods.learned_support import PolicyFields, Progress, StatePolicyMethod
+from placer.methods.learned_support import PolicyFields, Progress, StatePolicyMethod, single_device_start
 from placer.methods.memory_fallback import fit_in_memory
 from placer.methods.seeding import SEEDS_HELP, seed_names_ok, seeded_start
 from placer.nn.threads import one_thread
@@ -81,7 +81,8 @@ class GiPHConfig(PolicyFields, MethodConfig):
     grad_clip: float = 1.0  # max gradient norm (ours)
     start: str = "best"  # each placing episode's start: best (ours: the best placement so far, kicked; the first from ``seeds``), fastest (every node on its fastest device), random (the paper's)
     seeds: str = "heft:free,heft,m-etf:free,m-etf"  # start="best": the first episode starts from the best of these classical heuristics, each simulated once (ours; "": every node on its fastest device)
-    kick: int = 2  # start="best": random relocations applied to the best placement at each later episode's start (ours)
+    kick: int = 1  # start="best": random relocations applied to the best placement at each later episode's start (ours; 2 before version 3)
+    walk: str = "descend"  # placing episodes: descend (ours: a relocation that makes the placement slower is undone, its reward kept) or free (every relocation kept, the paper's; training episodes always)
     train_start: str = "random"  # each training episode's start in ``train`` (the paper's random placement; or best, fastest)
     policy: Any = None  # a trained policy (its state dict) to place with (None: search mode, train from scratch)
     finetune: int = 0  # with a policy: REINFORCE updates (episodes) on this graph first; the rest of the budget places without updates
@@ -109,6 +110,7 @@ class GiPHConfig(PolicyFields, MethodConfig):
                 (self.start in ("random", "fastest", "best"), "start", "random, fastest or best"),
                 (self.train_start in ("random", "fastest", "best"), "train_start", "random, fastest or best"),
                 (seed_names_ok(self.seeds), "seeds", f"{SEEDS_HELP} (or empty)"), (self.kick >= 0, "kick", ">= 0"),
+                (self.walk in ("descend", "free"), "walk", "descend or free"),
                 (self.finetune >= 0, "finetune", ">= 0")]
 
 
@@ -131,10 +133,19 @@ class Ctx:
     dev_feat: np.ndarray  # (A, 2) link bandwidth and latency summaries per device
 
 
-def make_ctx(problem, nodes: int) -> Ctx:
-    from placer.nn.encoder import placement_nodes
+def make_ctx(problem, nodes: int, along: np.ndarray | None = None) -> Ctx:
+    """The problem as GiPH places it, with at most ``nodes`` nodes; ``along``: an op placement the
+    nodes are cut along (a node split where the placement changes device, nodes numbered by their
+    first op), so that it is exactly a placement of the nodes."""
+    from placer.nn.encoder import PlacementNodes, placement_nodes
 
     gp = placement_nodes(problem, nodes, "all")
+    if along is not None:
+        _, first, inv = np.unique(gp.group_of * problem.n_devices + np.asarray(along, dtype=np.int64),
+                                  return_index=True, return_inverse=True)
+        rank = np.empty(len(first), dtype=np.int64)
+        rank[np.argsort(first)] = np.arange(len(first))
+        gp = PlacementNodes(problem, rank[inv.ravel()], gp.devices)
     g, gid, N = problem.graph, gp.group_of, gp.n_groups
     s, d = gid[g.edge_src], gid[g.edge_dst]
     keep = s != d
@@ -398,18 +409,20 @@ def start_actions(ctx: Ctx, how: str, ev: Evaluator, rng, first: bool, seeds: st
         return acts
     if how == "best" and seeds and ev is not None:
         got = seeded_start(ctx.problem, ev, seeds, 0)
-        if got is not None:
-            return node_actions(gp, got.placement)
+        if got is not None:  # the best evaluated: the best seed, or the single device when it is faster
+            return node_actions(gp, ev.best if ev.best is not None else got.placement)
     tot = np.where(gp.feasible.all(axis=0), np.where(gp.feasible, gp.compute_us, 0.0).sum(axis=0), np.inf)
     if np.isfinite(tot).any():
         return np.full(gp.n_groups, int(np.argmin(tot)), dtype=np.int64)
     return np.argmin(np.where(gp.feasible, gp.compute_us, np.inf), axis=1).astype(np.int64)
 
 
-def episode(net, ctx: Ctx, ev: Evaluator, acts: np.ndarray, steps: int, gen, room) -> tuple[list, list[float]]:
+def episode(net, ctx: Ctx, ev: Evaluator, acts: np.ndarray, steps: int, gen, room,
+            descend: bool = False) -> tuple[list, list[float]]:
     """One episode from node placement ``acts``: ``steps`` relocations sampled from the policy, each new
-    placement simulated through ``ev`` while ``room()`` says the budget allows. Returns ([(gpNet,
-    pair chosen)], rewards)."""
+    placement simulated through ``ev`` while ``room()`` says the budget allows; with ``descend`` a
+    relocation that makes the placement slower is undone (its reward, negative, kept), so the
+    episode walks down from its start. Returns ([(gpNet, pair chosen)], rewards)."""
     import torch
 
     acts = acts.copy()
@@ -421,16 +434,24 @@ def episode(net, ctx: Ctx, ev: Evaluator, acts: np.ndarray, steps: int, gen, roo
         if not room():
             break
         g = gpnet(ctx, acts, sim)
+        if descend:  # candidates: relocations after which the task's inputs and compute end no later than it ends now
+            near = g.valid & (g.x[:, 10] <= 0)
+            if near.any():
+                g.valid = near
         if not g.valid.any():
             break
         with torch.no_grad():
             logp, _, _ = log_policy(net, [g])
         k = int(torch.multinomial(logp.exp(), 1, generator=gen))
-        acts[ctx.task[k]] = ctx.act[k]
-        sim = ev.simulate(ctx.gp.expand(acts))
-        rewards.append((obj - sim.objective_us) / ctx.lb)
-        obj = sim.objective_us
+        v, was = ctx.task[k], acts[ctx.task[k]]
+        acts[v] = ctx.act[k]
+        new = ev.simulate(ctx.gp.expand(acts))
+        rewards.append((obj - new.objective_us) / ctx.lb)
         out.append((g, k))
+        if descend and new.objective_us > obj:
+            acts[v] = was  # undone: the episode stays where it was
+        else:
+            sim, obj = new, new.objective_us
     return out, rewards
 
 
@@ -495,7 +516,11 @@ class GiPH(StatePolicyMethod):
         if policy is not None:
             check_policy(policy)
         with one_thread():
-            ctx = make_ctx(problem, cfg.nodes)
+            one = single_device_start(problem, ev)  # never slower than the best single device
+            if cfg.start == "best" and cfg.seeds:  # the best list scheduler, simulated first
+                seeded_start(problem, ev, cfg.seeds, 0)
+            # the nodes cut along the best placement so far, so that episodes start exactly there
+            ctx = make_ctx(problem, cfg.nodes, along=ev.best if cfg.start == "best" else None)
             torch.manual_seed(seed)
             net, H, K = net_from(policy, cfg)
             opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
@@ -509,9 +534,14 @@ class GiPH(StatePolicyMethod):
             notes = [(f"{ctx.gp.n_groups} nodes ({problem.n_ops} ops) x {ctx.gp.n_actions} devices: "
                      f"{len(ctx.task)} gpNet pairs; episodes of {T} relocations from a {cfg.start} start")]
             n_ep = updates = 0
+            if one is not None:
+                notes.append(f"the best single device: {one / 1e3:,.1f} ms")
             while room():
-                acts = start_actions(ctx, cfg.start, ev, rng, n_ep == 0, cfg.seeds, cfg.kick)
-                steps, rewards = episode(net, ctx, ev, acts, T, gen, room)
+                if cfg.start == "best" and ev.best is not None:  # the first episode exactly from the best
+                    acts = start_actions(ctx, "best", ev, rng, False, kick=cfg.kick if n_ep else 0)
+                else:
+                    acts = start_actions(ctx, cfg.start, ev, rng, n_ep == 0, cfg.seeds, cfg.kick)
+                steps, rewards = episode(net, ctx, ev, acts, T, gen, room, cfg.walk == "descend")
                 n_ep += 1
                 learn = policy is None or updates < cfg.finetune
                 if learn and steps and cfg.lr > 0:
@@ -578,10 +608,12 @@ class GiPH(StatePolicyMethod):
             return policy_state(net, H, K, cfg)
 
 
+# version 3: the best single device simulated first, nodes cut along the best start, placing episodes
+# descend (a slowing relocation undone), kick 1 (issue 66)
 @register("giph", "GiPH: gpNet of (task, device) pairs, GNN along the task graph, relocate one task per step, "
           "REINFORCE on step-time improvements", "learned", GiPHConfig,
           paper="Hu et al., MLSys 2023, GiPH: Generalizable Placement Learning for Adaptive Heterogeneous Computing",
-          available=torch_geometric_available, version=2)
+          available=torch_geometric_available, version=3)
 def giph(problem, seed: int, ev: Evaluator, cfg: GiPHConfig):
     return GIPH_METHOD.run(problem, seed, ev, cfg)
 

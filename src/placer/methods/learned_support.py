@@ -104,3 +104,19 @@ class StatePolicyMethod:
             return state
         except InputError as e:
             raise e.at(where) from None
+
+
+def single_device_start(problem, ev) -> float | None:
+    """Every op on the fastest single device that fits (:func:`placer.sim.single.single_device`),
+    simulated through ``ev`` (one placement of the budget), so that a method searching one graph
+    never returns a placement slower than one device. Its objective; None when no device runs every
+    op, none fits, or the budget is spent (DOPPLER and GiPH call it at their start)."""
+    import numpy as np
+
+    from placer.sim.single import single_device
+
+    one = single_device(problem, ev.sim_params)
+    if one["device"] is None or not one["fits"] or ev.out_of_budget():
+        return None
+    d = list(problem.cluster.device_names).index(one["device"])
+    return float(ev.evaluate(np.full(problem.n_ops, d, dtype=np.int64)))
