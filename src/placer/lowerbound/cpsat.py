@@ -97,6 +97,8 @@ def solve_subset(relax, classes: Classes, S: np.ndarray, memory: bool, det_secon
     for d in range(D):
         if len(per_dev[d]) > 1:
             m.AddNoOverlap(per_dev[d])
+            # redundant (the intervals are disjoint, inside [0, T]): gives CP-SAT's LP the load bound
+            m.Add(sum(f(occ[i, d]) * x[i][d] for i in range(k) if d in x[i]) <= T)
     # colocation: members of one group inside S share a device
     pos = {int(o): i for i, o in enumerate(S.tolist())}
     col = g.colocation[S]
