@@ -7,4 +7,8 @@ relaxations solved with CP-SAT, :mod:`.engine` takes the best of them.
 
 from placer.lowerbound.engine import Bound, Candidate, lower_bound
 
-__all__ = ["Bound", "Candidate", "lower_bound"]
+# The bounds' behaviour as a version (a cache of bound values keys on it, beside placer.sim.VERSION):
+# bumped whenever a bound's value changes on purpose.
+VERSION = 1
+
+__all__ = ["VERSION", "Bound", "Candidate", "lower_bound"]
