@@ -18,7 +18,9 @@ from placer.cli.options import bounded
 def bound(graph: str = GraphArg, cluster: str = ClusterOpt,
           seconds: Optional[float] = typer.Option(None, "--seconds", help="CP-SAT's deterministic time (its work "
                                                   "units, about a second each on one core; default 2, 0 runs no "
-                                                  "solver, at most 3,600): the same value on any machine load",
+                                                  "solver, at most 3,600): the same value on any machine load. "
+                                                  "CP-SAT solves graphs of up to 40 ops whole; on larger ones it "
+                                                  "runs (on sub-problems) only when --seconds is given",
                                                   callback=bounded("bound.seconds", 10)),
           sim: str = SimOpt, as_json: bool = JsonOpt):
     """A lower bound on the step time of every placement that fits in memory: the best of several
