@@ -120,7 +120,7 @@ def views(WI, WF, n, m, D, x):
 
 
 # ---------------------------------------------------------------------------- heap
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def push(ht, hk, hp, size, t, k, pay):
     i = np.uint64(size)  # heap indices unsigned: numba emits no negative-index wrap-around for them
     zero, one = np.uint64(0), np.uint64(1)
@@ -139,7 +139,7 @@ def push(ht, hk, hp, size, t, k, pay):
     return size + 1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def pop(ht, hk, hp, size):
     """Remove the top (the caller read it first); returns the new size."""
     size -= 1
