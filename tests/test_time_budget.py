@@ -26,13 +26,6 @@ HANDFUL = 64  # placements a method may evaluate before it first looks at the ti
 CONSTRUCTIONS = {"accelerate-auto", "accelerate-balanced", "cpu-only", "dp-split", "expert", "heft", "layer-split",
                  "m-etf", "m-sct", "m-topo", "metis", "mincut", "param-balanced", "published-greedy", "round-robin",
                  "scotch", "single-gpu"}
-# Not checked here yet: DOPPLER and GiPH are being reworked in doppler.py and giph.py (issue 66, their own fix),
-# which must add the time checks (Evaluator.time_up) there.
-PENDING = {"doppler": "doppler.py's Stage I runs up to the placement budget in imitation updates without reading "
-                      "the time limit (issue 66: fixed with DOPPLER's rework)",
-           "giph": "giph.py raises 'giph evaluated no placement' when the time ends before its first evaluation "
-                   "(issue 66: GiPH's rework; `ev.best is None and not ev.time_up()` lets run_method's fallback answer)"}
-
 
 @pytest.fixture(scope="module")
 def problem():
@@ -46,8 +39,6 @@ def test_every_method_stops_when_its_time_has_ended(problem, name):
     it; one that had evaluated nothing returns the fastest single device's placement."""
     if METHODS[name].available() is not None:
         pytest.skip(METHODS[name].available())
-    if name in PENDING:
-        pytest.xfail(PENDING[name])
     try:
         r = run_method(name, problem, Budget(HUGE, 1e-9, "cpu"), 0)
     except NotApplicable:
