@@ -74,3 +74,12 @@ def test_leaves_its_teacher_where_a_better_placement_is_reachable():
         assert r.sim.objective_us < 0.99 * teacher
     paper = run_method("doppler", P, Budget(120), seed=0, explore="policy", **FAST)  # every choice sampled
     assert paper.sim.objective_us <= teacher * (1 + 1e-9)  # the best evaluated: never worse than the teacher
+
+
+def test_a_time_limit_ends_the_search_before_its_placements():
+    """Budget.seconds is honoured: the run ends when its time ends although placements are left (Stage
+    I's imitation, which simulates nothing, stops on it too)."""
+    P = Problem(layered_training_graph(40, seed=0), preset("k80x4"))
+    r = run_method("doppler", P, Budget(50_000, seconds=1.0), seed=0, **FAST)
+    assert 1 <= r.cost.placements < 50_000  # the teacher at least
+    assert r.sim.objective_us <= _heft_us(P) * (1 + 1e-9)

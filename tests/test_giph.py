@@ -166,12 +166,12 @@ def test_specs_resolve_and_bad_ones_are_one_line_errors():
         resolve_row_graph(("giph:tasks=-1",))
 
 
-def test_the_paper_preset_differs_in_the_start_and_the_episode_only():
+def test_the_paper_preset_differs_in_the_start_the_episode_and_the_walk_only():
     from dataclasses import fields
 
     paper, default = GiPHConfig.paper(), GiPHConfig()
     changed = {f.name: getattr(paper, f.name) for f in fields(paper) if getattr(paper, f.name) != getattr(default, f.name)}
-    assert changed == {"start": "random", "episode": 0}
+    assert changed == {"start": "random", "episode": 0, "walk": "free"}
     assert all(f"``{k}" in GiPHConfig.paper.__doc__ for k in changed) and GiPHConfig.paper(episode=5).episode == 5
     P = problem(8, 3)
     r = run_method("giph", P, Budget(12), seed=0, config=GiPHConfig.paper(hidden=8, mp_steps=1))

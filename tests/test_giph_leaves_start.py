@@ -60,3 +60,10 @@ def test_never_slower_than_the_best_single_device():
     r = run_method("giph", P, Budget(12), seed=0, **SMALL)
     assert r.cost.placements <= 12 and r.sim.objective_us <= one["step_us"] * (1 + 1e-9)
     assert any("best single device" in n for n in r.notes)
+
+
+def test_a_time_limit_ends_the_search_before_its_placements():
+    P = Problem(layered_training_graph(80, seed=0), preset("k80x4"))
+    r = run_method("giph", P, Budget(50_000, seconds=1.0), seed=0, **SMALL)
+    assert 1 <= r.cost.placements < 50_000
+    assert r.sim.objective_us <= single_device(P)["step_us"] * (1 + 1e-9)

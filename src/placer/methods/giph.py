@@ -91,15 +91,16 @@ class GiPHConfig(PolicyFields, MethodConfig):
     @classmethod
     def paper(cls, **overrides) -> GiPHConfig:
         """The paper's settings where the fields express them (Hu et al. 2023, section 4.1: every
-        episode starts from a random placement), ``overrides`` applied: ``start="random"`` and
+        episode starts from a random placement), ``overrides`` applied: ``start="random"``,
         ``episode=0`` (an episode of as many relocations as tasks: the text we could read does not
-        state the length; one move per task is our reading); ``train_start`` is the paper's random
+        state the length; one move per task is our reading) and ``walk="free"`` (every relocation
+        kept); ``train_start`` is the paper's random
         start by default, and ``seeds`` and ``kick`` only act with ``start="best"``. The text we could read states no number
         for ``hidden``, ``mp_steps``, ``gamma``, ``lr``, ``entropy``, ``baseline_decay`` or
         ``grad_clip``: those stay this project's. Not expressible by the fields: the memory fallback
         after the first episode (:mod:`placer.methods.memory_fallback`, ours) always runs when
-        nothing evaluated fits."""
-        return cls(**{"start": "random", "episode": 0, **overrides})
+        nothing evaluated fits, nor the best single device simulated first."""
+        return cls(**{"start": "random", "episode": 0, "walk": "free", **overrides})
 
     def checks(self):
         return [(self.placements >= 1, "placements", ">= 1"), (self.nodes >= 1, "nodes", ">= 1"),
