@@ -27,6 +27,7 @@ CONSTRUCTIONS = {"accelerate-auto", "accelerate-balanced", "cpu-only", "dp-split
                  "m-etf", "m-sct", "m-topo", "metis", "mincut", "param-balanced", "published-greedy", "round-robin",
                  "scotch", "single-gpu"}
 
+
 @pytest.fixture(scope="module")
 def problem():
     return Problem(layered_training_graph(150, seed=2), resolve_cluster("k80x4"))
