@@ -31,7 +31,9 @@ the real system during deployment).
   policy; in search mode the last ``1 - sim_share`` of the budget, its schedules restarted).
 
 Search mode (``run``): Stages I-III on the one graph within the placement budget (the teacher's
-placement and the greedy placement after Stage I count one each, every episode one; Stage I, which
+placement, the best single device that fits and the greedy placement after Stage I count one each,
+every episode one; Stages II and III explore around the best placement so far, ``explore="best"``:
+:func:`reinforce`; the run stops when its placements or its time end; Stage I, which
 simulates nothing, runs at most as many updates as the budget has placements, so the budget bounds
 its cost too); the best placement evaluated is returned. Graphs with more ops than ``nodes`` are placed as that many
 Merge-and-Colocate groups (Placeto A.6, :mod:`placer.grouping`), so 20k-op graphs run; each episode

@@ -13,10 +13,12 @@ the number of tasks or devices, so one policy places task graphs on clusters it 
   paper, from random placements (``train_start="random"``), where improving moves abound, so the
   policy learns which relocations improve a placement. Placing episodes start by default
   (``start="best"``, ours) from the best placement evaluated so far with ``kick`` random relocations,
-  the first from the best of the classical list schedulers ``seeds`` (HEFT, critical-path m-ETF;
-  each simulated once, counted in the budget), so the policy's sampling keeps searching around
-  the best instead of walking from it; the paper's every episode from a random placement is
-  ``start="random"`` (:meth:`GiPHConfig.paper`).
+  the first from the best of the best single device and the classical list schedulers ``seeds``
+  (HEFT, critical-path m-ETF; each simulated once, counted in the budget), the nodes cut along it so
+  that it is exactly a placement of the nodes, so the policy's sampling keeps searching around the
+  best instead of walking from it; placing episodes undo a relocation that slows the placement
+  (``walk="descend"``, version 3). The paper's every episode from a random placement, every
+  relocation kept, is :meth:`GiPHConfig.paper`.
 * gpNet (section 4.2, :func:`gpnet`): one node per feasible (task, device) pair; for every edge u -> v
   of the task graph, edges from u's current pair (u, p(u)) to every option (v, d) of v, and from every
   option (u, d) of u to v's current pair (v, p(v)). A pair's features are the task's compute time on
