@@ -210,3 +210,29 @@ def test_memory_bound_only_for_fitting_placements():
     assert b.value_us == pytest.approx(best_fit, rel=1e-6) and b.proven_optimal
     assert b.any_placement_us == pytest.approx(20.0)  # both on one device, out of memory
     assert next(c for c in b.candidates if c.name == "exact").memory
+
+
+def test_energy_bound_by_hand():
+    """Two identical devices, free transfers: a source of 10 us feeds three ops of 10 that feed a sink
+    of 10, beside an independent op of 14. The window [10, T - 10] holds the three middle ops (the
+    windows bound: 10 + 10 + 30 / 2 = 35) and at least 4 us of the independent op, which cannot end
+    before 14 nor start after T - 14 (energy: 10 + 10 + 34 / 2 = 37); the optimum is 40."""
+    from placer.lowerbound.load import device_classes, energetic_bound, load_lp
+    from placer.lowerbound.relax import Relaxation
+
+    g = OpGraph.build([f"o{i}" for i in range(6)], [(0, 1, 0.0), (0, 2, 0.0), (0, 3, 0.0), (1, 4, 0.0),
+                                                    (2, 4, 0.0), (3, 4, 0.0)],
+                      compute_us={"gpu": np.array([10.0, 10.0, 10.0, 10.0, 10.0, 14.0])})
+    devs = [Device(f"d{d}", "gpu", "k", 1e12) for d in range(2)]
+    P = Problem(g, make_cluster("c", devs, 10.0, 0.0))
+    sp = SimParams()
+    best_fit, _ = optimum(P, sp)
+    assert best_fit == pytest.approx(40.0)
+    b = lower_bound(P, sp, seconds=0)
+    c = {x.name: x.value_us for x in b.candidates}
+    assert c["windows"] == pytest.approx(35.0) and c["energy"] == pytest.approx(37.0)
+    r = Relaxation.of(P, sp)
+    cl = device_classes(r)
+    lb, y = load_lp(r, cl, memory=False)
+    assert energetic_bound(r, cl, y, 35.0) == pytest.approx(37.0)
+    assert energetic_bound(r, cl, y, 0.0) == 0.0  # no proven bound, no window: nothing claimed

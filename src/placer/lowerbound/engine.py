@@ -23,7 +23,7 @@ import numpy as np
 from placer.lowerbound.cpsat import solve_subset
 from placer.lowerbound.known import polish
 from placer.lowerbound.memory import path_bound, series_bound
-from placer.lowerbound.load import device_classes, load_lp, weighted_work, window_bound
+from placer.lowerbound.load import device_classes, energetic_bound, load_lp, weighted_work, window_bound
 from placer.lowerbound.relax import Relaxation, running_bytes
 
 DEFAULT_SECONDS = 2.0  # CP-SAT's deterministic time by default
@@ -136,8 +136,11 @@ def _cheap(relax, classes, memory: bool, suffix: str, measure) -> np.ndarray:
                                                  float(relax.min_occ.max(initial=0.0))),
             "fractional assignment of every op's work to device classes")
     w = weighted_work(relax, classes, lp[0][1])
-    measure("windows" + suffix, memory, lambda: window_bound(relax.head, relax.tail_after_end, w),
-            "work that must run after a head and before a tail")
+    vals = [measure("windows" + suffix, memory, lambda: window_bound(relax.head, relax.tail_after_end, w),
+                    "work that must run after a head and before a tail"),
+            relax.path_us, lp[0][0], float(relax.min_occ.max(initial=0.0))]
+    measure("energy" + suffix, memory, lambda: energetic_bound(relax, classes, lp[0][1], max(vals)),
+            "each device class's share of every op's occupancy of a window, heads and tails per class")
     return lp[0][1]
 
 

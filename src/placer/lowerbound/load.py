@@ -138,3 +138,46 @@ def window_bound(head: np.ndarray, after: np.ndarray, w: np.ndarray, k: int = 48
     # an empty window proves nothing: only windows that hold at least one op count
     val = np.where(suffix(N) > 0, A[:, None] + B[None, :] + suffix(W), 0.0)
     return float(val.max())
+
+
+def energetic_bound(relax, classes: Classes, y: np.ndarray, lb: float, k: int = 24, rounds: int = 6) -> float:
+    """Energetic reasoning per device class (docs/bounds.md, "energy"): for thresholds ``a``, ``b``
+    with ``a + b <= lb`` (``lb`` a proven bound, so the window ``[a, T - b]`` has length ``L >= lb - a
+    - b >= 0``), an op on a device of class ``c`` occupies at least ``min(occ, est + occ - a, tail - b,
+    L)`` of that window (it starts at or after ``est[o, c]`` and at or before ``T - tail[o, c]``), so
+    ``T >= a + b + sum_o min_c y_c min(occ, est + occ - a, tail - b, lb - a - b)^+``. Repeated with
+    the better bound as ``lb`` (each round is valid on its own); returns the best, never below ``lb``."""
+    n = relax.n
+    if n == 0 or not np.isfinite(lb) or lb <= 0:
+        return lb
+    rep = classes.rep
+    occ = relax.occ[:, rep]
+    ok = np.isfinite(occ)
+    occ0 = np.where(ok, occ, 0.0)
+    est = np.where(ok, relax.est[:, rep], 0.0)
+    tail = np.where(ok, relax.tail[:, rep], 0.0)
+    yc = np.asarray(y, dtype=np.float64)
+    if not (yc > 0).any():
+        return lb
+    qs = np.linspace(0.0, 1.0, k)
+    A = np.unique(np.concatenate([[0.0], np.quantile(relax.head, qs, method="lower")]))
+    B = np.unique(np.concatenate([[0.0], np.quantile(relax.tail_after_end, qs, method="lower")]))
+    left = est + occ0  # est + occ - a: the least occupancy after a
+    best = lb
+    for _ in range(rounds):
+        cur = best
+        for a in A.tolist():
+            Bs = B[B <= cur - a]
+            if not len(Bs):
+                continue
+            L = cur - a - Bs  # (nb,)
+            x = np.minimum(np.minimum(occ0, left - a)[None, :, :], tail[None, :, :] - Bs[:, None, None])
+            x = np.minimum(x, L[:, None, None])
+            x = np.maximum(x, 0.0) * yc[None, None, :]
+            w = np.where(ok[None, :, :], x, np.inf).min(axis=2).sum(axis=1)  # (nb,)
+            v = float((a + Bs + w).max())
+            if v > best:
+                best = v
+        if best <= cur * (1 + 1e-9):
+            break
+    return best
