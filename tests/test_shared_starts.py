@@ -18,7 +18,8 @@ from placer.methods.base import Evaluator
 from placer.methods.local_search import critical_path
 from placer.methods.partitioning import metis_placement
 from placer.methods.seeding import seed_placements
-from placer.methods.starts import computed, shared, shared_schedule
+from placer.methods.list_scheduling import shared_schedule
+from placer.methods.starts import computed, shared
 from placer.methods.support import gpu_devices
 from placer.problem import Problem
 from placer.sim import simulate

@@ -26,6 +26,7 @@ import numpy as np
 from placer.graph import FORWARD
 from placer.methods.base import Evaluator, MethodConfig, NotApplicable, register
 from placer.methods.baselines import colocate
+from placer.methods.starts import shared  # computed once per Problem, shared with the seeds
 from placer.methods.support import gpu_devices, relieve_oom
 
 _INDEXED = re.compile(r"^(layers?|lstms?|rnns?|grus?|cells?|h)$", re.I)
@@ -215,13 +216,18 @@ class ExpertConfig(MethodConfig):
         return "expert"
 
 
+
+def shared_expert(problem):
+    """The expert placement and how it was made (:func:`placer.methods.expert.expert_placement`), once
+    per Problem."""
+    return shared(problem, ("expert",), lambda: expert_placement(problem))
+
+
 @register("expert", "the papers' human-expert placement (CNN on one GPU; one LSTM layer per GPU; published splits)",
           "expert", ExpertConfig,
           paper="Post section 4; Hierarchical Planner section 3; Tarnawski et al. 2020 expert splits", version=1)
 def expert(problem, seed: int, ev: Evaluator, cfg: ExpertConfig):
     """A published split is returned as published unless ``fit_memory`` is set."""
-    from placer.methods.starts import shared_expert  # computed once per Problem, shared with the seeds
-
     p, how = shared_expert(problem)
     notes = [how]
     fit_memory = cfg.fit_memory if cfg.fit_memory is not None else not how.startswith("dnn-partitioning")

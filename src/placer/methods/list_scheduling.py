@@ -50,7 +50,7 @@ import numpy as np
 from placer.methods.base import Evaluator, MethodConfig, register
 from placer.methods.list_state import COMM, Schedule, Slots, State  # noqa: F401 (COMM, Schedule: public here)
 from placer.methods.sct_lp import FAVOURITES
-from placer.methods.starts import shared_schedule, shared_topo  # computed once per Problem, shared with the seeds
+from placer.methods.starts import device_key, shared  # computed once per Problem, shared with the seeds
 from placer.methods.support import bottom_level, gpu_devices, relieve_oom
 
 BAECHI = "Jeon et al., Baechi: Fast Device Placement of Machine Learning Graphs, SoCC 2020"
@@ -308,6 +308,27 @@ class TopoConfig(MethodConfig):
     @classmethod
     def method_name(cls):
         return "m-topo"
+
+
+
+def shared_schedule(kind: str, problem, sim_params=None, devices=None, memory: str = "conservative",
+                    comm: str = "free", favourites: str = "lp"):
+    """The list scheduler ``kind`` (``heft``, ``m-etf`` or ``m-sct``) of
+    :mod:`placer.methods.list_scheduling` with these settings (its own defaults when not given), its
+    :class:`Schedule` computed once per Problem (:func:`shared`). ``favourites`` is m-SCT's only."""
+    key = (kind, sim_params, device_key(devices), memory, comm, favourites if kind == "m-sct" else None)
+    if kind == "heft":
+        return shared(problem, key, lambda: heft_schedule(problem, sim_params, devices, memory, comm))
+    if kind == "m-etf":
+        return shared(problem, key, lambda: etf_schedule(problem, sim_params, devices, memory, comm=comm))
+    if kind == "m-sct":
+        return shared(problem, key, lambda: sct_schedule(problem, sim_params, devices, memory, comm, favourites))
+    raise ValueError(f"no list scheduler '{kind}' (heft, m-etf, m-sct)")
+
+
+def shared_topo(problem, devices=None, memory: str = "conservative"):
+    """m-TOPO's placement (:func:`placer.methods.list_scheduling.topo_placement`), once per Problem."""
+    return shared(problem, ("m-topo", device_key(devices), memory), lambda: topo_placement(problem, devices, memory))
 
 
 @register("heft", "HEFT: upward-rank order, earliest-finish device with insertion (memory-aware)",

@@ -24,6 +24,7 @@ import numpy as np
 
 from placer.methods.base import Evaluator, MethodConfig, register
 from placer.grouping import Grouping, colocation_units
+from placer.methods.starts import device_key, shared  # computed once per Problem, shared with the seeds
 from placer.methods.support import gpu_devices, link_arrays, relieve_oom
 
 
@@ -244,11 +245,21 @@ class MinCutConfig(MethodConfig):
         return [(0.0 <= self.balance <= 1.0, "balance", "in [0, 1]")]
 
 
+
+def shared_metis(problem, devices, seed: int = 0, ufactor: int | None = None):
+    """METIS's placement (:func:`placer.methods.partitioning.metis_placement`; ``ufactor`` None: its
+    default), once per Problem."""
+    import inspect
+
+    if ufactor is None:
+        ufactor = inspect.signature(metis_placement).parameters["ufactor"].default
+    return shared(problem, ("metis", device_key(devices), int(seed), int(ufactor)),
+                  lambda: metis_placement(problem, devices, seed, ufactor))
+
+
 @register("metis", "METIS k-way partition (compute as vertex weights, bytes as edge weights), one part per GPU",
           "partitioning", MetisConfig, paper="Karypis and Kumar 1998; Post baseline (Gao et al. 2018, section 4)", version=1)
 def metis(problem, seed: int, ev: Evaluator, cfg: MetisConfig):
-    from placer.methods.starts import shared_metis  # computed once per Problem, shared with the seeds
-
     p = shared_metis(problem, gpu_devices(problem), seed, cfg.ufactor)
     return _finish("metis", problem, ev, p)
 

@@ -21,8 +21,10 @@ import numpy as np
 
 from placer.grouping import colocation_units
 from placer.methods.base import Evaluator, NotApplicable
+from placer.methods.expert import shared_expert
 from placer.methods.layer_split import split_start
-from placer.methods.starts import shared_expert, shared_metis, shared_schedule, shared_topo
+from placer.methods.list_scheduling import shared_schedule, shared_topo
+from placer.methods.partitioning import shared_metis
 from placer.methods.support import gpu_devices, relieve_oom, repair_memory
 from placer.sim import memory_first
 

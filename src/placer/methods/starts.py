@@ -1,4 +1,8 @@
-"""Starting placements computed once per Problem and shared: :func:`shared`, :func:`shared_schedule`.
+"""Starting placements computed once per Problem and shared: :func:`shared`.
+
+Each construction's shared form lives beside it (``list_scheduling.shared_schedule``,
+``shared_topo``, ``expert.shared_expert``, ``partitioning.shared_metis``); this module holds only
+the cache, so it imports no method.
 
 The classical constructions that local search and annealing start from (:mod:`placer.methods.seeding`),
 and the learned methods' seeded start, are the same computations the line-up runs as rows of their
@@ -45,50 +49,6 @@ def computed(problem) -> list[tuple]:
         return list(_MEMO.get(problem, {}))
 
 
-def _devices(devices) -> tuple[int, ...] | None:
+def device_key(devices) -> tuple[int, ...] | None:
+    """A device list as part of a key (None: the method's default devices)."""
     return None if devices is None else tuple(int(d) for d in devices)
-
-
-def shared_schedule(kind: str, problem, sim_params=None, devices=None, memory: str = "conservative",
-                    comm: str = "free", favourites: str = "lp"):
-    """The list scheduler ``kind`` (``heft``, ``m-etf`` or ``m-sct``) of
-    :mod:`placer.methods.list_scheduling` with these settings (its own defaults when not given), its
-    :class:`Schedule` computed once per Problem (:func:`shared`). ``favourites`` is m-SCT's only."""
-    from placer.methods import list_scheduling as ls
-
-    key = (kind, sim_params, _devices(devices), memory, comm, favourites if kind == "m-sct" else None)
-    if kind == "heft":
-        return shared(problem, key, lambda: ls.heft_schedule(problem, sim_params, devices, memory, comm))
-    if kind == "m-etf":
-        return shared(problem, key, lambda: ls.etf_schedule(problem, sim_params, devices, memory, comm=comm))
-    if kind == "m-sct":
-        return shared(problem, key, lambda: ls.sct_schedule(problem, sim_params, devices, memory, comm, favourites))
-    raise ValueError(f"no list scheduler '{kind}' (heft, m-etf, m-sct)")
-
-
-def shared_topo(problem, devices=None, memory: str = "conservative"):
-    """m-TOPO's placement (:func:`placer.methods.list_scheduling.topo_placement`), once per Problem."""
-    from placer.methods.list_scheduling import topo_placement
-
-    return shared(problem, ("m-topo", _devices(devices), memory), lambda: topo_placement(problem, devices, memory))
-
-
-def shared_expert(problem):
-    """The expert placement and how it was made (:func:`placer.methods.expert.expert_placement`), once
-    per Problem."""
-    from placer.methods.expert import expert_placement
-
-    return shared(problem, ("expert",), lambda: expert_placement(problem))
-
-
-def shared_metis(problem, devices, seed: int = 0, ufactor: int | None = None):
-    """METIS's placement (:func:`placer.methods.partitioning.metis_placement`; ``ufactor`` None: its
-    default), once per Problem."""
-    import inspect
-
-    from placer.methods.partitioning import metis_placement
-
-    if ufactor is None:
-        ufactor = inspect.signature(metis_placement).parameters["ufactor"].default
-    return shared(problem, ("metis", _devices(devices), int(seed), int(ufactor)),
-                  lambda: metis_placement(problem, devices, seed, ufactor))
