@@ -213,12 +213,34 @@ def compare_methods(problem, names: Sequence[str] | None, budget: int | None, se
         best = min(valid, key=lambda r: r["objective"])["method"] if valid else None
     else:  # under the simulator an OOM placement still ranks, after every one that fits
         best = min(ok, key=lambda r: (r["oom"], r["objective"]))["method"] if ok else None
+    fitting = [r["step_time_us"] for r in ok if not r["oom"]]
+    lb = step_bound(problem, sim_params, min(fitting) if fitting else None)
+    for r in ok:  # the bound holds for the placements that fit: a gap only for those
+        r["vs_lower_bound"] = r["step_time_us"] / lb["value_us"] if not r["oom"] and lb["value_us"] > 0 \
+            and np.isfinite(lb["value_us"]) else None
     return {"graph": problem.graph.name, "ops": problem.n_ops, "cluster": problem.cluster.name, "jobs": int(jobs),
-            "lower_bound_us": problem.lower_bound_us, "best": best, "valid_found": bool(valid),
+            "lower_bound_us": lb_us(lb), "lower_bound": lb, "best": best, "valid_found": bool(valid),
             # the simulator's communication model (docs/simulator.md); None: the cluster's, as the Evaluator's
             "comm_model": sim_params.comm_model if sim_params is not None else cluster_comm_model(problem.cluster),
             "single_gpu_oom": bool(single_oom), "rows": rows,
             "single_device": single_device(problem, sim_params)}
+
+
+def step_bound(problem, sim_params, known_us: float | None = None, seconds: float | None = None) -> dict:
+    """:func:`placer.lowerbound.lower_bound` of ``problem`` under ``sim_params`` as a dict
+    (:meth:`Bound.as_dict`): ``value_us`` bounds every placement that fits in memory, ``source``
+    names the bound that gave it, ``proven_optimal`` says whether ``known_us`` (a fitting step time)
+    or a placement the engine found meets it."""
+    from placer.lowerbound import lower_bound
+
+    return lower_bound(problem, sim_params, seconds=seconds, known_us=known_us).as_dict()
+
+
+def lb_us(bound: dict) -> float:
+    """The number a ``lower_bound_us`` field carries: the bound on fitting placements, or, when no
+    placement fits (that bound is infinite), the bound on every placement."""
+    v = bound["value_us"]
+    return float(v) if np.isfinite(v) else float(bound["any_placement_us"])
 
 
 @contextlib.contextmanager

@@ -28,6 +28,7 @@ class Outcome:
     out_dir: Path
     files: list[Path] = field(default_factory=list)
     plot_note: str = ""
+    bound_counts: dict = field(default_factory=dict)  # rows whose bound was {"cached": n, "computed": n}
 
 
 def get_experiment(name: str) -> Experiment:
@@ -116,6 +117,10 @@ def write_outputs(out: Outcome, plots: bool = True) -> None:
                 "placements": lv.placements, "seconds": lv.seconds, "sim": exp.sim,
                 "command": command_line(exp, plan.level, plan.seeds, d.parent),
                 "runs_made_on": runs_made_on(plan)})
+    if exp.lower_bound_column:  # each row's bound from placer.lowerbound, cached in <out>/bounds.json
+        from placer.bench.rowbounds import attach_bounds
+
+        out.bound_counts = attach_bounds(plan, d, tables.best_fitting_us(plan))
     plot_files: dict[int, list[str]] = {}
     if plots:
         try:
@@ -142,6 +147,12 @@ def write_outputs(out: Outcome, plots: bool = True) -> None:
         write_text_atomic(d / name, text)
         out.files.append(d / name)
 
+
+LOWER_BOUND_LEGEND = (
+    "lower bound = a proven lower bound on the step time of every placement that fits in memory, the best of "
+    "placer.lowerbound's bounds under the row's simulator settings (`placer bound`; docs/bounds.md proves each), "
+    "named in brackets by the bound that gave it (critical path, load LP, windows, memory, exact = CP-SAT on the "
+    "relaxed problem); best / bound = the best fitting step time in the row over it; ")
 
 OBJECTIVE_LEGEND = (
     "Our cells: the value of the objective each row names (placer.objectives; the `objective` column) for the "
@@ -170,10 +181,10 @@ def render_markdown(plan: Plan, env: dict, table: str, footnotes: str, summary_m
         f"Runs made on: {env['runs_made_on'] or 'none'}.", "",
         (OBJECTIVE_LEGEND if exp.uses_objectives() else
          "Our cells: simulated step time of the best placement found, in ms (mean ± sd over seeds when there are "
-         "several)" + (", and its ratio to the step-time lower bound" if exp.lower_bound_column else "")
+         "several)" + (", and, where it fits in memory, its ratio to the step-time lower bound" if exp.lower_bound_column else "")
          + "; **bold** = best in the row; OOM = the placement overflows a device's memory (left out of "
          "\"best\"); [opt] = proven optimal for the real problem (the simulated time equals a proven lower bound); "
-         "[opt of N groups] = CP-SAT proved its model of the graph coarsened into N groups optimal, which is "
+         + (LOWER_BOUND_LEGEND if exp.lower_bound_column else "") + "[opt of N groups] = CP-SAT proved its model of the graph coarsened into N groups optimal, which is "
          "not an optimum of the full graph. Paper cells are copied from the paper (seconds on real GPUs). "
          "A method or graph that does not exist yet is marked, never filled in."), "",
         table, "",

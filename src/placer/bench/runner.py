@@ -47,7 +47,8 @@ class RowContext:
     missing: str | None = None  # why the graph is not available
     graph_fp: str | None = None
     cluster_fp: str | None = None
-    lower_bound_us: float | None = None
+    lower_bound_us: float | None = None  # Problem.lower_bound_us until placer.bench.rowbounds sets the engine's
+    bound: dict | None = None  # placer.lowerbound's Bound.as_dict() for this row (placer.bench.rowbounds)
     sim: Any = None  # the SimParams its runs use: the experiment's sim on this row's cluster (sim_params)
 
 

@@ -116,7 +116,36 @@ def optimality_mark(extras: list[dict]) -> str:
     return "[opt of its model]"
 
 
-def our_cell(exp: Experiment, cells: list[Cell], agg: Agg, lb_us: float | None, best: bool, notes: Footnotes) -> str:
+def best_fitting_us(plan: Plan) -> dict[int, float]:
+    """Row index -> the lowest simulated step time (us) of any run whose placement fits in memory
+    (runs under a published objective left out): what the row's lower bound is compared with."""
+    rid = {id(r): k for k, r in enumerate(plan.rows)}
+    out: dict[int, float] = {}
+    for c in plan.cells:
+        d = c.doc
+        if c.status != OK or not d or d["spec"].get("objective") or d["result"]["oom"]:
+            continue
+        k = rid[id(c.row)]
+        out[k] = min(out.get(k, math.inf), float(d["result"]["step_time_us"]))
+    return out
+
+
+def bound_cell(ctx, best_us: float | None) -> list[str]:
+    """The lower-bound cell (value and the bound that gave it) and the best-over-bound cell of a row;
+    ``[opt]`` where a fitting placement's step time equals the bound (proven optimal)."""
+    from placer.bench.rowbounds import proven
+
+    if not ctx.lower_bound_us:
+        return ["—", "—"]
+    src = (ctx.bound or {}).get("source", "old")
+    lb = f"{fmt_ms(ctx.lower_bound_us / 1e3)} ({src})"
+    if best_us is None or not math.isfinite(best_us):
+        return [lb, "—"]
+    return [lb, f"{best_us / ctx.lower_bound_us:.2f}" + (" [opt]" if proven(ctx.bound, best_us) else "")]
+
+
+def our_cell(exp: Experiment, cells: list[Cell], agg: Agg, lb_us: float | None, best: bool, notes: Footnotes,
+             bound: dict | None = None) -> str:
     if agg.runs == 0:
         return _status_cell(cells, notes)
     if agg.step_ms is None:  # every run's placement breaks the objective's constraints
@@ -125,7 +154,7 @@ def our_cell(exp: Experiment, cells: list[Cell], agg: Agg, lb_us: float | None, 
     text = fmt_ms(agg.step_ms) if not exp.uses_objectives() else f"{agg.step_ms:,.3f}"
     if len(docs) > 1:
         text += f" ± {float(np.std(docs)):,.2f}"
-    if exp.lower_bound_column and lb_us:
+    if exp.lower_bound_column and lb_us and not agg.oom:  # the bound holds for placements that fit
         text += f" ({agg.step_ms * 1e3 / lb_us:.2f}x)"
     if agg.oom:
         text += " OOM"
@@ -134,6 +163,11 @@ def our_cell(exp: Experiment, cells: list[Cell], agg: Agg, lb_us: float | None, 
     if any(repaired(c.doc) for c in cells if c.status == OK):
         text += " (repaired)"
     mark = optimality_mark([c.doc["cost"].get("extra", {}) for c in cells if c.status == OK])
+    if not mark.startswith("[opt]") and not agg.oom and not exp.uses_objectives():
+        from placer.bench.rowbounds import proven
+
+        if proven(bound, agg.step_ms * 1e3):  # the mean over seeds equals the bound: every seed does
+            mark = "[opt]"
     if mark:
         text += f" {mark}"
     if best:
@@ -157,7 +191,8 @@ def render_table(plan: Plan) -> tuple[str, Footnotes]:
     comm = any(r.sim is not None and r.sim.comm_model != "placeto" for r in plan.rows)
     head = ["Model", *show_keys, "cluster", *(["comm model"] if comm else [])]
     if exp.lower_bound_column:
-        head.append("lower bound (ms)")
+        head += ["lower bound (ms, source)", "best / bound"]
+    best_us = best_fitting_us(plan) if exp.lower_bound_column else {}
     for m in plan.methods:
         head.append(f"{m.label} (ms)")
         if has_paper(exp, m.label):
@@ -178,12 +213,13 @@ def render_table(plan: Plan) -> tuple[str, Footnotes]:
         if comm:
             cells.append(ctx.sim.comm_model if ctx.sim is not None else "—")
         if exp.lower_bound_column:
-            cells.append(fmt_ms(ctx.lower_bound_us / 1e3) if ctx.lower_bound_us else "—")
+            cells += bound_cell(ctx, best_us.get(k))
         for m in plan.methods:
             agg = a.get(m.label, Agg(None, False, None, None, None, 0))
             is_best = (best is not None and agg.step_ms is not None and not agg.oom and m.label not in other
                        and agg.step_ms <= best * (1 + 1e-9))
-            cells.append(our_cell(exp, g[(k, m.label)], agg, ctx.lower_bound_us, is_best and len(ok) > 1, notes))
+            cells.append(our_cell(exp, g[(k, m.label)], agg, ctx.lower_bound_us, is_best and len(ok) > 1, notes,
+                                  ctx.bound))
             if has_paper(exp, m.label):
                 cells.append(fmt_paper(r.paper.get(m.label)))
         for d in exp.derived:
@@ -245,7 +281,8 @@ def method_summary(stats: list[dict]) -> str:
 
 CSV_FIELDS = ("experiment", "level", "row", "cluster", "graph", "graph_ops", "method_label", "method", "seed",
               "status", "step_time_us", "objective_us", "oom", "lower_bound_us", "placements_sampled",
-              "placements_to_best", "sim_calls", "seconds", "paper_value", "reason", "run_file")
+              "placements_to_best", "sim_calls", "seconds", "paper_value", "reason", "run_file",
+              "lower_bound_source")
 
 
 def csv_text(plan: Plan) -> str:
@@ -270,6 +307,7 @@ def csv_text(plan: Plan) -> str:
             "seconds": f"{d['cost']['seconds']:.4f}" if d else "",
             "paper_value": r.paper.get(c.method.label, ""),
             "reason": c.reason, "run_file": f"runs/{c.path.name}" if c.path and c.status in (OK, DOES_NOT_APPLY) else "",
+            "lower_bound_source": (c.row.bound or {}).get("source", "old" if c.row.lower_bound_us else ""),
         })
     return buf.getvalue()
 

@@ -177,12 +177,36 @@ def method_params(items: list[str]) -> dict[str, str]:
     return out
 
 
+def step_bound(problem, sim_params, known_us=None) -> dict:
+    from placer.bench.compare import step_bound as f
+
+    return f(problem, sim_params, known_us)
+
+
+def lb_us(bound: dict) -> float:
+    from placer.bench.compare import lb_us as f
+
+    return f(bound)
+
+
+def _bound_text(d: dict) -> str:
+    """A command's lower bound as printed: the value, the bound that gave it, and whether it proves
+    the best fitting step time optimal."""
+    b = d.get("lower_bound")
+    if not b:
+        return _us(d["lower_bound_us"])
+    if not np.isfinite(b["value_us"]):
+        return f"{_us(b['any_placement_us'])}; no placement fits in memory"
+    return f"{_us(b['value_us'])} ({safe(b['source'])}{', proven optimal' if b['proven_optimal'] else ''})"
+
+
 # ---------------------------------------------------------------------- commands
 @app.command()
 def info(graph: str = GraphArg, cluster: str = ClusterOpt, as_json: bool = JsonOpt):
     """Ops, edges, total work, critical path, memory and lower bounds of a graph on a cluster."""
     P = load_problem(graph, cluster)
     data = {"graph": P.graph.subgraph_summary(), "problem": P.summary()}
+    data["lower_bound"] = step_bound(P, None)
 
     def render(d):
         gs, ps = d["graph"], d["problem"]
@@ -193,7 +217,9 @@ def info(graph: str = GraphArg, cluster: str = ClusterOpt, as_json: bool = JsonO
         t.add_row("total work (fastest device)", _us(ps["total_work_us"]))
         t.add_row("critical path (fastest, no comm)", _us(ps["critical_path_us"]))
         t.add_row("load bound (work / devices)", _us(ps["load_bound_us"]))
-        t.add_row("lower bound on step time", _us(ps["lower_bound_us"]))
+        t.add_row("old lower bound (max of the two)", _us(ps["lower_bound_us"]))
+        t.add_row("lower bound on step time (fitting)", f"{_us(d['lower_bound']['value_us'])} "
+                  f"({safe(d['lower_bound']['source'])}; placer bound)")
         t.add_row("parameter / persistent memory", _gib(ps["param_bytes"]))
         t.add_row("sum of output tensors", _gib(gs["output_bytes"]))
         t.add_row("device memory", ", ".join(_gib(m) for m in ps["memory_bytes"]))
@@ -278,7 +304,8 @@ def simulate(graph: str = GraphArg, cluster: str = ClusterOpt,
     sp = sim_params(sim, P)
     r = run_sim(P, p, sp)
     data = r.summary(list(P.cluster.device_names))
-    data["lower_bound_us"] = P.lower_bound_us
+    data["lower_bound"] = step_bound(P, sp, None if r.oom else r.makespan_us)
+    data["lower_bound_us"] = lb_us(data["lower_bound"])
     data.update(over_single(P, sp, r.makespan_us, r.oom))
     if trace is not None:
         write_text_atomic(trace, json.dumps(r.chrome_trace(P.graph.op_names, P.cluster.device_names)))
@@ -288,7 +315,7 @@ def simulate(graph: str = GraphArg, cluster: str = ClusterOpt,
         data["html"] = report.for_simulate(html, P, placement, p, r, sp)
 
     def render(d):
-        console.print(f"step time {_us(d['makespan_us'])}  (lower bound {_us(d['lower_bound_us'])}, "
+        console.print(f"step time {_us(d['makespan_us'])}  (lower bound {_bound_text(d)}, "
                       f"objective {_us(d['objective'])}{', OOM' if d['oom'] else ''}, {d['transfers']:,} transfers)")
         console.print(safe(said_single(d)))
         t = Table("device", "busy", "utilisation", "peak memory", "capacity", "OOM")
@@ -360,7 +387,8 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
     with console.status(f"{method} on {safe(P.graph.name)} / {safe(P.cluster.name)} ...", spinner="dots"):
         res = run_method(method, P, Budget(budget, seconds, clock), seed, sp, objective=objective, **kw)
     data = res.summary()
-    data["lower_bound_us"] = P.lower_bound_us
+    data["lower_bound"] = step_bound(P, sp, None if res.sim.oom else res.step_time_us)
+    data["lower_bound_us"] = lb_us(data["lower_bound"])
     if chose is not None:
         data["grouping"], data["grouping_chosen"] = grouping, chose
     data.update(over_single(P, sp, res.step_time_us, res.sim.oom))
@@ -372,7 +400,7 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
         data["html"] = report.for_optimize(html, P, res, sp)
 
     def render(d):
-        console.print(f"{d['method']}: step time {_us(d['step_time_us'])} (lower bound {_us(d['lower_bound_us'])})"
+        console.print(f"{d['method']}: step time {_us(d['step_time_us'])} (lower bound {_bound_text(d)})"
                       f"{'  OOM' if d['oom'] else ''}; {d['placements_sampled']:,} placements, "
                       f"{d['sim_calls']:,} simulator calls, {d['wall_s']:.2f} s")
         if d["objective_name"] != "sim":
@@ -512,11 +540,12 @@ def compare(graph: str = typer.Argument("default", help="graph file or built-in 
             vs_single = f"{x:.2f}x" if x is not None else "n/a"
             value = ([_us(r["objective"]) if np.isfinite(r["objective"]) else "not valid"] if custom else [])
             rows.append([r["method"] + best, *value, _us(r["step_time_us"]), vs_single,
-                         f"{r['step_time_us'] / d['lower_bound_us']:.2f}x", "OOM" if r["oom"] else "",
+                         "n/a" if r.get("vs_lower_bound") is None else f"{r['vs_lower_bound']:.2f}x",
+                         "OOM" if r["oom"] else "",
                          f"{r['placements_sampled']:,}", f"{r['sim_calls']:,}", f"{r['wall_s']:.2f}", r["bound"]])
         w = width(console)
         t, left_out = fitted(cols, rows, w, title=f"{safe(d['graph'])} ({d['ops']:,} ops) on {safe(d['cluster'])}; "
-                                                  f"lower bound {_us(d['lower_bound_us'])}; "
+                                                  f"lower bound {_bound_text(d)}; "
                                                   f"{d['comm_model']} communication model")
         console.print(t, width=w)
         if left_out:
