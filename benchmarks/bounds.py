@@ -1,11 +1,13 @@
 """Old and new step-time lower bounds on the committed tables' rows (issue 65), as a markdown table.
 
-    python benchmarks/bounds.py [--seconds S] [--experiments classical,real-graphs,...] > bounds.md
+    python benchmarks/bounds.py [--seconds S] [--experiments classical,real-graphs,...] [--out results/bounds/README.md]
 
-For each (graph, cluster) of the named experiments' ``results/<exp>/results.csv``: the old bound
-(``Problem.lower_bound_us``), the new one (:func:`placer.lowerbound.lower_bound` under the default
-simulator), its source, the best fitting step time any committed run reached, and best over each
-bound; then the geometric mean and the largest ratio. Deterministic (see docs/bounds.md).
+For each row of the named experiments (resolved as the table resolves it: placer.bench.runner.load_row,
+under the experiment's simulator settings on the row's cluster), from ``results/<exp>/results.csv``:
+the old bound (``Problem.lower_bound_us``), the new one (:func:`placer.lowerbound.lower_bound`), the
+bound that gave it, the best fitting step time any committed run reached, and best over each bound;
+then the geometric mean and the largest ratio. Writes ``--out`` (default results/bounds/README.md)
+and prints it. Deterministic (see docs/bounds.md): only the seconds column varies between runs.
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ from __future__ import annotations
 import argparse
 import csv
 import math
+import platform
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -20,61 +25,104 @@ ROOT = Path(__file__).resolve().parents[1]
 TABLES = ("classical", "real-graphs", "learned-since", "learned-unseen")
 
 
-def committed_rows(experiments) -> dict:
-    """(graph, cluster) -> [ops, best fitting step time in us]."""
-    rows: dict = {}
-    for exp in experiments:
-        path = ROOT / "results" / exp / "results.csv"
-        if not path.exists():
-            continue
-        with open(path, newline="") as f:
-            for r in csv.DictReader(f):
-                k = (r["graph"], r["cluster"])
-                row = rows.setdefault(k, [int(r["graph_ops"] or 0), math.inf])
-                if r["status"] == "ok" and r["oom"] != "True" and r["step_time_us"]:
-                    row[1] = min(row[1], float(r["step_time_us"]))
-    return rows
+def committed(exp: str) -> tuple[str | None, dict]:
+    """(the table's budget level, {(row label, cluster name): best fitting step time in us})."""
+    path = ROOT / "results" / exp / "results.csv"
+    if not path.exists():
+        return None, {}
+    best: dict = {}
+    level = None
+    with open(path, newline="", encoding="utf-8") as f:
+        for r in csv.DictReader(f):
+            level = level or r["level"]
+            k = (r["row"], r["cluster"])
+            best.setdefault(k, math.inf)
+            if r["status"] == "ok" and r["oom"] != "True" and r["step_time_us"]:
+                best[k] = min(best[k], float(r["step_time_us"]))
+    return level, best
 
 
-def load(graph: str, cluster: str):
-    from placer.bench.graphs import shared_path
-    from placer.cli import load_problem
-
-    spec = str(shared_path(graph)) if graph.startswith("shared:") else graph
-    return load_problem(spec, "auto" if cluster.endswith("-cluster") else cluster)
+def commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=10)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=None, help="CP-SAT's deterministic time (default: the engine's)")
     ap.add_argument("--experiments", default=",".join(TABLES))
+    ap.add_argument("--out", default=str(ROOT / "results" / "bounds" / "README.md"))
     a = ap.parse_args(argv)
+    from placer.bench.experiments import EXPERIMENTS
+    from placer.bench.rowbounds import bound_key, proven
+    from placer.bench.runner import load_row
+    from placer.lowerbound import VERSION as LB_VERSION
     from placer.lowerbound import lower_bound
-    from placer.sim import SimParams
+    from placer.problem import Problem
+    from placer.sim import VERSION as SIM_VERSION
 
-    print("| graph | cluster | ops | old bound (ms) | new bound (ms) | source | best (ms) | best / old | best / new | s |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    old_r, new_r = [], []
-    for (graph, cluster), (ops, best) in sorted(committed_rows(a.experiments.split(",")).items(),
-                                               key=lambda t: t[1][0]):
-        P = load(graph, cluster)
-        t0 = time.perf_counter()
-        b = lower_bound(P, SimParams.preset("default", P.cluster), seconds=a.seconds)
-        s = time.perf_counter() - t0
-        ok = math.isfinite(best)
-        if ok:
-            old_r.append(best / b.old_us)
-            new_r.append(best / b.value_us)
-        name = graph.rpartition("/")[2] if graph.startswith("shared:") else graph
-        ratio = (f"{best / b.old_us:.2f} | {best / b.value_us:.2f}" if ok else "— | —")
-        print(f"| {name} | {cluster} | {ops:,} | {b.old_us / 1e3:,.2f} | {b.value_us / 1e3:,.2f} | {b.source} | "
-              f"{best / 1e3 if ok else float('nan'):,.2f} | {ratio} | {s:.2f} |", flush=True)
+    lines = ["| experiment | graph | cluster | ops | old bound (ms) | new bound (ms) | source | best (ms) | "
+             "best / old | best / new | s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    old_r, new_r, memo, total = [], [], {}, 0.0
+    for exp in a.experiments.split(","):
+        level, best = committed(exp)
+        if level is None or exp not in EXPERIMENTS:
+            continue
+        E = EXPERIMENTS[exp]
+        for row in E.rows:
+            if level not in row.levels:
+                continue
+            ctx = load_row(row, E.sim)
+            if ctx.graph is None:
+                continue
+            key = bound_key(ctx, a.seconds)
+            t0 = time.perf_counter()
+            if key not in memo:  # the same graph, cluster and simulator in two tables: one bound
+                memo[key] = lower_bound(Problem(ctx.graph, ctx.cluster), ctx.sim, seconds=a.seconds)
+            b, s = memo[key], time.perf_counter() - t0
+            total += s
+            bst = best.get((row.label, ctx.cluster.name), math.inf)
+            ok = math.isfinite(bst)
+            if ok:
+                old_r.append(bst / b.old_us)
+                new_r.append(bst / b.value_us)
+            opt = " [opt]" if ok and proven({"value_us": b.value_us}, bst) else ""
+            ratio = f"{bst / b.old_us:.2f} | {bst / b.value_us:.2f}{opt}" if ok else "— | —"
+            lines.append(f"| {exp} | {row.label} | {ctx.cluster.name} | {ctx.graph.n_ops:,} | {b.old_us / 1e3:,.2f} | "
+                         f"{b.value_us / 1e3:,.2f} | {b.source} | {f'{bst / 1e3:,.2f}' if ok else '—'} | {ratio} | "
+                         f"{s:.2f} |")
+            print(lines[-1], file=sys.stderr, flush=True)
 
     def gm(x):
         return math.exp(sum(map(math.log, x)) / len(x)) if x else float("nan")
 
-    print(f"\n{len(new_r)} rows with a fitting best: geometric mean best / bound {gm(old_r):.3f} (old) -> "
-          f"{gm(new_r):.3f} (new); largest {max(old_r, default=0):.2f} -> {max(new_r, default=0):.2f}")
+    cmd = "python benchmarks/bounds.py" + ("" if a.seconds is None else f" --seconds {a.seconds:g}") + \
+        ("" if a.experiments == ",".join(TABLES) else f" --experiments {a.experiments}")
+    head = [
+        "# Step-time lower bounds on the committed tables' rows: old against new (issue 65)", "",
+        f"Regenerate: `{cmd}` (writes this file; seconds to a minute on one core).  ",
+        f"Code: commit `{commit()}`, placer.lowerbound VERSION {LB_VERSION}, simulator VERSION {SIM_VERSION}; "
+        f"Python {platform.python_version()}.", "",
+        "Per row of each table (the row's graph and cluster under the experiment's simulator settings, as the table "
+        "resolves them): the old bound (`Problem.lower_bound_us`: the larger of the critical path and the total work "
+        "over the devices), the new one (`placer.lowerbound.lower_bound`, default effort: the bound on every "
+        "placement that fits in memory; docs/bounds.md proves each candidate) and the candidate that gave it, the "
+        "best fitting step time any committed run of that table reached (`results/<exp>/results.csv`), and best over "
+        "each bound. [opt] = the best equals the new bound: proven optimal. The bound values are deterministic; "
+        "only the seconds column (the wall time of the bound; near 0 where an earlier row had the same graph, cluster and simulator) depends on the machine.", "",
+    ]
+    foot = ["", f"{len(new_r)} rows with a fitting best: geometric mean of best / bound {gm(old_r):.3f} (old) -> "
+                f"{gm(new_r):.3f} (new); largest {max(old_r, default=0):.2f} (old) -> {max(new_r, default=0):.2f} (new); "
+                f"{sum(1 for x in new_r if x <= 1 + 1e-6)} rows proven optimal; bounds took {total:.1f} s in all.", ""]
+    text = "\n".join(head + lines + foot)
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    print(text)
 
 
 if __name__ == "__main__":
