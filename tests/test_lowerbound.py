@@ -236,3 +236,57 @@ def test_energy_bound_by_hand():
     lb, y = load_lp(r, cl, memory=False)
     assert energetic_bound(r, cl, y, 35.0) == pytest.approx(37.0)
     assert energetic_bound(r, cl, y, 0.0) == 0.0  # no proven bound, no window: nothing claimed
+
+
+def test_heads_count_inputs_on_one_device():
+    """A fork-join s -> a, b -> t with transfers of 100 us: a and b either share t's device (one at a
+    time: 1 + 10 + 10 + 1) or one of them pays a transfer (1 + 10 + 100 + 1). The path recursion alone
+    says 1 + 10 + 1; the heads that count the inputs on one device prove the optimum, 22."""
+    g = OpGraph.build(["s", "a", "b", "t"], [(0, 1, 1000.0), (0, 2, 1000.0), (1, 3, 1000.0), (2, 3, 1000.0)],
+                      compute_us={"gpu": np.array([1.0, 10.0, 10.0, 1.0])})
+    devs = [Device(f"d{d}", "gpu", "k", 1e12) for d in range(2)]
+    for comm in MODELS:
+        P = Problem(g, make_cluster("c", devs, 10.0, 0.0, meta={"comm_model": comm}))
+        sp = SimParams(comm_model=comm)
+        best_fit, _ = optimum(P, sp)
+        assert best_fit == pytest.approx(22.0)
+        b = lower_bound(P, sp, seconds=0)
+        assert {c.name: c.value_us for c in b.candidates}["critical path"] == pytest.approx(22.0)
+
+
+def fan_instance(seed: int) -> tuple[Problem, SimParams]:
+    """Fork-joins with heavy edges, per-device costs, restrictions and op gaps: where the heads and
+    tails that count one device's inputs and outputs (and the energy bound) reason."""
+    rng = np.random.default_rng(9000 + seed)
+    k = int(rng.integers(2, 6))  # the middle ops
+    n, D = k + 2 + int(rng.integers(0, 2)), int(rng.integers(2, 4))
+    edges = [(0, i, float(rng.uniform(0, 400))) for i in range(1, k + 1)]
+    edges += [(i, k + 1, float(rng.uniform(0, 400))) for i in range(1, k + 1)]
+    edges += [(k + 1, j, float(rng.uniform(0, 400))) for j in range(k + 2, n)]
+    cost = {}
+    for d in range(D):
+        c = rng.uniform(1, 30, n) * (1 + rng.random())
+        if d > 0:
+            c[rng.random(n) < 0.1] = np.inf
+        cost[f"m{d}"] = c
+    g = OpGraph.build([f"o{i}" for i in range(n)], edges, compute_us=cost)
+    devs = [Device(f"d{d}", "gpu", f"m{d}", 1e12) for d in range(D)]
+    model = MODELS[seed % len(MODELS)]
+    pairs = {(a, b): (float(rng.uniform(2, 20)), float(rng.uniform(0, 5)))
+             for a in range(D) for b in range(D) if a != b and rng.random() < 0.5}
+    cluster = make_cluster(f"f{seed}", devs, float(rng.uniform(2, 20)), float(rng.uniform(0, 5)), pairs=pairs,
+                           meta={"comm_model": model})
+    sp = SimParams(comm_model=model, op_gap_us=float(rng.choice([0.0, 2.0])), bus_gap_us=float(rng.choice([0.0, 1.0])))
+    try:
+        return Problem(g, cluster), sp
+    except Exception:  # an op with no device
+        return fan_instance(seed + 10_000)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_fan_bounds_never_exceed_the_enumerated_optimum(seed):
+    P, sp = fan_instance(seed)
+    best_fit, best_any = optimum(P, sp)
+    b = lower_bound(P, sp, seconds=0)
+    for c in b.candidates:
+        assert c.value_us <= min(best_fit, best_any) * (1 + 1e-9) + 1e-6, (c, best_fit, best_any)

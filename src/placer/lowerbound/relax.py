@@ -17,7 +17,9 @@ when that cost is non-zero (``dur`` otherwise):
 device-aware heads and tails (:func:`heads_tails`), the earliest start of an op on each device
 and the least time from its start there to the end of the step, each a longest path with every
 other op free to take its best device for that path alone (a relaxation: an op may "be" on
-different devices for different paths).
+different devices for different paths). :func:`heads_tails_fan` adds, at every fork and join,
+that the inputs (outputs) sharing the op's device run there one at a time and the others pay a
+transfer.
 """
 
 from __future__ import annotations
@@ -119,7 +121,7 @@ class Relaxation:
     @cached_property
     def _ht(self):
         g = self.graph
-        return heads_tails(g.pred_ptr, g.pred_idx, g.pred_edge, g.succ_ptr, g.succ_idx, g.succ_edge,
+        return heads_tails_fan(g.pred_ptr, g.pred_idx, g.pred_edge, g.succ_ptr, g.succ_idx, g.succ_edge,
                            np.asarray(g.edge_bytes, dtype=np.float64), self.dur, self.occ,
                            self.link_latency, self.link_us_per_byte)
 
@@ -231,3 +233,145 @@ def longest_between(succ_ptr, succ_idx, fastest, n, src):
             if t > out[w]:
                 out[w] = t
     return out
+
+
+MAX_FAN = 64  # heads and tails: the one-device reasoning over at most this many distinct inputs / outputs
+
+
+@njit(cache=True, nogil=True)
+def _distinct(ptr, idx, eidx, ebytes, v):
+    """The distinct neighbours of ``v`` in a CSR list, each with its largest edge's bytes."""
+    k = ptr[v + 1] - ptr[v]
+    nb = np.empty(k, dtype=np.int64)
+    by = np.empty(k)
+    c = 0
+    for j in range(ptr[v], ptr[v + 1]):
+        u = idx[j]
+        b = ebytes[eidx[j]]
+        found = False
+        for i in range(c):
+            if nb[i] == u:
+                if b > by[i]:
+                    by[i] = b
+                found = True
+                break
+        if not found:
+            nb[c] = u
+            by[c] = b
+            c += 1
+    return nb[:c], by[:c]
+
+
+@njit(cache=True, nogil=True)
+def _local_or_remote(rel, work, remote):
+    """min over splits of the neighbours into remote ones (the largest ``remote`` time among them) and
+    local ones (one device, one at a time: max over r of r + the work of the local ones with ``rel >=
+    r``) of the larger of the two; the remote ones are the cheapest first (a larger set only costs more)."""
+    k = len(rel)
+    order_r = np.argsort(remote)
+    order_l = np.argsort(-rel)  # local ones by release, latest first
+    is_remote = np.zeros(k, dtype=np.bool_)
+    best = np.inf
+    for step in range(k + 1):
+        theta = 0.0
+        if step > 0:
+            u = order_r[step - 1]
+            is_remote[u] = True
+            theta = remote[u]
+        if theta >= best:
+            break
+        c = 0.0
+        acc = 0.0
+        for i in range(k):
+            u = order_l[i]
+            if is_remote[u]:
+                continue
+            acc += work[u]
+            if rel[u] + acc > c:
+                c = rel[u] + acc
+        v = max(theta, c)
+        if v < best:
+            best = v
+    return best
+
+
+@njit(cache=True, nogil=True)
+def heads_tails_fan(pred_ptr, pred_idx, pred_edge, succ_ptr, succ_idx, succ_edge, ebytes, dur, occ, lat, upb):
+    """Heads and tails (as :func:`heads_tails`) that also count one device's serialisation: the inputs
+    of ``v`` placed on ``v``'s device ``d`` run there one at a time before ``v`` starts (each after its
+    own head on ``d``), the others arrive over a link; ``est[v, d]`` is the least, over which inputs
+    are local, of the larger of the two. Tails the same way with the outputs run after ``v``'s
+    occupancy. Ops with more than MAX_FAN distinct inputs (outputs) keep the path recursion."""
+    n, D = dur.shape
+    est = np.zeros((n, D))
+    tail = np.zeros((n, D))
+    for v in range(n):
+        nb, by = _distinct(pred_ptr, pred_idx, pred_edge, ebytes, v)
+        k = len(nb)
+        rel = np.empty(k)
+        work = np.empty(k)
+        rem = np.empty(k)
+        for d in range(D):
+            if not np.isfinite(dur[v, d]):
+                est[v, d] = np.inf
+                continue
+            path = 0.0
+            for i in range(k):
+                u = nb[i]
+                r = np.inf
+                for a in range(D):
+                    if a != d and np.isfinite(dur[u, a]):
+                        f = est[u, a] + dur[u, a] + lat[a, d] + by[i] * upb[a, d]
+                        if f < r:
+                            r = f
+                rem[i] = r
+                if np.isfinite(dur[u, d]):
+                    rel[i] = est[u, d]
+                    work[i] = occ[u, d]
+                else:
+                    rel[i] = np.inf
+                    work[i] = 0.0
+                m = min(rel[i] + work[i], r)
+                if m > path:
+                    path = m
+            if k > MAX_FAN or k == 0:
+                est[v, d] = path
+            else:
+                est[v, d] = max(path, _local_or_remote(rel, work, rem))
+    for v in range(n - 1, -1, -1):
+        nb, by = _distinct(succ_ptr, succ_idx, succ_edge, ebytes, v)
+        k = len(nb)
+        rel = np.empty(k)
+        work = np.empty(k)
+        rem = np.empty(k)
+        for d in range(D):
+            if not np.isfinite(dur[v, d]):
+                tail[v, d] = np.inf
+                continue
+            path = 0.0
+            for i in range(k):
+                w = nb[i]
+                r = np.inf
+                for a in range(D):
+                    if a != d and np.isfinite(dur[w, a]):
+                        f = dur[v, d] + lat[d, a] + by[i] * upb[d, a] + tail[w, a]
+                        if f < r:
+                            r = f
+                rem[i] = r
+                if np.isfinite(dur[w, d]):
+                    rel[i] = tail[w, d] - occ[w, d]  # what follows w's occupancy
+                    work[i] = occ[w, d]
+                else:
+                    rel[i] = np.inf
+                    work[i] = 0.0
+                m = min(occ[v, d] + rel[i] + work[i], r)
+                if m > path:
+                    path = m
+            best = path
+            if 0 < k <= MAX_FAN:
+                # local outputs run after v's occupancy, one at a time: shift the remote times by it
+                for i in range(k):
+                    rem[i] = rem[i] - occ[v, d]
+                best = max(best, occ[v, d] + _local_or_remote(rel, work, rem))
+            tail[v, d] = max(occ[v, d], best)
+    return est, tail
