@@ -472,7 +472,10 @@ CLASSICAL_METHODS = (
 CLASSICAL_FAMILIES = ("trivial", "expert", "partitioning", "list-scheduling", "search", "exact")
 OURS_DIFFERENCES = (
     "No paper reports this table; it is the project's own comparison. Step times are simulated; the lower "
-    "bound is max(critical path with every op on its fastest device and no communication, total work / devices).",
+    "bound is placer.lowerbound's on every placement that fits in memory (the best of the critical path, load "
+    "and window LPs, memory and, on small graphs, CP-SAT on the relaxed problem; docs/bounds.md), named per row "
+    "by the bound that gave it; the old one, max(critical path on the fastest devices, total work / devices), "
+    "is compared with it in results/bounds/README.md.",
 )
 CP_SAT_NOTE = (
     "CP-SAT runs under a time limit on a graph coarsened to at most 40 groups: unless marked [opt] its result "
