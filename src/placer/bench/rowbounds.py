@@ -3,8 +3,10 @@ cached beside the results in ``results/<experiment>/bounds.json`` so rendering a
 recomputes nothing.
 
 A cache entry is keyed by everything that decides the bound's value: the graph's and the cluster's
-fingerprints, the row's simulator settings, the CP-SAT time the engine was given, and the versions
-of the bound engine (``placer.lowerbound.VERSION``) and of the simulator (``placer.sim.VERSION``).
+fingerprints, the row's simulator settings, the CP-SAT time the engine was given, the versions
+of the bound engine (``placer.lowerbound.VERSION``) and of the simulator (``placer.sim.VERSION``),
+and a hash of the bound engine's source (so a change of a bound that forgot its version bump still
+recomputes; the bounds of every committed row take seconds).
 The value does not depend on the best step time a table reached (``known_us`` only says whether
 the bound proves it optimal), so :func:`proven` decides that at rendering time from the cached value.
 """
@@ -12,6 +14,8 @@ the bound proves it optimal), so :func:`proven` decides that at rendering time f
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -29,7 +33,19 @@ def bound_key(ctx, seconds: float | None = None) -> str:
 
     return stable_hash({"graph": ctx.graph_fp, "cluster": ctx.cluster_fp,
                         "sim": dataclasses.asdict(ctx.sim) if ctx.sim is not None else None,
-                        "seconds": seconds, "lowerbound": LB_VERSION, "simulator": SIM_VERSION})
+                        "seconds": seconds, "lowerbound": LB_VERSION, "simulator": SIM_VERSION,
+                        "source": engine_source()})
+
+
+@functools.lru_cache(maxsize=1)
+def engine_source() -> str:
+    """A hash of the source of placer.lowerbound (every module of the package)."""
+    import placer.lowerbound as lb
+
+    h = hashlib.sha256()
+    for f in sorted(Path(lb.__file__).parent.glob("*.py")):
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def read_cache(path: Path) -> dict:
@@ -51,8 +67,10 @@ def attach_bounds(plan, out_dir: Path, known: dict[int, float] | None = None,
     as ``known_us``. Rewrites the cache (only the plan's rows' entries) when it changed.
     Returns {"cached": n, "computed": n}."""
     from placer.io import write_text_atomic
+    from placer.lowerbound import VERSION as LB_VERSION
     from placer.lowerbound import lower_bound
     from placer.problem import Problem
+    from placer.sim import VERSION as SIM_VERSION
 
     path = Path(out_dir) / CACHE
     old = read_cache(path)
@@ -69,7 +87,9 @@ def attach_bounds(plan, out_dir: Path, known: dict[int, float] | None = None,
             b = lower_bound(Problem(ctx.graph, ctx.cluster), ctx.sim, seconds=seconds,
                             known_us=kn if kn is not None and math.isfinite(kn) else None)
             entry = {"row": ctx.row.key, "graph_fp": ctx.graph_fp, "cluster_fp": ctx.cluster_fp,
-                     "bound": b.as_dict()}
+                     "sim": dataclasses.asdict(ctx.sim) if ctx.sim is not None else None, "seconds": seconds,
+                     "lowerbound_version": LB_VERSION, "simulator_version": SIM_VERSION,
+                     "lowerbound_source": engine_source(), "bound": b.as_dict()}
             counts["computed"] += 1
         else:
             counts["cached"] += 1
