@@ -46,6 +46,9 @@ def test_convert_simulate_optimize_round(capsys, monkeypatch, tmp_path):
     assert code == 0
     sim = json.loads(out)
     assert sim["makespan_us"] == pytest.approx(res["step_time_us"])
+    # both state placer.lowerbound's bound (the same: same problem and simulator) and what gave it
+    assert res["lower_bound"]["source"] and sim["lower_bound"]["source"] == res["lower_bound"]["source"]
+    assert sim["lower_bound_us"] == res["lower_bound_us"] == res["lower_bound"]["value_us"] <= res["step_time_us"]
     trace = json.loads((tmp_path / "t.json").read_text())
     assert sum(1 for e in trace["traceEvents"] if e["ph"] == "X") >= 652
 
