@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from placer.graph import OpGraph
+from placer.grouping import separate as _kernel
 from placer.problem import Problem
 
 # ----------------------------------------------------------------------------- the quotient graph
@@ -98,6 +99,19 @@ class Quotient:
         self.fmask = list(masks)
         self.pos = [float(i) for i in range(n)]
         self.untied = 0
+        # the compiled search's view (placer.grouping.separate): op edges, the op -> group map, each
+        # group's members as a linked list, group degrees (len of succ/pred) and positions
+        self._sptr, self._sidx = np.asarray(g.succ_ptr, np.int64), np.asarray(g.succ_idx, np.int64)
+        self._pptr, self._pidx = np.asarray(g.pred_ptr, np.int64), np.asarray(g.pred_idx, np.int64)
+        self._grp = np.arange(n, dtype=np.int64)
+        self._head, self._tail = np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64)
+        self._nxt = np.full(n, -1, dtype=np.int64)
+        self._outdeg = np.array([len(x) for x in self.succ], dtype=np.int64)
+        self._indeg = np.array([len(x) for x in self.pred], dtype=np.int64)
+        self._pos = np.arange(n, dtype=np.float64)
+        self._fmark, self._bmark = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        self._fstack, self._bstack = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        self._stamp = 0
 
     # --------------------------------------------------------------- families (colocation)
     def family(self, r: int) -> int:
@@ -137,7 +151,7 @@ class Quotient:
             return -1
         if self.cap is not None and self.held[a] + self.held[b] + self.out[a] + self.out[b] > self.cap(mk):
             return -1
-        found = self._separate(a, b)
+        found = self._separate_fast(a, b)
         if found is None:
             return -1
         side, moved = found
@@ -146,15 +160,36 @@ class Quotient:
         self._absorb(r, o, mk)
         if side == "after":  # merged group takes b's place; a's descendants before b move behind it
             pos[r] = pb
+            self._pos[r] = pb
             if moved:
                 bound = min((pos[y] for x in moved for y in self.succ[x] if y not in moved), default=pb + len(moved) + 1)
-                self._respace(sorted(moved, key=pos.__getitem__), pb, bound)
+                self._respace(self._in_order(moved), pb, bound)
         else:  # merged group takes a's place; b's ancestors after a move in front of it
             pos[r] = pa
+            self._pos[r] = pa
             if moved:
                 bound = max((pos[y] for x in moved for y in self.pred[x] if y not in moved), default=pa - len(moved) - 1)
-                self._respace(sorted(moved, key=pos.__getitem__), bound, pa)
+                self._respace(self._in_order(moved), bound, pa)
         return r
+
+    def _separate_fast(self, a: int, b: int):
+        """:meth:`_separate`'s answer from the compiled search (:mod:`placer.grouping.separate`):
+        None, or the side and the moved groups as a set (positions unique: any order sorts alike)
+        or, where two moved groups share a position, :meth:`_separate`'s own set, whose insertion
+        order decides how they sort."""
+        self._stamp += 1
+        code, k = _kernel.separate(a, b, self._pos, self._grp, self._head, self._nxt, self._sptr, self._sidx,
+                                   self._pptr, self._pidx, self._outdeg, self._indeg, self._fmark, self._bmark,
+                                   self._stamp, self._fstack, self._bstack)
+        if code == _kernel.CYCLE:
+            return None
+        moved = (self._fstack if code == _kernel.AFTER else self._bstack)[:k].tolist()
+        if k > 1 and len({self.pos[x] for x in moved}) < k:
+            return self._separate(a, b)
+        return ("after" if code == _kernel.AFTER else "before"), set(moved)
+
+    def _in_order(self, moved: set[int]) -> list[int]:
+        return sorted(moved, key=self.pos.__getitem__)
 
     def _separate(self, a: int, b: int):
         """None when a path leads from a to b other than the edge a -> b. Otherwise ("after", the
@@ -214,6 +249,8 @@ class Quotient:
             # renumber with gaps wide enough for the nodes to go between their neighbours
             for i, x in enumerate(order):
                 self.pos[x] = float(i) * (k + 2)
+            if order:
+                self._pos[order] = [self.pos[x] for x in order]
             # recompute the bounds in the new numbering
             succ_pos = [self.pos[y] for x in nodes for y in self.succ[x] if y not in nodes]
             pred_pos = [self.pos[y] for x in nodes for y in self.pred[x] if y not in nodes]
@@ -222,6 +259,8 @@ class Quotient:
             step = (hi - lo) / (k + 1)
         for i, x in enumerate(nodes):
             self.pos[x] = lo + step * (i + 1)
+        if nodes:
+            self._pos[nodes] = [self.pos[x] for x in nodes]
 
     def _absorb(self, r: int, o: int, mask: int) -> None:
         grp, ext, tb = self.grp, self.ext, self.tensor_bytes
@@ -239,19 +278,26 @@ class Quotient:
                         dropped += tb[y]
         for x in self.members[o]:
             grp[x] = r
+        self._grp[self.members[o]] = r
+        self._nxt[self._tail[r]] = self._head[o]
+        self._tail[r] = self._tail[o]
         succ, pred = self.succ, self.pred
+        outdeg, indeg = self._outdeg, self._indeg
         for y, w in succ[o].items():
             if y != r:
                 del pred[y][o]
                 succ[r][y] = succ[r].get(y, 0.0) + w
                 pred[y][r] = pred[y].get(r, 0.0) + w
+                indeg[y] = len(pred[y])
         for y, w in pred[o].items():
             if y != r:
                 del succ[y][o]
                 pred[r][y] = pred[r].get(y, 0.0) + w
                 succ[y][r] = succ[y].get(r, 0.0) + w
+                outdeg[y] = len(succ[y])
         succ[r].pop(o, None)
         pred[r].pop(o, None)
+        outdeg[r], indeg[r] = len(succ[r]), len(pred[r])
         succ[o] = pred[o] = None
         self.members[r].extend(self.members[o])
         self.members[o] = None
