@@ -69,3 +69,15 @@ def test_opt_only_where_a_fitting_step_time_meets_the_bound():
     assert proven({"value_us": 100.0}, 100.0) and proven({"value_us": 100.0}, 100.00001)
     assert not proven({"value_us": 100.0}, 101.0) and not proven(None, 100.0)
     assert not proven({"value_us": float("inf")}, 100.0) and not proven({"value_us": 100.0}, None)
+
+
+def test_a_row_where_nothing_fits_shows_the_bound_on_every_placement_and_no_ratio():
+    from types import SimpleNamespace
+
+    from placer.bench.tables import bound_cell
+
+    ctx = SimpleNamespace(lower_bound_us=2000.0, bound={"value_us": float("inf"), "source": "memory",
+                                                        "any_placement_us": 2000.0})
+    assert bound_cell(ctx, None) == ["2.00 (no placement fits; any placement)", "—"]
+    ctx = SimpleNamespace(lower_bound_us=2000.0, bound={"value_us": 2000.0, "source": "load"})
+    assert bound_cell(ctx, 2000.0) == ["2.00 (load)", "1.00 [opt]"] and bound_cell(ctx, 3000.0)[1] == "1.50"

@@ -95,7 +95,8 @@ def attach_bounds(plan, out_dir: Path, known: dict[int, float] | None = None,
             counts["cached"] += 1
         new[key] = entry
         ctx.bound = entry["bound"]
-        ctx.lower_bound_us = float(entry["bound"]["value_us"])
+        v = float(entry["bound"]["value_us"])  # infinite when no placement fits: then the bound on every placement
+        ctx.lower_bound_us = v if math.isfinite(v) else float(entry["bound"].get("any_placement_us") or 0.0) or None
     if new != old:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(path, json.dumps({"note": "step-time lower bounds per row (placer.bench.rowbounds); "

@@ -138,6 +138,8 @@ def bound_cell(ctx, best_us: float | None) -> list[str]:
     if not ctx.lower_bound_us:
         return ["—", "—"]
     src = (ctx.bound or {}).get("source", "old")
+    if ctx.bound and not math.isfinite(ctx.bound["value_us"]):
+        src = "no placement fits; any placement"
     lb = f"{fmt_ms(ctx.lower_bound_us / 1e3)} ({src})"
     if best_us is None or not math.isfinite(best_us):
         return [lb, "—"]
