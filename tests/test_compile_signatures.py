@@ -5,7 +5,9 @@ first command's compilation paid for sim_full and run_loop twice). In a fresh in
 empty numba cache (a cached kernel loads without compiling, and so without registering, what it
 calls), every entry point of the simulator runs (Engine objective and full result, evaluate_many on
 one and two threads, under each communication model); then each kernel of placer.sim.kernel and
-placer.sim.state must have at most one signature."""
+placer.sim.state must have at most one signature. The event loop and the entry points are compiled
+once per communication model (kernel.py's PER_MODEL), each copy with one signature, and
+:func:`test_default_model_compiles_only_its_own` checks that the default model compiles no other's."""
 
 import json
 import os
@@ -55,8 +57,40 @@ def test_every_kernel_compiles_one_specialisation(tmp_path):
                          text=True, timeout=1800)
     assert out.returncode == 0, out.stderr[-2000:]
     sigs = json.loads(out.stdout.strip().splitlines()[-1])
-    for name in ("kernel.sim_full", "kernel.sim_batch", "kernel.run_loop", "kernel.run_placeto", "kernel.prepass",
-                 "state.views", "state.heap_cap"):
-        assert sigs[f"placer.sim.{name}"], f"{name} was not compiled: the calls no longer reach it"
+    names = ["kernel.run_placeto", "kernel.prepass", "state.views", "state.heap_cap"]
+    for model in ("placeto", "p2p", "giph", "link"):  # each model's own loop and entry points (PER_MODEL)
+        names += [f"kernel.sim_full_{model}", f"kernel.sim_batch_{model}", f"kernel.run_loop_{model}"]
+    for name in names:
+        assert sigs.get(f"placer.sim.{name}"), f"{name} was not compiled: the calls no longer reach it"
     many = {name: s for name, s in sigs.items() if len(s) > 1}
     assert not many, f"kernels compiled more than once: {many}"
+
+
+CHILD_DEFAULT = """
+import json, numpy as np
+from numba.core.registry import CPUDispatcher
+from placer.cluster import preset
+from placer.problem import Problem
+from placer.sim import evaluate_many, kernel, simulate
+from placer.zoo.synthetic import layered_training_graph
+P = Problem(layered_training_graph(40, seed=0), preset("k80x2"))
+p = np.zeros((2, P.n_ops), dtype=np.int64)
+simulate(P, p[0])
+evaluate_many(P, p)
+print(json.dumps(sorted(k for k in dir(kernel) if isinstance(getattr(kernel, k), CPUDispatcher)
+                        and getattr(kernel, k).signatures)))
+"""
+
+
+@pytest.mark.slow
+def test_default_model_compiles_only_its_own(tmp_path):
+    """A command on the default (placeto) model compiles the placeto loop and entry points and no other
+    model's: numba compiles every branch of a function, so one loop for all models paid for all four."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", CHILD_DEFAULT], env=env, capture_output=True, text=True,
+                         timeout=1800)
+    assert out.returncode == 0, out.stderr[-2000:]
+    compiled = json.loads(out.stdout.strip().splitlines()[-1])
+    assert {"sim_full_placeto", "sim_batch_placeto", "run_loop_placeto"} <= set(compiled), compiled
+    others = [k for k in compiled if k.endswith(("_p2p", "_giph", "_link"))]
+    assert not others, f"the default model compiled other models' kernels: {others}"

@@ -39,6 +39,9 @@ a FIFO with known service times), so they need no sender wake-ups; their heap ho
 
 from __future__ import annotations
 
+import threading
+import types
+
 import numpy as np
 from numba import njit
 from numba.core.cpu import CPUTargetOptions
@@ -152,11 +155,12 @@ def init_state(GI, GF, CI, place, WI, WF, vi, vf):
 
 
 # ---------------------------------------------------------------------------- event loop
-@njit(**HOT)
 def run_loop(GI, GF, CF, CI, PI, place, WI, WF, vi, vf, record):
     """Process events until none is left; the state in WI/WF may be fresh or restored. ``record``:
-    keep the per-op / per-transfer records (SimResult, restarts); off for the objective alone."""
-    n, m, D, model = CI[0], CI[1], CI[2], CI[3]
+    keep the per-op / per-transfer records (SimResult, restarts); off for the objective alone.
+    A template: compiled once per communication model (``MODEL`` a constant, see PER_MODEL)."""
+    n, m, D = CI[0], CI[1], CI[2]
+    model = MODEL
     succ_ptr, succ_idx, pred_ptr, pred_edge, edge_src, leader, pred_idx, ebytes, obytes, tbytes, pbytes, comp = (
         gviews(GI, GF, n, m, D))
     prio = PI[0:n]  # an op's rank among simultaneous events; inv: the op of a rank
@@ -872,7 +876,6 @@ def finish(GF, CF, CI, place, WI, WF, vf):
     return OK
 
 
-@njit(cache=True, nogil=True)
 def sim_full(GI, GF, CF, CI, PI, place, WI, WF, record):
     """One whole simulation into WI/WF. Returns OK, BAD_PLACEMENT (WI[S_BAD] = op) or NOT_ALL_RAN."""
     n, m, D = CI[0], CI[1], CI[2]
@@ -887,28 +890,29 @@ def sim_full(GI, GF, CF, CI, PI, place, WI, WF, record):
     # run_placeto pays off when most ops send a transfer (random-like placements: 1.2-1.35x); on
     # mostly-local placements (one device, contiguous blocks) it measured 2x slower than run_loop
     # (a sample of every 16th edge decides before paying for the prepass)
-    fast = not record and CI[3] == PLACETO and D <= FAST_MAX_DEVICES and n > 0
-    prepared = False  # whether prepass filled ccnt (the consumer counts that run_placeto counts down to zero)
-    if fast:
-        succ_idx = GI[n + 1:n + 1 + m]
-        edge_src = GI[2 * n + 2 + 2 * m:2 * n + 2 + 3 * m]
-        rem = 0
-        for e in range(0, m, 16):
-            rem += place[edge_src[e]] != place[succ_idx[e]]
-        prepared = 5 * rem >= 2 * ((m + 15) // 16)
-        fast = prepared and 2 * prepass(GI, GF, CF, CI, place, WI, WF) >= n
-    if fast:
-        run_placeto(GI, GF, CF, CI, PI, place, WI, WF, vi, vf)
-    if fast and WI[S_NRUN] != n or prepared and not fast:  # ccnt is all zero after a run in which every op ran
-        o = ccnt_start(n, m, D, np.int64(0))  # (not through xviews: its tuple of views, made here, corrupted the heap)
-        for k in range(o, o + n * D):
-            WI[k] = 0
+    fast = False
+    if MODEL == PLACETO:  # (a constant: the other models compile none of this)
+        fast = not record and D <= FAST_MAX_DEVICES and n > 0
+        prepared = False  # whether prepass filled ccnt (the consumer counts that run_placeto counts down to zero)
+        if fast:
+            succ_idx = GI[n + 1:n + 1 + m]
+            edge_src = GI[2 * n + 2 + 2 * m:2 * n + 2 + 3 * m]
+            rem = 0
+            for e in range(0, m, 16):
+                rem += place[edge_src[e]] != place[succ_idx[e]]
+            prepared = 5 * rem >= 2 * ((m + 15) // 16)
+            fast = prepared and 2 * prepass(GI, GF, CF, CI, place, WI, WF) >= n
+        if fast:
+            run_placeto(GI, GF, CF, CI, PI, place, WI, WF, vi, vf)
+        if fast and WI[S_NRUN] != n or prepared and not fast:  # ccnt is all zero after a run in which every op ran
+            o = ccnt_start(n, m, D, np.int64(0))  # (not through xviews: its tuple of views, made here, corrupted the heap)
+            for k in range(o, o + n * D):
+                WI[k] = 0
     if not fast:
         run_loop(GI, GF, CF, CI, PI, place, WI, WF, vi, vf, record)
     return finish(GF, CF, CI, place, WI, WF, vf)
 
 
-@njit(cache=True, nogil=True)
 def sim_batch(GI, GF, CF, CI, PI, places, lo, hi, out_obj, out_mk, out_peak, out_status):
     """Rows lo..hi-1 of ``places``: objective, makespan, peak bytes per device (params included)."""
     n, m, D = CI[0], CI[1], CI[2]
@@ -924,3 +928,51 @@ def sim_batch(GI, GF, CF, CI, PI, places, lo, hi, out_obj, out_mk, out_peak, out
         out_mk[row] = WF[F_TMAX]
         for d in range(D):
             out_peak[row, d] = WF[o + D + d] + WF[o + 3 * D + d]
+
+
+# ---------------------------------------------------------------------------- one loop per model, compiled when used
+# PER_MODEL: numba types, lowers and optimises every branch of a function, so one loop carrying the
+# four communication models' transfer code compiled all four for a command that uses one. run_loop,
+# sim_full and sim_batch above are templates (plain Python): :func:`entries` binds a model's number
+# to the global ``MODEL`` in a copy of this module's globals and compiles the three from the same code
+# on the first call with that model (numba's branch pruning drops the others' code: ``MODEL == GIPH``
+# compares two constants). Each is cached under its own name (``run_loop_placeto``, ...; numba names
+# a cache file after the function's qualified name) and holds one signature (ONE_SPEC). ``sim_full``
+# and ``sim_batch`` below keep the entry points' signatures and pick the model's pair by ``CI[3]``.
+MODEL = -1  # the template's placeholder; every compiled copy binds its own
+MODEL_NAMES = {PLACETO: "placeto", P2P: "p2p", GIPH: "giph", LINK: "link"}
+_TEMPLATES = {"run_loop": (run_loop, HOT), "sim_full": (sim_full, dict(cache=True, nogil=True)),
+              "sim_batch": (sim_batch, dict(cache=True, nogil=True))}
+_ENTRIES: dict = {}
+_MAKING = threading.Lock()  # evaluate_many's threads: one compiled copy per model
+
+
+def entries(model: int):
+    """(sim_full, sim_batch) compiled for communication model ``model`` (made on first use)."""
+    got = _ENTRIES.get(model)
+    if got is not None:
+        return got
+    with _MAKING:
+        got = _ENTRIES.get(model)
+        if got is not None:
+            return got
+        name = MODEL_NAMES[model]
+        g = dict(globals(), MODEL=model)  # sim_full and sim_batch find the model's run_loop / sim_full here
+        for base in ("run_loop", "sim_full", "sim_batch"):  # each one's callee first
+            fn, opts = _TEMPLATES[base]
+            f = types.FunctionType(fn.__code__, g, f"{base}_{name}", fn.__defaults__)
+            f.__qualname__ = f.__name__
+            f.__doc__ = fn.__doc__
+            g[base] = globals()[f.__name__] = njit(**opts)(f)
+        got = _ENTRIES[model] = (g["sim_full"], g["sim_batch"])
+        return got
+
+
+def sim_full(GI, GF, CF, CI, PI, place, WI, WF, record):  # noqa: F811 (the template is in _TEMPLATES)
+    """One whole simulation into WI/WF under model ``CI[3]``: see the template above."""
+    return entries(int(CI[3]))[0](GI, GF, CF, CI, PI, place, WI, WF, record)
+
+
+def sim_batch(GI, GF, CF, CI, PI, places, lo, hi, out_obj, out_mk, out_peak, out_status):  # noqa: F811
+    """Rows lo..hi-1 of ``places`` under model ``CI[3]``: see the template above."""
+    entries(int(CI[3]))[1](GI, GF, CF, CI, PI, places, lo, hi, out_obj, out_mk, out_peak, out_status)
