@@ -54,6 +54,7 @@ Connected components (colocation sets, ties) are computed in one place, :func:`c
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -147,12 +148,27 @@ def _start(source, base: Grouping | None, rules: dict[str, bool]) -> Quotient:
     return q
 
 
+# the colocation step of every grouping of one source (Problem or OpGraph), kept while the source
+# lives: Post, Placeto and ColocRL each build one or two groupings of the same problem in a process
+_COLOCATED: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+
+
+def _colocated(source, rules: dict[str, bool]) -> Quotient:
+    """A fresh copy of the quotient with ``source``'s colocation sets merged (what :func:`_start`
+    builds without a base), computed once per source and rules."""
+    memo = _COLOCATED.setdefault(source, {})
+    key = (Quotient, tuple(sorted(rules.items())))
+    if key not in memo:
+        memo[key] = _start(source, None, rules)
+    return memo[key].clone()
+
+
 # ----------------------------------------------------------------------------- public groupings
 def colocate(source, *, parameters: bool = True, updates: bool = True, mirrors: bool = False,
              user: bool = True) -> Grouping:
     """Only what must share a device (see :func:`colocation_sets`); ``source`` a Problem or an OpGraph."""
     rules = dict(parameters=parameters, updates=updates, mirrors=mirrors, user=user)
-    q = _start(source, None, rules)
+    q = _colocated(source, rules)
     return _result(q, "colocate", rules)
 
 
@@ -166,7 +182,7 @@ def merge_and_colocate(source, n_groups: int | None = None, max_cost_bytes: floa
     if n_groups is None and max_cost_bytes is None:
         raise ValueError("give n_groups (N) or max_cost_bytes (C)")
     rules = dict(parameters=parameters, updates=updates, mirrors=mirrors, user=user)
-    q = _start(source, base, rules)
+    q = _start(source, base, rules) if base is not None else _colocated(source, rules)
     cost = {r: q.out[r] for r in q.live()}
     q.greedy(cost, lambda c_node, c_neighbour: c_neighbour, n_groups, max_cost_bytes, "successor")
     return _result(q, "merge-and-colocate", dict(rules, n_groups=n_groups, max_cost_bytes=max_cost_bytes))
@@ -177,7 +193,7 @@ def from_labels(source, labels, *, base: Grouping | None = None, method: str = "
     """The acyclic grouping closest to an arbitrary op -> label map (e.g. a learned grouper's):
     each label becomes as few groups as the acyclicity rule allows, colocation respected."""
     rules = dict(parameters=parameters, updates=updates, mirrors=mirrors, user=user)
-    q = _start(source, base, rules)
+    q = _start(source, base, rules) if base is not None else _colocated(source, rules)
     labels = np.asarray(labels)
     if labels.shape != (q.n,):
         raise ValueError(f"labels have {labels.size} entries for {q.n} ops")
@@ -197,7 +213,7 @@ def metis_groups(source, n_groups: int, *, seed: int = 0, base: Grouping | None 
     import pymetis
 
     rules = dict(parameters=parameters, updates=updates, mirrors=mirrors, user=user)
-    q = _start(source, base, rules)
+    q = _start(source, base, rules) if base is not None else _colocated(source, rules)
     live = q.live()
     fam = np.array([q.family(r) for r in live], dtype=np.int64)
     fams, fidx = np.unique(fam, return_inverse=True)

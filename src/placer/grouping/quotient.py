@@ -113,6 +113,19 @@ class Quotient:
         self._fstack, self._bstack = np.zeros(n, np.int64), np.zeros(n, np.int64)
         self._stamp = 0
 
+    def clone(self) -> "Quotient":
+        """An independent copy in the same state (the same dict orders, so it merges as this one would)."""
+        q = object.__new__(type(self))
+        q.__dict__.update(self.__dict__)
+        q.succ = [None if d is None else dict(d) for d in self.succ]
+        q.pred = [None if d is None else dict(d) for d in self.pred]
+        q.members = [None if m is None else list(m) for m in self.members]
+        for name in ("tensor_bytes", "ext", "out", "held", "work", "mask", "grp", "alive", "fam", "fmask", "pos"):
+            setattr(q, name, list(getattr(self, name)))
+        for name in ("_grp", "_head", "_tail", "_nxt", "_outdeg", "_indeg", "_pos", "_fmark", "_bmark", "_fstack", "_bstack"):
+            setattr(q, name, getattr(self, name).copy())
+        return q
+
     # --------------------------------------------------------------- families (colocation)
     def family(self, r: int) -> int:
         f = self.fam
