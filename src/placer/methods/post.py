@@ -250,9 +250,11 @@ def run_post(problem, seed: int, ev: Evaluator, cfg: PostConfig, variant: str = 
         raise InputError("--method", f"variant '{variant}'", "is not a Post variant", f"use one of {VARIANTS}")
     rng = np.random.default_rng(seed)
     units = placement_units(problem, grouping if grouping is not None else cfg.grouping, seed)
+    ev.tick()  # --seconds: a grouping of a large graph takes seconds, so the time limit is checked after each
     if cfg.parts_per_device:
         units = common_refinement(units, metis_parts(problem, cfg.parts_per_device * problem.n_devices, seed),
                                   problem.graph)
+        ev.tick()
     favour = fastest_device(problem)
     room = ev.remaining()
     mass, relieved = cfg.start_mass, False
