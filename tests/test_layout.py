@@ -25,6 +25,8 @@ FORBIDDEN = {
     "objectives": {"methods", "rl", "nn", "runtime", "bench", "viz", "cli", "frontends", "zoo"},
     # a method knows no file format and no experiment
     "methods": {"bench", "viz", "cli", "runtime", "frontends", "zoo", "recipes", "resolve"},
+    # the bound engine reads a Problem and the simulator's semantics; no method, file or experiment
+    "lowerbound": {"methods", "rl", "nn", "runtime", "bench", "viz", "cli", "frontends", "zoo", "recipes", "resolve"},
 }
 
 

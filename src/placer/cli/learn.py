@@ -48,13 +48,17 @@ def family_problems(family: str, cluster: str, split: str):
     return [Problem(g, c) for g in graphs]
 
 
-def _placed(P, res, out) -> dict:
-    """The summary a policy's placement prints (its result and the problem's lower bound), the
-    placement written to ``out`` first when given."""
+def _placed(P, res, out, params) -> dict:
+    """The summary a policy's placement prints (its result and the problem's lower bound under
+    ``params``, as compare states it), the placement written to ``out`` first when given."""
+    from placer.bench.compare import lb_us, step_bound
     from placer.frontends.native import save_placement
 
     data = res.summary()
-    data["lower_bound_us"] = P.lower_bound_us
+    fits = not data.get("oom")
+    data["lower_bound"] = {k: v for k, v in step_bound(P, params, known_us=data["step_time_us"] if fits else None).items()
+                           if k != "placement"}
+    data["lower_bound_us"] = lb_us(data["lower_bound"])
     if out is not None:
         save_placement(out, P.graph, P.cluster, res.placement.devices, result=data)
     return data
@@ -236,13 +240,14 @@ def place(graph: str = typer.Argument(..., help="graph file or built-in name"),
     lines, progress = _log(log)
     try:
         with console.status(f"placeto policy on {P.graph.name} ...", spinner="dots"):
-            res = run_method("placeto", P, Budget(), seed, sim_params(sim, P), policy=trained, finetune=finetune,
+            sp = sim_params(sim, P)
+            res = run_method("placeto", P, Budget(), seed, sp, policy=trained, finetune=finetune,
                              workers=workers, place_episodes=episodes, greedy=not sample,
                              grouping=grouping, devices=devices, progress=progress)
     finally:
         if lines is not None:
             lines.close()
-    data = _placed(P, res, out)
+    data = _placed(P, res, out, sp)
 
     def render(d):
         console.print(f"placeto: step time {_us(d['step_time_us'])} (objective {_us(d['objective'])}, lower bound "

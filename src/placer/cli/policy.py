@@ -105,8 +105,9 @@ def place(graph: str = typer.Argument(..., help="graph file or built-in name"),
     cfg = _config(method, [*params, f"policy={policy}"])
     P = load_problem(graph, cluster)
     with console.status(f"{method} policy on {P.graph.name} ...", spinner="dots"):
-        res = run_method(method, P, Budget(budget), seed, sim_params(sim, P), config=cfg)
-    data = _placed(P, res, out)
+        sp = sim_params(sim, P)
+        res = run_method(method, P, Budget(budget), seed, sp, config=cfg)
+    data = _placed(P, res, out, sp)
 
     def render(d):
         console.print(f"{method}: step time {_us(d['step_time_us'])} (lower bound {_us(d['lower_bound_us'])})"

@@ -314,7 +314,7 @@ function fill(sel, value) {
 function main() {
   document.getElementById("meta").textContent = D.graph + ": " + D.n_ops.toLocaleString("en-US") + " ops, " +
     D.n_edges.toLocaleString("en-US") + " edges; cluster " + D.cluster + " (" + D.devices.join(", ") + "); lower bound on step time " +
-    ms(D.lower_bound_us) + "; best: " + D.best + (D.command ? "; made by: " + D.command : "");
+    ms(D.lower_bound_us) + (D.lower_bound_source ? " (" + D.lower_bound_source + ")" : "") + "; best: " + D.best + (D.command ? "; made by: " + D.command : "");
   buildTable();
   var sd = D.single_device, single = document.getElementById("single");
   single.textContent = !sd.device ? "No single device can run every op: there is no single-device baseline." :
