@@ -29,6 +29,8 @@ from placer.graph import OpGraph
 from placer.grouping import separate as _kernel
 from placer.problem import Problem
 
+_search = _kernel.separate
+
 # ----------------------------------------------------------------------------- the quotient graph
 def _op_masks_and_work(source) -> tuple[OpGraph, list[int], np.ndarray, Any]:
     """Per op: bitmask of where it can run (devices of a Problem, else cost keys), its work (fastest
@@ -112,6 +114,12 @@ class Quotient:
         self._fmark, self._bmark = np.zeros(n, np.int64), np.zeros(n, np.int64)
         self._fstack, self._bstack = np.zeros(n, np.int64), np.zeros(n, np.int64)
         self._stamp = 0
+        self._bind()
+
+    def _bind(self) -> None:
+        """The compiled search's arguments after the stamp (arrays updated in place)."""
+        self._kargs = (self._pos, self._grp, self._head, self._nxt, self._sptr, self._sidx, self._pptr, self._pidx,
+                       self._outdeg, self._indeg, self._fmark, self._bmark, self._fstack, self._bstack)
 
     def clone(self) -> "Quotient":
         """An independent copy in the same state (the same dict orders, so it merges as this one would)."""
@@ -124,6 +132,7 @@ class Quotient:
             setattr(q, name, list(getattr(self, name)))
         for name in ("_grp", "_head", "_tail", "_nxt", "_outdeg", "_indeg", "_pos", "_fmark", "_bmark", "_fstack", "_bstack"):
             setattr(q, name, getattr(self, name).copy())
+        q._bind()
         return q
 
     # --------------------------------------------------------------- families (colocation)
@@ -191,15 +200,16 @@ class Quotient:
         or, where two moved groups share a position, :meth:`_separate`'s own set, whose insertion
         order decides how they sort."""
         self._stamp += 1
-        code, k = _kernel.separate(a, b, self._pos, self._grp, self._head, self._nxt, self._sptr, self._sidx,
-                                   self._pptr, self._pidx, self._outdeg, self._indeg, self._fmark, self._bmark,
-                                   self._stamp, self._fstack, self._bstack)
-        if code == _kernel.CYCLE:
+        code, k = _search(a, b, self._stamp, *self._kargs)
+        if code < 0:  # a cycle
             return None
+        side = "after" if code == _kernel.AFTER else "before"
+        if k == 0:
+            return side, set()
         moved = (self._fstack if code == _kernel.AFTER else self._bstack)[:k].tolist()
         if k > 1 and len({self.pos[x] for x in moved}) < k:
             return self._separate(a, b)
-        return ("after" if code == _kernel.AFTER else "before"), set(moved)
+        return side, set(moved)
 
     def _in_order(self, moved: set[int]) -> list[int]:
         return sorted(moved, key=self.pos.__getitem__)

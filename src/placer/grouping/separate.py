@@ -27,7 +27,7 @@ CYCLE, AFTER, BEFORE = -1, 0, 1
 
 
 @njit(cache=True)
-def separate(a, b, pos, grp, head, nxt, sptr, sidx, pptr, pidx, outdeg, indeg, fmark, bmark, stamp,
+def separate(a, b, stamp, pos, grp, head, nxt, sptr, sidx, pptr, pidx, outdeg, indeg, fmark, bmark,
              fstack, bstack):
     """(CYCLE, 0) when merging groups a and b (pos[a] < pos[b]) closes a cycle; else (AFTER, k) with
     the descendants of a positioned up to b in fstack[:k], or (BEFORE, k) with the ancestors of b
