@@ -59,7 +59,7 @@ def test_every_kernel_compiles_one_specialisation(tmp_path):
     sigs = json.loads(out.stdout.strip().splitlines()[-1])
     names = ["kernel.run_placeto", "kernel.prepass", "state.views", "state.heap_cap"]
     for model in ("placeto", "p2p", "giph", "link"):  # each model's own loop and entry points (PER_MODEL)
-        names += [f"kernel.sim_full_{model}", f"kernel.sim_batch_{model}", f"kernel.run_loop_{model}"]
+        names += [f"kernel.sim_rows_{model}", f"kernel.run_loop_{model}"]
     for name in names:
         assert sigs.get(f"placer.sim.{name}"), f"{name} was not compiled: the calls no longer reach it"
     many = {name: s for name, s in sigs.items() if len(s) > 1}
@@ -91,6 +91,6 @@ def test_default_model_compiles_only_its_own(tmp_path):
                          timeout=1800)
     assert out.returncode == 0, out.stderr[-2000:]
     compiled = json.loads(out.stdout.strip().splitlines()[-1])
-    assert {"sim_full_placeto", "sim_batch_placeto", "run_loop_placeto"} <= set(compiled), compiled
+    assert {"sim_rows_placeto", "run_loop_placeto"} <= set(compiled), compiled
     others = [k for k in compiled if k.endswith(("_p2p", "_giph", "_link"))]
     assert not others, f"the default model compiled other models' kernels: {others}"

@@ -913,42 +913,47 @@ def sim_full(GI, GF, CF, CI, PI, place, WI, WF, record):
     return finish(GF, CF, CI, place, WI, WF, vf)
 
 
-def sim_batch(GI, GF, CF, CI, PI, places, lo, hi, out_obj, out_mk, out_peak, out_status):
-    """Rows lo..hi-1 of ``places``: objective, makespan, peak bytes per device (params included)."""
+def sim_rows(GI, GF, CF, CI, PI, places, lo, hi, WI, WF, record, out_obj, out_mk, out_peak, out_status):
+    """Rows lo..hi-1 of ``places``, one after the other in the workspace WI/WF (the last row's state is
+    left there); with ``out_status`` not empty, each row's objective, makespan, peak bytes per device
+    (params included) and status into the outputs. Returns the last row's status. The one compiled
+    entry point of a model (see PER_MODEL): :func:`sim_full` is one row, :func:`sim_batch` many."""
     n, m, D = CI[0], CI[1], CI[2]
-    ni, nf = ws_sizes(n, m, D, heap_extra(CI))
-    WI = np.zeros(ni, dtype=np.int64)  # zeros: sim_full keeps xviews' ccnt zero between runs
-    WF = np.empty(nf + link_slots(CI), dtype=np.float64)
     o = NSF + 4 * n + 6 * m
-    record = lo > hi  # False as a bool, not the literal False: the one sim_full an Engine uses (see ONE_SPEC)
+    st = OK
     for row in range(lo, hi):
         st = sim_full(GI, GF, CF, CI, PI, places[row], WI, WF, record)
-        out_status[row] = st if st == OK else -1 - WI[S_BAD]
-        out_obj[row] = WF[F_OBJ]
-        out_mk[row] = WF[F_TMAX]
-        for d in range(D):
-            out_peak[row, d] = WF[o + D + d] + WF[o + 3 * D + d]
-
+        if len(out_status) > 0:
+            out_status[row] = st if st == OK else -1 - WI[S_BAD]
+            out_obj[row] = WF[F_OBJ]
+            out_mk[row] = WF[F_TMAX]
+            for d in range(D):
+                out_peak[row, d] = WF[o + D + d] + WF[o + 3 * D + d]
+    return st
 
 # ---------------------------------------------------------------------------- one loop per model, compiled when used
 # PER_MODEL: numba types, lowers and optimises every branch of a function, so one loop carrying the
 # four communication models' transfer code compiled all four for a command that uses one. run_loop,
-# sim_full and sim_batch above are templates (plain Python): :func:`entries` binds a model's number
-# to the global ``MODEL`` in a copy of this module's globals and compiles the three from the same code
-# on the first call with that model (numba's branch pruning drops the others' code: ``MODEL == GIPH``
-# compares two constants). Each is cached under its own name (``run_loop_placeto``, ...; numba names
-# a cache file after the function's qualified name) and holds one signature (ONE_SPEC). ``sim_full``
-# and ``sim_batch`` below keep the entry points' signatures and pick the model's pair by ``CI[3]``.
-MODEL = -1  # the template's placeholder; every compiled copy binds its own
+# sim_full and sim_rows above are templates (plain Python): :func:`entry` binds a model's number to
+# the global ``MODEL`` in a copy of this module's globals and compiles them from the same code on the
+# first call with that model (numba's branch pruning drops the other models' code: ``MODEL == GIPH``
+# compares two constants). One compiled entry point per model, ``sim_rows_<model>``, with sim_full
+# inlined into it (numba IR): numba re-optimises everything an entry point links in (the event loops
+# included), so a second entry point (a compiled sim_full beside sim_batch) paid for that twice. Each
+# is cached under its own name (``run_loop_placeto``, ...: numba names a cache file after the
+# function's qualified name) and holds one signature (ONE_SPEC). ``sim_full`` and ``sim_batch`` below
+# keep the entry points' signatures and pick the model's by ``CI[3]``.
+MODEL = -1  # the templates' placeholder; every compiled copy binds its own
 MODEL_NAMES = {PLACETO: "placeto", P2P: "p2p", GIPH: "giph", LINK: "link"}
-_TEMPLATES = {"run_loop": (run_loop, HOT), "sim_full": (sim_full, dict(cache=True, nogil=True)),
-              "sim_batch": (sim_batch, dict(cache=True, nogil=True))}
+_TEMPLATES = {"run_loop": (run_loop, HOT), "sim_full": (sim_full, dict(inline="always")),
+              "sim_rows": (sim_rows, dict(cache=True, nogil=True))}
 _ENTRIES: dict = {}
 _MAKING = threading.Lock()  # evaluate_many's threads: one compiled copy per model
+_NO_OUT = (np.empty(0), np.empty(0), np.empty((0, 0)), np.empty(0, dtype=np.int64))  # never written
 
 
-def entries(model: int):
-    """(sim_full, sim_batch) compiled for communication model ``model`` (made on first use)."""
+def entry(model: int):
+    """The compiled ``sim_rows`` of communication model ``model`` (made on first use)."""
     got = _ENTRIES.get(model)
     if got is not None:
         return got
@@ -957,22 +962,29 @@ def entries(model: int):
         if got is not None:
             return got
         name = MODEL_NAMES[model]
-        g = dict(globals(), MODEL=model)  # sim_full and sim_batch find the model's run_loop / sim_full here
-        for base in ("run_loop", "sim_full", "sim_batch"):  # each one's callee first
+        g = dict(globals(), MODEL=model)  # each finds the model's copy of its callee here
+        for base in ("run_loop", "sim_full", "sim_rows"):  # each one's callee first
             fn, opts = _TEMPLATES[base]
             f = types.FunctionType(fn.__code__, g, f"{base}_{name}", fn.__defaults__)
             f.__qualname__ = f.__name__
             f.__doc__ = fn.__doc__
             g[base] = globals()[f.__name__] = njit(**opts)(f)
-        got = _ENTRIES[model] = (g["sim_full"], g["sim_batch"])
+        got = _ENTRIES[model] = g["sim_rows"]
         return got
 
 
 def sim_full(GI, GF, CF, CI, PI, place, WI, WF, record):  # noqa: F811 (the template is in _TEMPLATES)
-    """One whole simulation into WI/WF under model ``CI[3]``: see the template above."""
-    return entries(int(CI[3]))[0](GI, GF, CF, CI, PI, place, WI, WF, record)
+    """One whole simulation into WI/WF under model ``CI[3]``. Returns OK, BAD_PLACEMENT (WI[S_BAD] =
+    op) or NOT_ALL_RAN."""
+    return entry(int(CI[3]))(GI, GF, CF, CI, PI, place.reshape(1, -1), 0, 1, WI, WF, bool(record), *_NO_OUT)
 
 
-def sim_batch(GI, GF, CF, CI, PI, places, lo, hi, out_obj, out_mk, out_peak, out_status):  # noqa: F811
-    """Rows lo..hi-1 of ``places`` under model ``CI[3]``: see the template above."""
-    entries(int(CI[3]))[1](GI, GF, CF, CI, PI, places, lo, hi, out_obj, out_mk, out_peak, out_status)
+def sim_batch(GI, GF, CF, CI, PI, places, lo, hi, out_obj, out_mk, out_peak, out_status):
+    """Rows lo..hi-1 of ``places`` under model ``CI[3]``: objective, makespan, peak bytes per device
+    (params included), status (OK or -1 - the bad op) into the outputs."""
+    n, m, D = int(CI[0]), int(CI[1]), int(CI[2])
+    ni, nf = ws_sizes(n, m, D, heap_extra(CI))
+    WI = np.zeros(ni, dtype=np.int64)  # zeros: sim_full keeps xviews' ccnt zero between runs
+    WF = np.empty(nf + link_slots(CI), dtype=np.float64)
+    entry(int(CI[3]))(GI, GF, CF, CI, PI, places, int(lo), int(hi), WI, WF, False, out_obj, out_mk, out_peak,
+                      out_status)
