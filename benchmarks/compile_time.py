@@ -1,8 +1,9 @@
 """The simulator's compilation from a cold cache: what a fresh install's first command pays (issue 64).
 
 Runs a fresh interpreter with an empty numba cache (``NUMBA_CACHE_DIR`` a new temporary folder: numba
-then caches there, not next to the sources) that simulates once (``simulate``: sim_full and what it
-calls) and once in batch (``evaluate_many``: sim_batch), printing wall and process CPU seconds of each
+then caches there, not next to the sources) that simulates once (``simulate``: the default model's
+one entry point, ``kernel.sim_rows_placeto``, and what it calls) and once in batch (``evaluate_many``:
+the same entry point, so nothing more to compile), printing wall and process CPU seconds of each
 (CPU is the figure load on a shared machine does not stretch), then each compiled kernel's own
 compilation (wall, nested as numba compiled them, from numba's compile events) and its signatures
 (more than one: the kernel was compiled twice). A second fresh interpreter on the now warm cache
