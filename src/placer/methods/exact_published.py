@@ -52,8 +52,8 @@ from typing import Literal
 import numpy as np
 
 from placer.methods.base import Evaluator, MethodConfig, NotApplicable, register
-from placer.methods.exact_published_cp import (MILP_STATUS, cp_sat_solve, path_heads, segment_bound,  # noqa: F401
-                                               static_bound)
+from placer.methods.exact_published_cp import (MILP_STATUS, cp_sat_solve, machine_list,  # noqa: F401
+                                               path_heads, segment_bound, static_bound)
 from placer.objectives.model import model_for
 
 
@@ -106,12 +106,8 @@ def build_and_solve(problem, objective, upper_us: float, max_nodes: int, seconds
     m = model_for(problem)
     g = problem.graph
     latency = objective.name == "latency"
-    accs = [int(d) for d in np.flatnonzero(m.acc)]
-    cpus = [int(d) for d in np.flatnonzero(~m.acc)]
-    machines = ([("cpu", cpus)] if latency and cpus else [("dev", [d]) for d in cpus] if not latency else [])
-    machines += [("dev", [d]) for d in accs]
+    machines, acc_m = machine_list(m, latency)
     M = len(machines)
-    acc_m = [k for k, (_, ds) in enumerate(machines) if m.acc[ds[0]]]
     _, cls = np.unique(m.coloc_rep, return_inverse=True)
     C = int(cls.max()) + 1
     src, dst = g.edge_src, g.edge_dst

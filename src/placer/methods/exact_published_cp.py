@@ -11,6 +11,17 @@ import numpy as np
 
 from placer.objectives.model import model_for
 
+
+def machine_list(m, latency: bool) -> tuple[list[tuple[str, list[int]]], list[int]]:
+    """The published IPs' machines: each accelerator its own; the CPUs one shared machine for the
+    latency objective, one each for throughput (Tarnawski et al. 2020, section 4). Returns the
+    (kind, devices) list and the indices of the accelerator machines."""
+    accs = [int(d) for d in np.flatnonzero(m.acc)]
+    cpus = [int(d) for d in np.flatnonzero(~m.acc)]
+    machines = ([("cpu", cpus)] if latency and cpus else [("dev", [d]) for d in cpus] if not latency else [])
+    machines += [("dev", [d]) for d in accs]
+    return machines, [k for k, (_, ds) in enumerate(machines) if m.acc[ds[0]]]
+
 MILP_STATUS = {0: "Optimal", 1: "Node or time limit reached", 2: "Infeasible", 3: "Unbounded"}  # scipy's codes
 
 
@@ -120,12 +131,8 @@ def cp_sat_solve(problem, objective, upper_us: float, seconds: float | None, det
 
     m = model if model is not None else model_for(problem)
     latency = objective.name == "latency"
-    accs = [int(d) for d in np.flatnonzero(m.acc)]
-    cpus = [int(d) for d in np.flatnonzero(~m.acc)]
-    machines = ([("cpu", cpus)] if latency and cpus else [("dev", [d]) for d in cpus] if not latency else [])
-    machines += [("dev", [d]) for d in accs]
+    machines, acc_m = machine_list(m, latency)
     M = len(machines)
-    acc_m = [k for k, (_, ds) in enumerate(machines) if m.acc[ds[0]]]
     _, cls = np.unique(m.coloc_rep, return_inverse=True)
     C = int(cls.max()) + 1
     dst = np.repeat(np.arange(m.n), np.diff(m.pred_ptr))
