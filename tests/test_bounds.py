@@ -277,6 +277,8 @@ PATHS = {
     "budget": [_cli("optimize", G, "-m", "random", "--budget", "{v}"), _cli(*OPT, "--set", "placements={v}"),
                _lib(_budget("placements")), _lib(_method("random", "placements"))],
     "seconds": [_cli(*OPT, "--seconds", "{v}"), _lib(_budget("seconds"))],
+    "anytime.seconds": [_cli("bench", "anytime", "--max-seconds", "{v}", "--graphs", "inception", "--out", "anytime-out")],
+    "bound.seconds": [_cli("bound", G, "--cluster", "k80x2", "--seconds", "{v}")],
     "pretrain.epochs": [_cli(*PRETRAIN, "--epochs", "{v}"), _lib(_pretrain_cfg("epochs"))],
     "encoder.hidden": [_cli(*PRETRAIN, "--hidden", "{v}"), _lib(_encoder("hidden"))],
     "encoder.layers": [_cli(*PRETRAIN, "--layers", "{v}"), _lib(_encoder("layers"))],
