@@ -1,22 +1,14 @@
 """Starting placements computed once per Problem and shared: :func:`shared`.
 
+A construction the searches start from (and the learned methods' seeded start) is also a row of the
+line-up (``heft``, ``m-etf``, ``m-sct``, ``m-topo``, ``expert``, ``metis``). Each is a pure function
+of the Problem and its settings that simulates nothing, so it is computed once per Problem object in
+a process (held while that object lives); every caller gets its own deep copy. The key is the
+Problem object's identity and a tuple naming the computation and every setting it reads.
+
 Each construction's shared form lives beside it (``list_scheduling.shared_schedule``,
 ``shared_topo``, ``expert.shared_expert``, ``partitioning.shared_metis``); this module holds only
-the cache, so it imports no method.
-
-The classical constructions that local search and annealing start from (:mod:`placer.methods.seeding`),
-and the learned methods' seeded start, are the same computations the line-up runs as rows of their
-own (``heft``, ``m-etf``, ``m-topo``, ``expert``, ``metis``): ``placer compare`` on Inception-V3 ran
-HEFT and m-ETF three times each, and local search spent 64% of its time rebuilding its starts.
-Each is a pure function of the Problem, the simulator's parameters and its own settings, none of
-them simulates through an evaluator, so each is computed once per Problem object in a process
-(held for as long as that object lives) and every caller gets its own copy of the same answer. No
-budget changes: a method still simulates every start it simulated before, and its placements are
-those it computed itself before.
-
-The key is the Problem object's identity (a grouped Problem is another object, with its own starts)
-and a tuple naming the computation and every setting it reads, the simulator's parameters among
-them where it reads them."""
+the cache, so it imports no method. Why and what it saves: docs/methods/search.md."""
 
 from __future__ import annotations
 
