@@ -312,7 +312,7 @@ def simulate(graph: str = GraphArg, cluster: str = ClusterOpt,
     if html is not None:
         from placer.cli import report
 
-        data["html"] = report.for_simulate(html, P, placement, p, r, sp)
+        data["html"] = report.for_simulate(html, P, placement, p, r, sp, data["lower_bound"])
 
     def render(d):
         console.print(f"step time {_us(d['makespan_us'])}  (lower bound {_bound_text(d)}, "
@@ -397,7 +397,7 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
     if html is not None:
         from placer.cli import report
 
-        data["html"] = report.for_optimize(html, P, res, sp)
+        data["html"] = report.for_optimize(html, P, res, sp, data["lower_bound"])
 
     def render(d):
         console.print(f"{d['method']}: step time {_us(d['step_time_us'])} (lower bound {_bound_text(d)})"

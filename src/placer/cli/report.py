@@ -58,7 +58,7 @@ def said(info: dict) -> str:
     return f"wrote report {info['path']} ({human_size(info['bytes'])}, {info['seconds']:.2f} s)"
 
 
-def for_simulate(path, problem, name: str, placement, sim, sim_params) -> dict:
+def for_simulate(path, problem, name: str, placement, sim, sim_params, bound: dict | None = None) -> dict:
     """The report of ``placer simulate``: the placement simulated, beside the single-GPU one."""
     from placer.viz.report import ReportEntry
 
@@ -66,10 +66,10 @@ def for_simulate(path, problem, name: str, placement, sim, sim_params) -> dict:
     ref = reference(problem, sim_params)
     if ref is not None:
         entries.append(ReportEntry.from_result(ref))
-    return write(path, problem, entries, best=name)
+    return write(path, problem, entries, best=name, bound=bound)
 
 
-def for_optimize(path, problem, result, sim_params) -> dict:
+def for_optimize(path, problem, result, sim_params, bound: dict | None = None) -> dict:
     """The report of ``placer optimize``: the method's answer and its search, beside the single-GPU placement."""
     from placer.viz.report import ReportEntry
 
@@ -78,7 +78,7 @@ def for_optimize(path, problem, result, sim_params) -> dict:
         ref = reference(problem, sim_params)
         if ref is not None:
             entries.append(ReportEntry.from_result(ref))
-    return write(path, problem, entries, best=result.method)
+    return write(path, problem, entries, best=result.method, bound=bound)
 
 
 def for_compare(path, problem, data: dict, results: dict) -> dict:
@@ -87,4 +87,4 @@ def for_compare(path, problem, data: dict, results: dict) -> dict:
 
     entries = [ReportEntry.from_result(results[r["method"]], r) for r in data["rows"] if r["method"] in results]
     errors = [r for r in data["rows"] if "error" in r]
-    return write(path, problem, entries, best=data.get("best"), errors=errors)
+    return write(path, problem, entries, best=data.get("best"), errors=errors, bound=data.get("lower_bound"))

@@ -109,9 +109,10 @@ def _entry_data(P, e: ReportEntry, op_module: np.ndarray, levels: list, max_bars
 
 
 def report_data(problem, entries: Sequence[ReportEntry], title: str = "", command: str = "", best: str | None = None,
-                errors: Sequence[dict] = (), max_bars: int = rd.MAX_BARS) -> dict:
+                errors: Sequence[dict] = (), max_bars: int = rd.MAX_BARS, bound: dict | None = None) -> dict:
     """The report's JSON: the graph and cluster once, then one block per placement. ``best``: the
-    entry shown first (default: the lowest objective that fits in memory). ``errors``: rows of
+    entry shown first (default: the lowest objective that fits in memory). ``bound``: the command's
+    lower bound (:meth:`placer.lowerbound.Bound.as_dict`), computed here when not given. ``errors``: rows of
     methods that did not apply (``{"method", "error"}``), listed in the table."""
     from placer.lowerbound import lower_bound
     from placer.sim.single import single_device
@@ -136,14 +137,15 @@ def report_data(problem, entries: Sequence[ReportEntry], title: str = "", comman
         if cut is not None:
             notes.append(f"module tree: cut at depth {cut} to keep at most {rd.MAX_TREE_NODES:,} boxes "
                          "(deeper modules counted in their ancestor)")
-    fits = [float(e.sim.makespan_us) for e in entries if not e.sim.oom]
-    bound = lower_bound(P, entries[0].sim.params, known_us=min(fits) if fits else None)
+    if bound is None:  # the command's own bound (Bound.as_dict()) when it has one, else computed here
+        fits = [float(e.sim.makespan_us) for e in entries if not e.sim.oom]
+        bound = lower_bound(P, entries[0].sim.params, known_us=min(fits) if fits else None).as_dict()
     # the bound on fitting placements; when none fits, the bound on every placement (placer.lowerbound)
-    lb = bound.value_us if np.isfinite(bound.value_us) else bound.any_placement_us
+    lb = bound["value_us"] if np.isfinite(bound["value_us"]) else bound["any_placement_us"]
     data = {
         "title": title or f"{g.name} on {P.cluster.name}", "command": command, "graph": g.name, "cluster": P.cluster.name,
         "n_ops": g.n_ops, "n_edges": g.n_edges, "lower_bound_us": float(lb),
-        "lower_bound_source": bound.source + (", proven optimal" if bound.proven_optimal else ""),
+        "lower_bound_source": bound["source"] + (", proven optimal" if bound.get("proven_optimal") else ""),
         "devices": list(P.cluster.device_names), "capacity": [float(x) for x in P.memory_bytes],
         "op_names": [n[:120] for n in g.op_names], "op_module": op_module.tolist(),
         "modules": [str(m) for m in mod_names], "op_role": np.asarray(g.role, dtype=np.int64).tolist(),
