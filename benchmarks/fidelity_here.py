@@ -200,7 +200,7 @@ def here_mode(a) -> tuple[list[dict], dict]:
 
     from fidelity import _machine
     from fidelity_gpu import capture
-    from placer.bench.compare import default_methods
+    from placer.compare import default_methods
     from placer.cost.gpu_profile import with_step_costs
     from placer.cost.profile import (OP_OVERHEAD_US, executed_nodes, fit_node_overhead, leave_one_out_overhead,
                                      profile_capture)

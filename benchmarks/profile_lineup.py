@@ -121,8 +121,8 @@ def main(argv=None):
         return out
 
     t_all = time.perf_counter()
-    from placer.bench.compare import compare_methods, default_methods, out_of_range, scaled_budgets  # noqa: F401
-    from placer.bench.compare import _run_one
+    from placer.compare import compare_methods, default_methods, out_of_range, scaled_budgets  # noqa: F401
+    from placer.compare import _run_one
     from placer.cli import _warm_up_simulator, sim_params
     from placer.problem import Problem
     from placer.resolve import default_graph_name, resolve_cluster, resolve_graph

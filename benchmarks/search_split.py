@@ -3,7 +3,7 @@ and the rest (issue 64's target: at least 60% inside the simulator on Inception-
 
 For each graph (a zoo name or a graph file, with its cluster: ``inception_v3:k80x2``) and each method,
 one run at ``--seed`` with the placements the default ``placer compare`` line-up gives it
-(:func:`placer.bench.compare.scaled_budgets`: 20,000 up to 2,500 ops, 50 million simulated ops beyond)
+(:func:`placer.compare.scaled_budgets`: 20,000 up to 2,500 ops, 50 million simulated ops beyond)
 or ``--placements``, after a short run that compiles the simulator. The time of every call below is
 summed, a call inside another counted once, in the innermost:
 
@@ -92,7 +92,7 @@ def problem_of(spec: str):
 
 
 def run(spec: str, method: str, placements: int | None, seed: int, clock, problem=None) -> dict:
-    from placer.bench.compare import scaled_budgets
+    from placer.compare import scaled_budgets
     from placer.methods import METHODS, Budget, run_method
 
     problem = problem or problem_of(spec)

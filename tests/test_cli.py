@@ -71,7 +71,7 @@ def test_methods_and_compare(capsys, monkeypatch):
 
 
 def test_default_line_up_leaves_out_only_slow_and_training_methods():
-    from placer.bench.compare import SLOW, default_methods
+    from placer.compare import SLOW, default_methods
     from placer.methods import METHODS
 
     names = default_methods()
@@ -190,7 +190,7 @@ def test_default_line_up_is_bounded():
     """Issue 52: compare's line-up finishes in bounded time on any input. Every default method runs
     with a bound it states: a placement count, one construction, or (the solvers, whose own
     deterministic limits bound no clock) a wall-clock cap."""
-    from placer.bench.compare import SECONDS, default_methods, method_bound
+    from placer.compare import SECONDS, default_methods, method_bound
     from placer.methods import METHODS
 
     for name in default_methods() + sorted(SECONDS):
@@ -207,7 +207,7 @@ def test_default_line_up_is_bounded():
 
 def test_cp_sat_in_compare_runs_under_its_wall_clock_cap():
     pytest.importorskip("ortools")
-    from placer.bench.compare import SECONDS, compare_methods
+    from placer.compare import SECONDS, compare_methods
     from placer.cluster import preset
     from placer.problem import Problem
     from placer.zoo.synthetic import layered_training_graph

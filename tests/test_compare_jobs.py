@@ -35,7 +35,7 @@ def test_compare_jobs_is_bounded(tmp_path, capsys, monkeypatch):
 def test_default_line_up_skips_cp_sat_beyond_its_exact_range_and_says_why(tmp_path, capsys, monkeypatch):
     """cp-sat solves up to max_groups tasks exactly; on a larger graph the default line-up shows it
     skipped with the reason, in its place; named with --methods it runs."""
-    from placer.bench.compare import compare_methods, out_of_range
+    from placer.compare import compare_methods, out_of_range
     from placer.cluster import preset
     from placer.problem import Problem
     from placer.zoo.synthetic import layered_training_graph

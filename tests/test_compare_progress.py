@@ -27,7 +27,7 @@ def _problem():
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_every_method_reports_its_placements_and_best_so_far(jobs):
     """The last report of each method is its answer: placements done of its budget and the best it found."""
-    from placer.bench.compare import compare_methods
+    from placer.compare import compare_methods
 
     seen = []
     d = compare_methods(_problem(), NAMES, 200, 0, None, jobs=jobs, on_progress=seen.append)
@@ -46,7 +46,7 @@ def test_every_method_reports_its_placements_and_best_so_far(jobs):
 
 
 def test_same_seed_same_table_with_progress_on_or_off():
-    from placer.bench.compare import compare_methods
+    from placer.compare import compare_methods
 
     drop = ("wall_s", "cpu_s")  # timings
     a = compare_methods(_problem(), NAMES, 80, 3, None, jobs=2, on_progress=lambda r: None)
@@ -56,7 +56,7 @@ def test_same_seed_same_table_with_progress_on_or_off():
 
 
 def test_lineup_shows_the_running_methods_with_an_honest_eta():
-    from placer.bench.compare import progress_lineup
+    from placer.compare import progress_lineup
     from placer.bench.progress import Report
 
     L = progress_lineup(["single-gpu", "random", "local-search", "cp-sat"])

@@ -9,7 +9,7 @@ from conftest import run_cli
 
 
 def test_scaled_budgets_shrink_with_the_graph_and_follow_only_its_size():
-    from placer.bench import compare
+    from placer import compare
     from placer.cluster import preset
     from placer.methods import METHODS
     from placer.problem import Problem
@@ -44,7 +44,7 @@ def _compare(capsys, monkeypatch, g, *extra):
 
 
 def test_default_line_up_states_its_scaled_budget_and_an_explicit_one_wins(tmp_path, capsys, monkeypatch):
-    from placer.bench import compare
+    from placer import compare
     from placer.frontends.native import save_graph
     from placer.zoo.synthetic import layered_training_graph
 

@@ -258,7 +258,7 @@ def test_compare_gives_the_same_table_with_jobs_1_and_2(tmp_path, capsys, monkey
 
 
 def test_compare_returns_the_same_placements_with_jobs_1_and_2():
-    from placer.bench.compare import compare_methods
+    from placer.compare import compare_methods
 
     problem = _problem(layers=40, seed=3)
     got = []

@@ -132,7 +132,7 @@ def test_report_line_colours_are_pairwise_distinct_for_the_default_line_up():
     import itertools
     import math
 
-    from placer.bench.compare import default_methods
+    from placer.compare import default_methods
     from placer.viz.colours import colours
 
     n = max(len(default_methods()), 24)

@@ -3,5 +3,4 @@
 * :mod:`placer.bench.experiments`: the specs (``EXPERIMENTS``), each paper's table as rows x methods;
 * :func:`placer.bench.harness.run_experiment`: run one, cached and resumable, writing ``results/<name>/``;
 * :func:`placer.bench.report.write_report`: ``REPRODUCTION.md`` from the committed results;
-* :mod:`placer.bench.compare`: several methods on one problem (``placer compare``).
 """

@@ -149,7 +149,7 @@ def run_one(method: str, graph: str, cluster: str, max_seconds: float, seed: int
 # ---------------------------------------------------------------------- the experiment
 def default_methods() -> list[str]:
     """The default line-up of ``placer compare`` and every available learned method."""
-    from placer.bench.compare import default_methods as lineup
+    from placer.compare import default_methods as lineup
     from placer.methods import METHODS
 
     out = lineup()

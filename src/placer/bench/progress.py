@@ -3,7 +3,7 @@ queued), each one's placements done of its budget and best objective so far, and
 where it is honest: for a method with a placement budget, from its own rate (seconds so far /
 placements done x placements left); none for a construction, an unbounded run or a wall-clock cap.
 
-:class:`Lineup` takes the reports :func:`placer.bench.compare.compare_methods` passes to its
+:class:`Lineup` takes the reports :func:`placer.compare.compare_methods` passes to its
 ``on_progress`` (:class:`Report`, from the methods' evaluators, in this process or in the worker
 processes) and says them as lines of text.
 """

@@ -178,13 +178,13 @@ def method_params(items: list[str]) -> dict[str, str]:
 
 
 def step_bound(problem, sim_params, known_us=None) -> dict:
-    from placer.bench.compare import step_bound as f
+    from placer.compare import step_bound as f
 
     return f(problem, sim_params, known_us)
 
 
 def lb_us(bound: dict) -> float:
-    from placer.bench.compare import lb_us as f
+    from placer.compare import lb_us as f
 
     return f(bound)
 
@@ -472,7 +472,7 @@ def compare(graph: str = typer.Argument("default", help="graph file or built-in 
 
     from rich.progress import Progress, SpinnerColumn, TextColumn
 
-    from placer.bench.compare import (
+    from placer.compare import (
         compare_methods,
         default_methods,
         out_of_range,

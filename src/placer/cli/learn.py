@@ -51,7 +51,7 @@ def family_problems(family: str, cluster: str, split: str):
 def _placed(P, res, out, params) -> dict:
     """The summary a policy's placement prints (its result and the problem's lower bound under
     ``params``, as compare states it), the placement written to ``out`` first when given."""
-    from placer.bench.compare import lb_us, step_bound
+    from placer.compare import lb_us, step_bound
     from placer.frontends.native import save_placement
 
     data = res.summary()
