@@ -441,7 +441,8 @@ def test_a_policys_trainer_overrides_key_only_that_policy_and_reach_its_training
     from placer.bench.runner import sim_params
     from placer.bench.spec import PolicySpec
     from placer.errors import InputError
-    from placer.methods.placeto import PlacetoConfig
+    from placer.bench.versions import versions
+    from placer.methods.placeto import SEARCH_ONLY, PlacetoConfig
     from placer.rl.checkpoint import load_checkpoint
 
     gpath = tmp_path / "g.json"
@@ -459,8 +460,8 @@ def test_a_policys_trainer_overrides_key_only_that_policy_and_reach_its_training
                                       "clusters": [G.cluster_fingerprint(p.cluster) for p in plain.problems],
                                       "placements": 16, "seed": 0, "sim": sim,
                                       "trainer": {k: v for k, v in {**PlacetoConfig().to_dict(), "log": None, "devices": "gpus"}.items()
-                                                  if k not in pol.SEARCH_ONLY and k != "progress"},
-                                      "versions": pol.policy_versions()})  # devices as training resolves "auto"
+                                                  if k not in SEARCH_ONLY and k != "progress"},
+                                      "versions": versions("placeto")})  # devices as training resolves "auto"
     assert low.hash != plain.hash
     with pytest.raises(InputError, match="keep_bais"):
         pol.prepare(exp, "typo", "quick", tmp_path, exp.sim)

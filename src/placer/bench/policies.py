@@ -3,7 +3,7 @@ GiPH's unseen clusters).
 
 A method parameter ``"@policy:<name>"`` names one of the experiment's :class:`PolicySpec`. Before
 the runs that need it, the policy is trained once by its method's trainer (``train`` of
-:mod:`placer.methods.learned`; Placeto's :meth:`placer.methods.placeto.Placeto.train`) on its graphs
+:mod:`placer.methods.learned`, the same path for every learned method) on its graphs
 (or on the training half of a generated family), on one cluster or several, and saved as
 ``results/<exp>/policies/<name>__<hash>.pt``, cached by a hash of what decides it, exactly like a
 run; a run then gets the loaded policy object in place of the reference (:func:`substitute`: the
@@ -43,18 +43,13 @@ class PolicyContext:
         return self.path is not None and self.path.exists() and self.path.with_suffix(".json").exists()
 
     def load(self):
-        """The trained policy (read once from its checkpoint, labelled with its path)."""
+        """The trained policy (read once from its checkpoint by its method, labelled with its path)."""
         if self.policy is None:
-            if self.spec.method == "placeto":
-                from placer.rl.checkpoint import load_policy
+            from placer.io import read_checkpoint
+            from placer.methods.learned import learned_method
 
-                self.policy = load_policy(self.path)
-            else:
-                from placer.io import read_checkpoint
-                from placer.methods.learned import learned_method
-
-                state = read_checkpoint(str(self.path), "policy", "train it again: delete the file")
-                self.policy = learned_method(self.spec.method).load_policy(state, where=str(self.path))
+            state = read_checkpoint(str(self.path), "policy", "train it again: delete the file")
+            self.policy = learned_method(self.spec.method).load_policy(state, where=str(self.path))
         return self.policy
 
 
@@ -77,7 +72,10 @@ def substitute(params: dict[str, Any], contexts: dict[str, "PolicyContext"]) -> 
 
 def prepare(exp: Experiment, name: str, level: str, results_dir: Path, sim: str) -> PolicyContext:
     """Load the policy's training graphs and decide its hash and checkpoint path (trains nothing);
-    ``sim``: the experiment's simulator preset, on the training clusters as :func:`training_params` says."""
+    ``sim``: the experiment's simulator preset, on the training clusters as :func:`training_params` says;
+    what its method adds to the key: :meth:`placer.methods.learned.LearnedMethod.policy_key`."""
+    from placer.bench.versions import versions
+    from placer.methods.learned import learned_method
     from placer.problem import Problem
 
     spec = exp.policies.get(name)
@@ -98,27 +96,15 @@ def prepare(exp: Experiment, name: str, level: str, results_dir: Path, sim: str)
         return ctx
     ctx.problems = [Problem(g, c) for g, c in pairs]
     sim = dataclasses.asdict(training_params(ctx.problems, sim, name))
-    if spec.method != "placeto":  # another learned method's trainer (its own config and versions)
-        ctx.key = {"harness": HARNESS_VERSION, "method": spec.method,
-                   "graphs": [G.graph_fingerprint(g) for g, _ in pairs],
-                   "clusters": [G.cluster_fingerprint(c) for _, c in pairs], "placements": ctx.placements,
-                   "seed": spec.seed, "sim": sim, "trainer": _method_config(spec.method, spec.trainer).to_dict()}
-        from placer.bench.versions import versions
-
-        ctx.key["versions"] = versions(spec.method)
-        ctx.hash = stable_hash(ctx.key)
-        ctx.path = Path(results_dir) / exp.name / "policies" / f"{slug(name)}__{ctx.hash}.pt"
-        return ctx
+    method = learned_method(spec.method)
     key = {"harness": HARNESS_VERSION, "graphs": [G.graph_fingerprint(g) for g, _ in pairs],
            "clusters": [G.cluster_fingerprint(c) for _, c in pairs], "placements": ctx.placements,
-           "seed": spec.seed, "sim": sim, "trainer": _trainer_key(spec.trainer)}
+           "seed": spec.seed, "sim": sim, **method.policy_key(_method_config(spec.method, spec.trainer), ctx.problems)}
     if spec.choices:  # (only then: a policy without choices keeps the hash it had)
-        key["choices"] = [_trainer_key(o) for o in _candidates(spec)]
+        key["choices"] = [method.policy_key(_method_config(spec.method, o), ctx.problems)["trainer"]
+                          for o in _candidates(spec)]
         key["selection"] = SELECTION
-    A = _n_candidates(ctx.problems[0], spec.trainer)
-    if A != 2:  # the network's keep bias grows with ln(A - 1) (PlacetoConfig.policy_config); on 2 as it was
-        key["candidates"] = A
-    key["versions"] = policy_versions()
+    key["versions"] = versions(spec.method)
     ctx.key = key
     ctx.hash = stable_hash(key)
     ctx.path = Path(results_dir) / exp.name / "policies" / f"{slug(name)}__{ctx.hash}.pt"
@@ -141,44 +127,13 @@ def training_params(problems: list, sim_name: str, name: str = "policy"):
     return found[0]
 
 
-def policy_versions() -> dict[str, int]:
-    """The versions a trained policy depends on: the placeto method's (its trainer and network), the
-    simulator's and the cost model's (:func:`placer.bench.versions.versions`)."""
-    from placer.bench.versions import versions
-
-    return versions("placeto")
-
-
+COUNTS = ("progress_records", "episodes", "placements", "sim_calls")  # a record's counts, summed over candidates
 SELECTION = {"episodes": 8, "greedy": False, "score": "geometric mean over the training graphs"}
 
 
 def _candidates(spec: PolicySpec) -> list[dict[str, Any]]:
     """The trainer overrides of each candidate policy: ``trainer`` alone, or with each of ``choices``."""
     return [dict(spec.trainer, **c) for c in spec.choices] or [dict(spec.trainer)]
-
-
-SEARCH_ONLY = ("restart", "refine", "refine_at")  # PlacetoConfig fields that training a policy does not read (search on one graph only)
-
-
-def _trainer_key(overrides=None) -> dict:
-    """A policy's trainer settings as its hash sees them: the config without :data:`SEARCH_ONLY`, so a
-    field added for search alone keeps the trained policies cached. The ``progress`` callback stands
-    as ``log``, None, the log file it replaced, so that committed policies keep their hash."""
-    cfg = _placeto_config(overrides)  # devices as training reads them ("auto": the GPUs, see PlacetoConfig.candidates)
-    key = {k: v for k, v in cfg.to_dict().items() if k != "progress"}
-    return {k: v for k, v in {**key, "log": None, "devices": cfg.candidates()}.items() if k not in SEARCH_ONLY}
-
-
-def _n_candidates(problem, overrides=None) -> int:
-    """The number of devices a policy trained with these overrides places on (its actions)."""
-    from placer.rl.task import candidate_devices
-
-    return len(candidate_devices(problem, _placeto_config(overrides).candidates()))
-
-
-def _placeto_config(overrides=None):
-    """The placeto method's config with a policy's trainer overrides (unknown names are refused)."""
-    return _method_config("placeto", overrides)
 
 
 def _method_config(method: str, overrides=None):
@@ -188,71 +143,50 @@ def _method_config(method: str, overrides=None):
     return METHODS[method].make_config(dict(overrides or {}))
 
 
-def _train_other(ctx: PolicyContext, prm, t0: float) -> dict:
-    """Train a policy with a learned method other than Placeto (one trainer, no ``choices``), save
-    its state and its cost record."""
-    from placer.bench.versions import source_commit
-    from placer.io import dumps, write_checkpoint, write_text_atomic
-    from placer.methods.learned import learned_method
-
-    method = learned_method(ctx.spec.method)
-    cfg = _method_config(ctx.spec.method, ctx.spec.trainer)
-    counted: list[dict] = []
-    policy = method.train(ctx.problems, cfg, ctx.spec.seed, prm, placements=ctx.placements, progress=counted.append)
-    write_checkpoint(method.policy_state(policy), ctx.path)
-    record = {"policy": ctx.name, "method": ctx.spec.method, "hash": ctx.hash, "spec": dataclasses.asdict(ctx.spec),
-              "versions": ctx.key["versions"], "source": source_commit(),
-              "graphs": [P.graph.name for P in ctx.problems],
-              "clusters": sorted({P.cluster.name for P in ctx.problems}),
-              "progress_records": len(counted),  # one per update (or episode) the trainer reported
-              "placements": ctx.placements,  # the budget it trained within, in simulated placements
-              "seconds": time.perf_counter() - t0}
-    write_text_atomic(ctx.path.with_suffix(".json"), dumps(record))
-    return record
-
-
 def train(ctx: PolicyContext, sim_name: str) -> dict:
-    """Train the policy within its simulator-call budget (each candidate of ``PolicySpec.choices``
-    on the whole budget, the one placing its training graphs best kept), save the checkpoint and
-    its cost record (every candidate's training and scoring counted)."""
+    """Train the policy with its method's trainer within its placement budget (each candidate of
+    ``PolicySpec.choices`` on the whole budget, the one placing its training graphs best kept: the
+    best of :data:`SELECTION`'s sampled episodes, ``place_episodes`` and ``greedy`` of the method's
+    config), save the checkpoint and its cost record (every candidate's training and scoring
+    counted, what the policy keeps of its training: :meth:`LearnedMethod.trained`)."""
     import numpy as np
 
     from placer.bench.versions import source_commit
     from placer.io import dumps, write_checkpoint, write_text_atomic
-    from placer.methods.placeto import PLACETO
-    from placer.rl.policy import place
+    from placer.methods.base import Evaluator
+    from placer.methods.learned import learned_method
 
     t0 = time.perf_counter()
     prm = training_params(ctx.problems, sim_name, ctx.name)
-    if ctx.spec.method != "placeto":
-        return _train_other(ctx, prm, t0)
+    method = learned_method(ctx.spec.method)
     runs = []
     for overrides in _candidates(ctx.spec):
-        cfg = _placeto_config(overrides)  # the method's settings, with the policy's trainer overrides
-        policy = PLACETO.train(ctx.problems, cfg, ctx.spec.seed, prm, placements=ctx.placements)
-        state = PLACETO.policy_state(policy)
-        run = {"trainer": overrides, "episodes": state["episode"], "placements": state["placements"],
-               "sim_calls": state["sim_calls"], "best": state["best"], "policy": policy}
+        cfg = _method_config(ctx.spec.method, overrides)  # the method's settings, with the policy's trainer overrides
+        counted: list[dict] = []
+        policy = method.train(ctx.problems, cfg, ctx.spec.seed, prm, placements=ctx.placements, progress=counted.append)
+        run = {"trainer": overrides, "progress_records": len(counted), **method.trained(policy), "policy": policy}
         if len(ctx.spec.choices) > 1:  # score: zero-shot on the training graphs, as the tables place
-            gps = [cfg.task(P, ctx.spec.seed) for P in ctx.problems]
-            outs = [place(policy, gp, greedy=SELECTION["greedy"], episodes=SELECTION["episodes"], seed=ctx.spec.seed,
-                          sim_params=prm) for gp in gps]
-            run["sim_calls"] += sum(o.sim_calls for o in outs)
-            run["score_us"] = float(np.exp(np.mean(np.log([o.objective_us for o in outs]))))
+            scored = dataclasses.replace(cfg, place_episodes=SELECTION["episodes"], greedy=SELECTION["greedy"])
+            evs = [Evaluator(P, prm) for P in ctx.problems]
+            for P, ev in zip(ctx.problems, evs):
+                method.place(P, policy, ctx.spec.seed, ev, scored)
+            run["sim_calls"] = run.get("sim_calls", 0) + sum(ev.sim_calls for ev in evs)
+            run["score_us"] = float(np.exp(np.mean(np.log([ev.best_objective_us for ev in evs]))))
         runs.append(run)
     best = min(runs, key=lambda r: r.get("score_us", 0.0))
-    write_checkpoint(PLACETO.policy_state(best["policy"]), ctx.path)
-    record = {"policy": ctx.name, "hash": ctx.hash, "spec": dataclasses.asdict(ctx.spec),
+    write_checkpoint(method.policy_state(best["policy"]), ctx.path)
+    counts = {k: sum(r[k] for r in runs) for k in COUNTS if k in best}
+    record = {"policy": ctx.name, "method": ctx.spec.method, "hash": ctx.hash, "spec": dataclasses.asdict(ctx.spec),
               "versions": ctx.key["versions"], "source": source_commit(),
-              "graphs": [P.graph.name for P in ctx.problems], "episodes": sum(r["episodes"] for r in runs),
-              "placements": sum(r["placements"] for r in runs), "sim_calls": sum(r["sim_calls"] for r in runs),
-              "seconds": time.perf_counter() - t0,
-              # per training graph; None for a graph no episode has visited yet
-              "best_objective_us": [b["objective_us"] if math.isfinite(b["objective_us"]) else None
-                                    for b in best["best"]]}
+              "graphs": [P.graph.name for P in ctx.problems],
+              "clusters": sorted({P.cluster.name for P in ctx.problems}),
+              "placements": ctx.placements,  # the budget each candidate trained within (or what it used, when it says)
+              **{k: v for k, v in best.items() if k not in ("trainer", "policy", "score_us")},
+              **counts,  # what it keeps of its training, summed over the candidates
+              "seconds": time.perf_counter() - t0}
     if len(runs) > 1:
         record["chosen"] = best["trainer"]
-        record["candidates"] = [{k: r[k] for k in ("trainer", "episodes", "placements", "sim_calls", "score_us")}
+        record["candidates"] = [{k: r.get(k) for k in ("trainer", "episodes", "placements", "sim_calls", "score_us")}
                                 for r in runs]
     write_text_atomic(ctx.path.with_suffix(".json"), dumps(record))
     return record

@@ -4,8 +4,9 @@ and out (DESIGN.md, "Contracts").
 Every method's registered ``run(problem, seed, ev, cfg)`` is its *search mode* (a policy trained on
 the one graph it places, within the budget). A method whose policy transfers to other graphs also
 implements :class:`LearnedMethod` and is listed in :data:`LEARNED` (Placeto, GDP, Mars, ColocRL,
-the Hierarchical Planner; Post's per-unit distributions mean nothing on another graph, so it has
-search mode only). A policy is an object; its state is a plain dict the caller (the CLI, the bench)
+the Hierarchical Planner, DOPPLER, GiPH; Post's per-unit distributions mean nothing on another
+graph, so it has search mode only); every one of them is driven the same way
+(:class:`placer.methods.learned_support.StatePolicyMethod`: its ``run`` is the registered method). A policy is an object; its state is a plain dict the caller (the CLI, the bench)
 writes and reads with :mod:`placer.io`. Progress is a callback (:data:`Progress`). Through
 ``run_method``, a policy travels in the config field ``policy`` (object or state dict), and the
 run places with it, fine-tuning first when the config says so. docs/architecture.md shows the calls.
@@ -55,6 +56,17 @@ class LearnedMethod(Protocol):
     def load_policy(self, state: dict, where: str = "policy") -> Policy:
         """The policy of a state dict ``policy_state`` made; InputError naming ``where`` when it is
         not one (a damaged or foreign file)."""
+        ...
+
+    def policy_key(self, cfg, problems: list) -> dict:
+        """What a trained policy depends on of the method, its trainer config ``cfg`` and its training
+        ``problems`` beyond their graphs and clusters: part of the key a trained policy is cached
+        under (:mod:`placer.bench.policies`); its ``"trainer"`` entry is the config's part."""
+        ...
+
+    def trained(self, policy: Policy) -> dict:
+        """What ``policy`` keeps of its training (JSON-able: counts of episodes, placements,
+        simulator calls...; {} when it keeps nothing), for the bench's record and `placer policy train`."""
         ...
 
 

@@ -43,7 +43,8 @@ class PolicyFields:
 
 
 def _label(value) -> str | None:
-    return None if value is None else "given"
+    """None, the object's ``label`` where it has one (a Placeto policy: the file it came from), else "given"."""
+    return None if value is None else (getattr(value, "label", None) or "given")
 
 
 class StatePolicyMethod:
@@ -87,6 +88,14 @@ class StatePolicyMethod:
 
     def policy_state(self, policy: dict) -> dict:
         return policy
+
+    def policy_key(self, cfg, problems: list) -> dict:
+        """What a trained policy's cache key holds of the method and its trainer config."""
+        return {"method": self.name, "trainer": cfg.to_dict()}
+
+    def trained(self, policy) -> dict:
+        """What the policy keeps of its training: nothing (its state holds only the network)."""
+        return {}
 
     def load_policy(self, state: dict, where: str = "policy") -> dict:
         """``state`` when it is one of this method's policy states whose weights are finite and exactly

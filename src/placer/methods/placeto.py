@@ -7,13 +7,14 @@ by group, trained with REINFORCE. Read top to bottom:
   :mod:`placer.nn.placeto`), REINFORCE (A.1 eq. 1, A.7; :mod:`placer.rl.reinforce`, its loss in
   :mod:`placer.rl.loss`) and the units it places (A.6; :mod:`placer.grouping`);
 * :func:`build_trainer`, the one place a trainer is assembled from that config;
-* the registered method, *search mode*: a policy trained on the one graph it is given within the
-  budget (every simulated placement counts, never more than the budget), from a seeded start, with
-  restarts from the best placement and a second phase on finer units; the best placement evaluated
-  is the result. With a trained ``policy`` (an object, never a file) it places with it instead,
-  after ``finetune`` episodes of fine-tuning when asked;
-* :class:`Placeto`, the learned-method protocol (:mod:`placer.methods.learned`): train on several
-  graphs, place with a policy, fine-tune, policy state in and out.
+* :class:`Placeto`, the learned-method protocol (:mod:`placer.methods.learned`) on the shared
+  driver (:class:`placer.methods.learned_support.StatePolicyMethod`, whose ``run`` is the registered
+  method): *search mode* (:meth:`Placeto.search`), a policy trained on the one graph it is given
+  within the budget (every simulated placement counts, never more than the budget), from a seeded
+  start, with restarts from the best placement and a second phase on finer units, the best
+  placement evaluated the result; with a trained ``policy`` (an object, never a file) it places
+  with it instead, after ``finetune`` episodes of fine-tuning when asked; train on several graphs,
+  policy state in and out.
 
 Why each default departs from the paper, with the measurements that decided it: docs/methods/placeto.md.
 """
@@ -21,7 +22,7 @@ Why each default departs from the paper, with the measurements that decided it: 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -29,23 +30,15 @@ import numpy as np
 from placer.grouping import GROUPING_HELP
 from placer.methods.base import Evaluator, MethodConfig, register
 from placer.methods.learned import Progress, register_learned
+from placer.methods.learned_support import PolicyFields, StatePolicyMethod, needs
 from placer.methods.seeding import CHEAP_SEEDS, RELIEVED, SEEDS_HELP, Start, seed_names_ok, seeded_start
 from placer.methods.support import cut_along, grouping_ok
 
 PAPER = "Addanki et al., Placeto: Learning Generalizable Device Placement Algorithms, NeurIPS 2019"
 
 
-def _available() -> str | None:
-    try:
-        import gymnasium  # noqa: F401
-        import torch  # noqa: F401
-    except ImportError as e:
-        return f"needs the 'torch' extra ({e.name} is not installed): pip install 'placer[torch]'"
-    return None
-
-
 @dataclass(frozen=True)
-class PlacetoConfig(MethodConfig):
+class PlacetoConfig(PolicyFields, MethodConfig):
     """Placeto's hyperparameters, the one place they are written. The defaults are what the
     committed results ran with; where the paper differs, its value is in the field's comment and in
     :meth:`paper` (why: docs/methods/placeto.md)."""
@@ -79,8 +72,8 @@ class PlacetoConfig(MethodConfig):
     processes: int | None = None  # worker processes for the process / ray backends
     policy: Any = None  # a trained policy to start from (placer.rl.policy.PlacetoPolicy or its state dict; None: search)
     finetune: int = 0  # with a policy: episodes of fine-tuning on this graph before placing
-    place_episodes: int = 1  # with a policy: episodes that place the graph, the best wins (`placer place`: 8)
-    greedy: bool = True  # with a policy: the most likely device (False: sample, as `placer place`)
+    place_episodes: int = 1  # with a policy: episodes that place the graph, the best wins (bench selection: 8)
+    greedy: bool = True  # with a policy: the most likely device (False: sample)
     progress: Any = None  # called with one record (a dict) per training episode (None: nothing)
 
     @classmethod
@@ -98,13 +91,6 @@ class PlacetoConfig(MethodConfig):
             from placer.rl.policy import PlacetoPolicy
 
             object.__setattr__(self, "policy", PlacetoPolicy.from_state(self.policy))
-
-    def to_dict(self) -> dict:
-        """The settings as plain values (what a result records): the policy as its label, a callback as "given"."""
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
-        d["policy"] = None if self.policy is None else (getattr(self.policy, "label", None) or "given")
-        d["progress"] = None if self.progress is None else "given"
-        return d
 
     def checks(self):
         return [(self.placements >= 1, "placements", ">= 1"),
@@ -131,7 +117,7 @@ class PlacetoConfig(MethodConfig):
                 (self.backend in ("serial", "process", "ray"), "backend", "serial, process or ray"),
                 (self.processes is None or self.processes >= 1, "processes", ">= 1 or None"),
                 (self.policy is None or isinstance(self.policy, dict) or hasattr(self.policy, "state"), "policy",
-                 "a trained policy, not a file name (from the command line: placer place --policy FILE)"),
+                 "a trained policy, not a file name (from the command line: placer policy place -m placeto --policy FILE)"),
                 (self.finetune >= 0, "finetune", ">= 0"),
                 (self.place_episodes >= 1, "place_episodes", ">= 1"),
                 (self.progress is None or callable(self.progress), "progress", "a function of one record, or None")]
@@ -207,25 +193,9 @@ def build_trainer(cfg: PlacetoConfig, tasks: list, seed: int, sim_params=None, *
 
 
 @register("placeto", "Placeto: graph-embedding policy, progressive placement MDP, REINFORCE (search mode on this graph)",
-          "learned", PlacetoConfig, paper=PAPER, available=_available, version=1)
+          "learned", PlacetoConfig, paper=PAPER, available=lambda: needs(("gymnasium", "torch")), version=1)
 def placeto(problem, seed: int, ev: Evaluator, cfg: PlacetoConfig):
-    if cfg.policy is not None:  # a trained policy: place with it, fine-tuned on this graph first when asked
-        if cfg.finetune > 0:
-            return PLACETO.finetune(problem, cfg.policy, seed, ev, cfg)[0]
-        return PLACETO.place(problem, cfg.policy, seed, ev, cfg)
-    env, initial = cfg.env(), None
-    got = seeded_start(problem, ev, cfg.seeds, cfg.split_search) if cfg.start == "seeds" else None
-    devices = cfg.candidates(got is None or (got.fits and not got.relieved))  # relieved: it may use the host
-    if got is not None and not got.fits and devices == "all":  # no seed fits the GPUs: try the host
-        got = host_start(problem, ev) or got
-    gp = cfg.task(problem, seed, devices)
-    if got is not None:
-        gp, initial = seeded_task(gp, got.placement, seed)
-        env = replace(env, init="given")
-    tr = build_trainer(cfg, [gp], seed, ev.sim_params, env=env, initial=initial)
-    more, _ = _search(tr, env, cfg, seed, ev, cfg.episodes)
-    notes = [RELIEVED] if got is not None and got.relieved else []
-    return ev.result("placeto", notes=notes + [f"{tr.episode} episodes, {gp.n_groups} units of {cfg.grouping}"] + more)
+    return PLACETO.run(problem, seed, ev, cfg)
 
 
 def host_start(problem, ev: Evaluator):
@@ -342,17 +312,38 @@ def seeded_task(gp, start: np.ndarray, seed: int):
     return task, [work.argmax(axis=1).astype(np.int64)]
 
 
-class Placeto:
-    """Placeto as a learned method (:class:`placer.methods.learned.LearnedMethod`); its policy is a
-    :class:`placer.rl.policy.PlacetoPolicy`."""
+class Placeto(StatePolicyMethod):
+    """Placeto as a learned method (:class:`placer.methods.learned.LearnedMethod`) on the shared
+    driver (:class:`placer.methods.learned_support.StatePolicyMethod`: its ``run`` is the registered
+    method); its policy is a :class:`placer.rl.policy.PlacetoPolicy`."""
 
     name = "placeto"
+
+    def search(self, problem, seed: int, ev: Evaluator, cfg: PlacetoConfig, *, policy=None,
+               progress: Progress | None = None):
+        """Search mode (the module docstring); returns (the result, the policy training ended with)."""
+        cfg = cfg if progress is None or progress is cfg.progress else replace(cfg, progress=progress)
+        env, initial = cfg.env(), None
+        got = seeded_start(problem, ev, cfg.seeds, cfg.split_search) if cfg.start == "seeds" else None
+        devices = cfg.candidates(got is None or (got.fits and not got.relieved))  # relieved: it may use the host
+        if got is not None and not got.fits and devices == "all":  # no seed fits the GPUs: try the host
+            got = host_start(problem, ev) or got
+        gp = cfg.task(problem, seed, devices)
+        if got is not None:
+            gp, initial = seeded_task(gp, got.placement, seed)
+            env = replace(env, init="given")
+        tr = build_trainer(cfg, [gp], seed, ev.sim_params, env=env, initial=initial)
+        more, last = _search(tr, env, cfg, seed, ev, cfg.episodes)
+        notes = [RELIEVED] if got is not None and got.relieved else []
+        return (ev.result("placeto", notes=notes + [f"{tr.episode} episodes, {gp.n_groups} units of {cfg.grouping}"] + more),
+                self.policy_of(last))
 
     def train(self, problems: list, cfg: PlacetoConfig, seed: int, sim_params=None, *, placements: int | None = None,
               progress: Progress | None = None):
         """Policy mode: REINFORCE over ``problems`` (each worker's episode on a graph of them, A.7),
         until ``cfg.episodes`` episodes or ``placements`` placements; the policy holds the trainer's
-        whole state (its counters and best placements included)."""
+        whole state (its counters and best placements included). With ``cfg.policy``, that policy's
+        training resumes where it stopped (its whole state: the same graphs and settings)."""
         from placer.errors import InputError
         from placer.rl.task import candidate_devices
 
@@ -363,6 +354,13 @@ class Placeto:
                              "(doppler and giph train one policy for clusters of any size)")
         cfg = cfg if progress is None else replace(cfg, progress=progress)
         tr = build_trainer(cfg, [cfg.task(P, seed) for P in problems], seed, sim_params)
+        if cfg.policy is not None:
+            try:
+                tr.load_state_dict(cfg.policy.state)
+            except (ValueError, KeyError, TypeError) as e:
+                tr.close()
+                raise InputError(cfg.policy.label or "policy", "policy to resume", str(e),
+                                 "resume with the graphs and settings it was trained with") from None
         try:
             tr.train(max_placements=placements)
         finally:
@@ -391,10 +389,32 @@ class Placeto:
     def policy_state(self, policy) -> dict:
         return policy.state
 
-    def load_policy(self, state: dict, where: str = "policy"):
+    def load_policy(self, state, where: str = "policy"):
+        """The policy of a state dict (checked, labelled ``where``); a policy object as it is."""
         from placer.rl.policy import PlacetoPolicy
 
-        return PlacetoPolicy.from_state(state, where, label=where)
+        return state if isinstance(state, PlacetoPolicy) else PlacetoPolicy.from_state(state, where, label=where)
+
+    def policy_key(self, cfg: PlacetoConfig, problems: list) -> dict:
+        """What a trained policy's cache key holds of ``cfg`` and ``problems``: the trainer settings
+        (:func:`trainer_key`) and, off two devices, the number of candidates (the keep bias grows with
+        ln(A - 1)). No ``"method"`` entry: Placeto's policies were keyed before other methods had any,
+        and the committed ones keep their hash."""
+        from placer.rl.task import candidate_devices
+
+        key = {"trainer": trainer_key(cfg)}
+        n = len(candidate_devices(problems[0], cfg.candidates()))
+        if n != 2:
+            key["candidates"] = n
+        return key
+
+    def trained(self, policy) -> dict:
+        """What the policy keeps of its training: episodes, placements and simulator calls, and the
+        best objective per training graph (None where no episode visited it yet)."""
+        s = policy.state
+        return {"episodes": s["episode"], "placements": s["placements"], "sim_calls": s["sim_calls"],
+                "best_objective_us": [b["objective_us"] if math.isfinite(b["objective_us"]) else None
+                                      for b in s["best"]]}
 
     @staticmethod
     def policy_of(tr, label: str | None = None):
@@ -402,6 +422,18 @@ class Placeto:
         from placer.rl.policy import PlacetoPolicy
 
         return PlacetoPolicy(tr.state_dict(), label)
+
+
+SEARCH_ONLY = ("restart", "refine", "refine_at")  # fields that training a policy does not read (search on one graph only)
+
+
+def trainer_key(cfg: PlacetoConfig) -> dict:
+    """A policy's trainer settings as its cache key sees them: the config without :data:`SEARCH_ONLY`,
+    so a field added for search alone keeps the trained policies cached; the devices as training reads
+    them (:meth:`PlacetoConfig.candidates`). The ``progress`` callback stands as ``log``, None, the log
+    file it replaced, so that committed policies keep their hash."""
+    key = {k: v for k, v in cfg.to_dict().items() if k != "progress"}
+    return {k: v for k, v in {**key, "log": None, "devices": cfg.candidates()}.items() if k not in SEARCH_ONLY}
 
 
 PLACETO = register_learned(Placeto(), version=2)  # 2: a refining fine-tune keeps its second phase's weights
