@@ -160,7 +160,7 @@ def test_other_accelerators_are_checked_for_presence(model, device):
 
 def test_presence_counts_the_gpus_torch_sees(monkeypatch):
     """No GPU here: torch.cuda's two answers stand in for a machine with two (apply is not run)."""
-    from placer.dispatch import missing_devices
+    from placer.apply_map import missing_devices
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)

@@ -95,7 +95,7 @@ def run(graph: str = GraphArg, cluster: str = ClusterOpt,
                             sim_params=sim_params(sim, P))
     data = rep.summary()
     if applied is not None:
-        from placer.dispatch import time_applied
+        from placer.apply_map import time_applied
 
         with console.status("timing the eager step with the map applied ...", spinner="dots"), \
                 user_code(graph, "recipe factory"):

@@ -76,9 +76,6 @@ class RandomConfig(MethodConfig):
 
     placements: int = 100  # k: random placements drawn (Budget.placements overrides)
 
-    def checks(self):
-        return [(self.placements >= 1, "placements", ">= 1")]
-
 
 @register("random", "best of k uniformly random placements (k = budget, default 100)", "trivial", RandomConfig, version=1)
 def random_placement(problem, seed: int, ev: Evaluator, cfg: RandomConfig):

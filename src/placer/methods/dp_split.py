@@ -24,12 +24,13 @@ Every candidate is scored by the evaluator under the method's objective; the bes
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated, Literal
 
 import numpy as np
 from numba import njit
 
 from placer.graph import BACKWARD
-from placer.methods.base import Evaluator, MethodConfig, register
+from placer.methods.base import Evaluator, MethodConfig, Range, register
 from placer.objectives.model import model_for
 from placer.objectives.units import blocks_for, linear_order
 from placer.sim.numba_cache import ensure_writable_cache
@@ -202,15 +203,12 @@ def dp_sum(work_acc, cpu_block, mem, cap, comm, allowed_acc):
 class DpSplitConfig(MethodConfig):
     """Interval-split DPs (Tarnawski et al. 2020 section 4; PipeDream section 3.1)."""
 
-    orders: int = 4  # linear orders of the blocks tried (index, depth-first, then random)
-    max_blocks: int = 1500  # graphs with more blocks than this are not split (the DP is quadratic in blocks)
+    orders: Annotated[int, Range(">= 1")] = 4  # linear orders of the blocks tried (index, depth-first, then random)
+    max_blocks: Annotated[int, Range(">= 1")] = 1500  # graphs with more blocks than this are not split (the DP is quadratic in blocks)
 
     @classmethod
     def method_name(cls) -> str:
         return "dp-split"
-
-    def checks(self):
-        return [(self.orders >= 1, "orders", ">= 1"), (self.max_blocks >= 1, "max_blocks", ">= 1")]
 
 
 def _prefix(order, members, col):
@@ -562,14 +560,11 @@ def published_order(problem, objective, blocks) -> np.ndarray:
 class PublishedGreedyConfig(MethodConfig):
     """Tarnawski et al.'s latency greedy (Appendix F)."""
 
-    order: str = "published"  # 'published': their code's visit order; 'depth': ours (smallest block index first)
+    order: Literal["published", "depth"] = "published"  # 'published': their code's visit order; 'depth': ours (smallest block index first)
 
     @classmethod
     def method_name(cls) -> str:
         return "published-greedy"
-
-    def checks(self):
-        return [(self.order in ("published", "depth"), "order", "'published' or 'depth'")]
 
 
 @register("published-greedy", "Tarnawski et al.'s latency greedy: blocks in their code's depth-first topological "

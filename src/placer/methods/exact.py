@@ -40,11 +40,11 @@ task's bus time is the sum of its remote transfers (a group sends each of its op
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 
-from placer.methods.base import Evaluator, MethodConfig, register
+from placer.methods.base import Evaluator, MethodConfig, Range, register
 from placer.grouping import components
 from placer.methods.support import link_arrays, op_gap_us, relieve_oom
 
@@ -317,22 +317,17 @@ def class_hint(problem, group_of: np.ndarray, placement: np.ndarray, sim_params)
 class CpSatConfig(MethodConfig):
     """The CP-SAT model of this module and how long it may search."""
 
-    max_groups: int = 40  # tasks of the model: larger graphs are coarsened into this many groups first
-    deterministic_s: float = 10.0  # CP-SAT deterministic time per solve when Budget.seconds is not given
-    workers: int = 1  # CP-SAT search workers (more than one: interleaved, so still reproducible without --seconds)
+    max_groups: Annotated[int, Range(">= 1")] = 40  # tasks of the model: larger graphs are coarsened into this many groups first
+    deterministic_s: Annotated[float, Range("> 0")] = 10.0  # CP-SAT deterministic time per solve when Budget.seconds is not given
+    workers: Annotated[int, Range(">= 1")] = 1  # CP-SAT search workers (more than one: interleaved, so still reproducible without --seconds)
     hint: bool = True  # give the best warm start (HEFT, m-ETF, METIS, single GPU) to the solver as a hint
-    solutions: int = 8  # the last improving solutions of each solve simulated (the best simulated is kept)
-    memory_rounds: int = 6  # re-solves with memory cuts when the model's best overflows in the simulator
+    solutions: Annotated[int, Range(">= 1")] = 8  # the last improving solutions of each solve simulated (the best simulated is kept)
+    memory_rounds: Annotated[int, Range(">= 0")] = 6  # re-solves with memory cuts when the model's best overflows in the simulator
     grouping: Literal["contiguous", "metis"] = "contiguous"  # how a graph larger than max_groups is coarsened
 
     @classmethod
     def method_name(cls):
         return "cp-sat"
-
-    def checks(self):
-        return [(self.max_groups >= 1, "max_groups", ">= 1"), (self.deterministic_s > 0, "deterministic_s", "> 0"),
-                (self.workers >= 1, "workers", ">= 1"), (self.solutions >= 1, "solutions", ">= 1"),
-                (self.memory_rounds >= 0, "memory_rounds", ">= 0")]
 
 
 def _warm_starts(problem, ev: Evaluator, seed: int) -> list[np.ndarray]:

@@ -47,11 +47,11 @@ scored by the objective; the result notes the solver's bound and the optimality 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 
-from placer.methods.base import Evaluator, MethodConfig, NotApplicable, register
+from placer.methods.base import Evaluator, MethodConfig, NotApplicable, Range, register
 from placer.methods.exact_published_cp import (MILP_STATUS, cp_sat_solve, machine_list,  # noqa: F401
                                                path_heads, segment_bound, static_bound)
 from placer.objectives.model import model_for
@@ -63,20 +63,15 @@ class ExactPublishedConfig(MethodConfig):
 
     placements: int = 2000  # placements of the DP splits and interval search that give the IP its upper bound
     solver: Literal["auto", "cp-sat", "highs"] = "auto"  # auto: CP-SAT where OR-Tools is installed, else HiGHS
-    workers: int = 8  # CP-SAT search workers (interleaved when no --seconds is given: reproducible)
-    deterministic_s: float = 20.0  # CP-SAT deterministic time when no --seconds is given (reproducible)
-    max_nodes: int = 5000  # HiGHS branch-and-bound nodes when no --seconds is given (reproducible)
-    mip_gap: float = 0.0  # relative gap at which HiGHS stops (their Gurobi runs used 0.01)
-    max_cells: int = 400000  # models with more groups x machines x edges than this are refused
+    workers: Annotated[int, Range("in [1, 64]")] = 8  # CP-SAT search workers (interleaved when no --seconds is given: reproducible)
+    deterministic_s: Annotated[float, Range("> 0")] = 20.0  # CP-SAT deterministic time when no --seconds is given (reproducible)
+    max_nodes: Annotated[int, Range(">= 1")] = 5000  # HiGHS branch-and-bound nodes when no --seconds is given (reproducible)
+    mip_gap: Annotated[float, Range("in [0, 1)")] = 0.0  # relative gap at which HiGHS stops (their Gurobi runs used 0.01)
+    max_cells: Annotated[int, Range(">= 1")] = 400000  # models with more groups x machines x edges than this are refused
 
     @classmethod
     def method_name(cls) -> str:
         return "exact-published"
-
-    def checks(self):
-        return [(self.placements >= 1, "placements", ">= 1"), (self.max_nodes >= 1, "max_nodes", ">= 1"),
-                (1 <= self.workers <= 64, "workers", "in [1, 64]"), (self.deterministic_s > 0, "deterministic_s", "> 0"),
-                (0 <= self.mip_gap < 1, "mip_gap", "in [0, 1)"), (self.max_cells >= 1, "max_cells", ">= 1")]
 
 
 class _Rows:

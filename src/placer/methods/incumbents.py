@@ -30,12 +30,13 @@ group, in op order (:func:`placer.grouping.mirrors.mirror_units`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 
 from placer.graph import BACKWARD, FORWARD
 from placer.grouping.modules import DEFAULT_DEPTH, module_units
-from placer.methods.base import Evaluator, MethodConfig, NotApplicable, register
+from placer.methods.base import Evaluator, MethodConfig, NotApplicable, Range, register
 
 STATE_SLOTS = {"sgd": 0, "sgd-momentum": 1, "adam": 2}  # optimizer state per parameter (frontends.torch)
 
@@ -53,30 +54,24 @@ def _accelerate_missing():
 class AccelerateConfig(MethodConfig):
     """accelerate's device map over the module units (accelerate-auto and accelerate-balanced)."""
 
-    depth: int = DEFAULT_DEPTH  # module depth of the units accelerate places (2: transformer blocks)
+    depth: Annotated[int, Range("in [1, 64]")] = DEFAULT_DEPTH  # module depth of the units accelerate places (2: transformer blocks)
     cpu: bool = True  # give accelerate the cluster's CPU memory as "cpu" (modules that fit no GPU run there)
 
     @classmethod
     def method_name(cls):
         return "accelerate"
 
-    def checks(self):
-        return [(1 <= self.depth <= 64, "depth", "in 1..64")]
-
 
 @dataclass(frozen=True)
 class ParamBalancedConfig(MethodConfig):
     """DeepSpeed's partition of the layer sequence by parameter count."""
 
-    depth: int = DEFAULT_DEPTH  # module depth of the layers (2: transformer blocks)
-    stages: int = 0  # pipeline stages, one per GPU in GPU order (0: every GPU of the cluster)
+    depth: Annotated[int, Range("in [1, 64]")] = DEFAULT_DEPTH  # module depth of the layers (2: transformer blocks)
+    stages: Annotated[int, Range(">= 0")] = 0  # pipeline stages, one per GPU in GPU order (0: every GPU of the cluster)
 
     @classmethod
     def method_name(cls):
         return "param-balanced"
-
-    def checks(self):
-        return [(1 <= self.depth <= 64, "depth", "in 1..64"), (self.stages >= 0, "stages", ">= 0")]
 
 
 # ---------------------------------------------------------------------- the layer sequence

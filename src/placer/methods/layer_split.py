@@ -41,12 +41,13 @@ GPU 1,017), ResNet-50 on 2 GPUs 415 (single GPU 419). Under 3 s per graph. It is
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 
 from placer.graph import FORWARD
 from placer.grouping.mirrors import mirror_units
-from placer.methods.base import Evaluator, MethodConfig, register
+from placer.methods.base import Evaluator, MethodConfig, Range, register
 from placer.methods.support import allowed_placement
 from placer.sim import memory_first
 
@@ -57,10 +58,7 @@ PAPER = "Huang et al., GPipe, NeurIPS 2019, section 2.2 (layers cut into cells o
 class LayerSplitConfig(MethodConfig):
     """The layer-wise split's one knob (ours: GPipe cuts at equal compute, which is ``search=0``)."""
 
-    search: int = 24  # simulations per piece count spent moving the cuts (pattern search, see module docstring)
-
-    def checks(self):
-        return [(self.search >= 0, "search", ">= 0")]
+    search: Annotated[int, Range(">= 0")] = 24  # simulations per piece count spent moving the cuts (pattern search, see module docstring)
 
 
 class Axis:

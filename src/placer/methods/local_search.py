@@ -37,13 +37,13 @@ out of memory on 2 of 3 seeds; now all 3 fit (local search 491 / 493 / 498 ms).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 from numba import njit
 
 from placer.grouping import colocation_units
-from placer.methods.base import Evaluator, MethodConfig, NotApplicable, register
+from placer.methods.base import Evaluator, MethodConfig, NotApplicable, Range, register
 from placer.methods.search import best_start, climb, interval_search
 from placer.methods.seeding import DEFAULT_SEEDS, SEEDS_HELP, seed_names_ok, seed_placements
 from placer.methods.support import repair_memory
@@ -54,11 +54,7 @@ ensure_writable_cache()  # before the cache=True function below: numba refuses o
 
 # ---------------------------------------------------------------------- configs
 def _seed_checks(cfg) -> list[tuple[bool, str, str]]:
-    return [(cfg.placements >= 1, "placements", ">= 1"),
-            (cfg.batch >= 1, "batch", ">= 1"),
-            (0.0 < cfg.seed_share <= 1.0, "seed_share", "in (0, 1]"),
-            (cfg.seed_max_ops >= 1, "seed_max_ops", ">= 1"),
-            (seed_names_ok(cfg.seeds), "seeds", SEEDS_HELP),
+    return [(seed_names_ok(cfg.seeds), "seeds", SEEDS_HELP),
             (cfg.start is None or all(isinstance(d, int) and d >= 0 for d in cfg.start), "start",
              "a sequence of device indices, one per op")]
 
@@ -77,12 +73,12 @@ class LocalSearchConfig(MethodConfig):
     """Iterated hill climbing over the simulator."""
 
     placements: int = 20000  # placements simulated in all, seeding included (Budget.placements overrides)
-    batch: int = 8  # moves proposed and simulated together per step; the best of them is taken
-    patience: int = 20  # steps without a new best before restarting from the best with a kick
-    kick: int = 4  # random unit moves applied to the best placement at a restart
+    batch: Annotated[int, Range(">= 1")] = 8  # moves proposed and simulated together per step; the best of them is taken
+    patience: Annotated[int, Range(">= 1")] = 20  # steps without a new best before restarting from the best with a kick
+    kick: Annotated[int, Range(">= 1")] = 4  # random unit moves applied to the best placement at a restart
     seeds: str = DEFAULT_SEEDS  # seeding heuristics, comma-separated, run cheapest first
-    seed_share: float = 0.25  # at most this share of the placement budget goes to simulating seeds
-    seed_max_ops: int = 20000  # graphs with more ops skip the n^2 (or worse) seeding heuristics
+    seed_share: Annotated[float, Range("in (0, 1]")] = 0.25  # at most this share of the placement budget goes to simulating seeds
+    seed_max_ops: Annotated[int, Range(">= 1")] = 20000  # graphs with more ops skip the n^2 (or worse) seeding heuristics
     start: Any = None  # a starting placement (one device per op) instead of the seeding heuristics
 
     def __post_init__(self):
@@ -94,7 +90,7 @@ class LocalSearchConfig(MethodConfig):
         return "local-search"
 
     def checks(self):
-        return _seed_checks(self) + [(self.patience >= 1, "patience", ">= 1"), (self.kick >= 1, "kick", ">= 1")]
+        return _seed_checks(self)
 
 
 @dataclass(frozen=True)
@@ -102,12 +98,12 @@ class AnnealConfig(MethodConfig):
     """Simulated annealing (Kirkpatrick, Gelatt, Vecchi 1983) over the simulator."""
 
     placements: int = 20000  # placements simulated in all, seeding included (Budget.placements overrides)
-    batch: int = 4  # moves proposed and simulated together per step; the best of them is the candidate
-    t0: float = 0.02  # start temperature, as a fraction of the start objective
+    batch: Annotated[int, Range(">= 1")] = 4  # moves proposed and simulated together per step; the best of them is the candidate
+    t0: Annotated[float, Range("> 0")] = 0.02  # start temperature, as a fraction of the start objective
     t1: float = 1e-4  # end temperature (reached when the budget is spent), as a fraction of it
     seeds: str = DEFAULT_SEEDS  # seeding heuristics, comma-separated, run cheapest first
-    seed_share: float = 0.25  # at most this share of the placement budget goes to simulating seeds
-    seed_max_ops: int = 20000  # graphs with more ops skip the n^2 (or worse) seeding heuristics
+    seed_share: Annotated[float, Range("in (0, 1]")] = 0.25  # at most this share of the placement budget goes to simulating seeds
+    seed_max_ops: Annotated[int, Range(">= 1")] = 20000  # graphs with more ops skip the n^2 (or worse) seeding heuristics
     start: Any = None  # a starting placement (one device per op) instead of the seeding heuristics
 
     def __post_init__(self):
@@ -119,7 +115,7 @@ class AnnealConfig(MethodConfig):
         return "anneal"
 
     def checks(self):
-        return _seed_checks(self) + [(self.t0 > 0, "t0", "> 0"), (0 < self.t1 <= self.t0, "t1", "in (0, t0]")]
+        return _seed_checks(self) + [(0 < self.t1 <= self.t0, "t1", "in (0, t0]")]
 
 
 # ---------------------------------------------------------------------- the critical path

@@ -19,10 +19,11 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 
-from placer.methods.base import Evaluator, MethodConfig, register
+from placer.methods.base import Evaluator, MethodConfig, Range, register
 from placer.grouping import Grouping, colocation_units
 from placer.methods.starts import device_key, shared  # computed once per Problem, shared with the seeds
 from placer.methods.support import gpu_devices, link_arrays, relieve_oom
@@ -219,30 +220,21 @@ def _finish(name, problem, ev: Evaluator, placement):
 class MetisConfig(MethodConfig):
     """METIS k-way partitioning (Karypis and Kumar 1998) of the unit graph."""
 
-    ufactor: int = 30  # METIS load imbalance allowed, in thousandths (30: parts up to 1.03 x the mean)
-
-    def checks(self):
-        return [(1 <= self.ufactor <= 1000, "ufactor", "in [1, 1000]")]
+    ufactor: Annotated[int, Range("in [1, 1000]")] = 30  # METIS load imbalance allowed, in thousandths (30: parts up to 1.03 x the mean)
 
 
 @dataclass(frozen=True)
 class ScotchConfig(MethodConfig):
     """Scotch static mapping (Pellegrini and Roman 1996) onto the devices."""
 
-    balance: float = 0.05  # Scotch's load imbalance ratio allowed between target devices
-
-    def checks(self):
-        return [(0.0 <= self.balance <= 1.0, "balance", "in [0, 1]")]
+    balance: Annotated[float, Range("in [0, 1]")] = 0.05  # Scotch's load imbalance ratio allowed between target devices
 
 
 @dataclass(frozen=True)
 class MinCutConfig(MethodConfig):
     """Scotch static mapping onto the GPUs only (the Hierarchical Planner's MinCut)."""
 
-    balance: float = 0.05  # Scotch's load imbalance ratio allowed between target GPUs
-
-    def checks(self):
-        return [(0.0 <= self.balance <= 1.0, "balance", "in [0, 1]")]
+    balance: Annotated[float, Range("in [0, 1]")] = 0.05  # Scotch's load imbalance ratio allowed between target GPUs
 
 
 
