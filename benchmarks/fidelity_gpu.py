@@ -71,7 +71,7 @@ def _sync(dev):
 def capture(name: str, cfg: dict):
     """``(capture, module, inputs)``: the zoo model built on the CPU with seeded weights, traced."""
     from placer.frontends.torch import trace_training_step
-    from placer.recipes import build
+    from placer.build import build
 
     recipe = {"kind": "zoo", "name": name, "overrides": cfg, "optimizer": "sgd-momentum", "loss": "auto", "seed": 0}
     module, inputs, loss_fn = build(recipe, "cpu")
@@ -87,7 +87,7 @@ def eager_step(name: str, cfg: dict, dev: str, warmup: int = 5, steps: int = 20,
     the optimizer's multi-tensor update, PyTorch's default on a GPU, instead of the per-parameter one)."""
     import torch
 
-    from placer.recipes import build
+    from placer.build import build
 
     recipe = {"kind": "zoo", "name": name, "overrides": cfg, "loss": "auto", "seed": 0}
     m, xs, loss_fn = build(recipe, dev)

@@ -16,7 +16,7 @@ KNOWN_BACK_EDGES: dict[tuple[str, str], str] = {}
 
 # layer -> the packages (first name under placer) it must not import
 _ABOVE_SOURCES = {"zoo", "grouping", "sim", "objectives", "methods", "rl", "nn", "runtime", "bench", "viz", "cli",
-                  "recipes", "resolve", "compare"}
+                  "build", "resolve", "compare"}
 FORBIDDEN = {
     "frontends": _ABOVE_SOURCES,  # frontends build OpGraphs from files and PyTorch: nothing above them
     "zoo": _ABOVE_SOURCES - {"zoo"},  # the zoo captures through the frontends, and no higher
@@ -24,9 +24,9 @@ FORBIDDEN = {
     "grouping": {"objectives", "methods", "rl", "nn", "runtime", "bench", "viz", "cli", "frontends", "zoo"},
     "objectives": {"methods", "rl", "nn", "runtime", "bench", "viz", "cli", "frontends", "zoo"},
     # a method knows no file format and no experiment
-    "methods": {"bench", "viz", "cli", "runtime", "frontends", "zoo", "recipes", "resolve", "compare"},
+    "methods": {"bench", "viz", "cli", "runtime", "frontends", "zoo", "build", "resolve", "compare"},
     # the bound engine reads a Problem and the simulator's semantics; no method, file or experiment
-    "lowerbound": {"methods", "rl", "nn", "runtime", "bench", "viz", "cli", "frontends", "zoo", "recipes", "resolve",
+    "lowerbound": {"methods", "rl", "nn", "runtime", "bench", "viz", "cli", "frontends", "zoo", "build", "resolve",
                    "compare"},
 }
 

@@ -90,7 +90,7 @@ def test_profiled_capture_costs_every_op_under_the_model_key_and_is_cached(tmp_p
 
 
 def _rebuilt(model_file):
-    from placer.recipes import capture_recipe
+    from placer.build import capture_recipe
     from placer.runtime.measure import rebuild
 
     recipe = {"kind": "factory", "target": f"{model_file}:build", "kwargs": {}, "loss": "auto", "optimizer": "sgd",

@@ -40,7 +40,7 @@ def build():
 def captured(tmp_path_factory):
     d = tmp_path_factory.mktemp("rt")
     (d / "net.py").write_text(MODEL)
-    from placer.recipes import capture_recipe
+    from placer.build import capture_recipe
 
     recipe = {"kind": "factory", "target": f"{d / 'net.py'}:build", "kwargs": {},
               "inputs": [{"shape": [4, 3, 6, 6], "dtype": "float32"}], "loss": "cross-entropy",
@@ -63,7 +63,7 @@ def _split(g, n_dev=2):
 
 @pytest.mark.parametrize("n_dev", [2, 3])
 def test_placed_step_equals_unplaced_model(captured, n_dev):
-    from placer.recipes import build, recipe_of
+    from placer.build import build, recipe_of
     from placer.runtime.executor import PlacedStep
     from placer.runtime.measure import initial_state, rebuild
 

@@ -34,7 +34,7 @@ def captured(tmp_path_factory):
     d = tmp_path_factory.mktemp("trust")
     (d / "net.py").write_text(MODEL)
     from placer.frontends.native import save_graph
-    from placer.recipes import capture_recipe
+    from placer.build import capture_recipe
 
     recipe = {"kind": "factory", "target": f"{d / 'net.py'}:build", "kwargs": {},
               "inputs": [{"shape": [2, 6], "dtype": "float32"}], "loss": "mean", "optimizer": "sgd-momentum", "seed": 1}

@@ -304,7 +304,7 @@ def time_applied(graph, device_map: dict[str, str], *, steps: int = 10, warmup: 
     import numpy as np
     import torch
 
-    from placer.recipes import build, recipe_of
+    from placer.build import build, recipe_of
     from placer.frontends.torch import _default_loss
 
     recipe = recipe_of(graph)

@@ -188,12 +188,12 @@ def _sayer(ctx):
 
 
 def _capture_saying(recipe: dict, name: str, source: str, say, chose: list):
-    """:func:`placer.recipes.capture_recipe`, saying what it does as it goes (building the model,
+    """:func:`placer.build.capture_recipe`, saying what it does as it goes (building the model,
     tracing its step) and putting the input shapes it chose in ``chose``."""
     from rich.markup import escape
 
     from placer.frontends.recipe import capture_with
-    from placer.recipes import build
+    from placer.build import build
 
     def build_saying(r, device):
         say(f"building the model {escape(printable(source))} on {device} ...")

@@ -66,7 +66,7 @@ def run(graph: str = GraphArg, cluster: str = ClusterOpt,
     beside the simulator's prediction. Rebuilding the model runs the Python code its recipe names:
     see Trust below."""
     from placer.cli.guard import user_code
-    from placer.recipes import recipe_of
+    from placer.build import recipe_of
     from placer.runtime import device_map, parse_map, run_placement
     from placer.runtime.trust import check_allowed, check_code, check_recipe
 

@@ -15,7 +15,7 @@ dimension included), ``loss`` (``auto``, ``mean``, ``sum``, ``cross-entropy`` or
 ``file.py:function``), ``optimizer`` and ``seed`` (weights and inputs are drawn from it).
 
 This module holds what every kind shares (parsing, factories, inputs, losses, tracing a built
-model, the capture cache's folder); :mod:`placer.recipes` builds any kind (it sits above the zoo).
+model, the capture cache's folder); :mod:`placer.build` builds any kind (it sits above the zoo).
 """
 
 from __future__ import annotations

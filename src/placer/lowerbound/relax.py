@@ -120,10 +120,18 @@ class Relaxation:
 
     @cached_property
     def _ht(self):
+        from placer.lowerbound.fan import ancestors_per_op, edge_delays, heads_tails_anc, symmetric_rep
+
         g = self.graph
-        return heads_tails_fan(g.pred_ptr, g.pred_idx, g.pred_edge, g.succ_ptr, g.succ_idx, g.succ_edge,
-                           np.asarray(g.edge_bytes, dtype=np.float64), self.dur, self.occ,
-                           self.link_latency, self.link_us_per_byte)
+        eb = np.asarray(g.edge_bytes, dtype=np.float64)
+        est, tail = heads_tails_fan(g.pred_ptr, g.pred_idx, g.pred_edge, g.succ_ptr, g.succ_idx, g.succ_edge,
+                                    eb, self.dur, self.occ, self.link_latency, self.link_us_per_byte)
+        if self.D < 2 or self.n == 0:
+            return est, tail
+        rep = symmetric_rep(self)
+        return heads_tails_anc(g.pred_ptr, g.pred_idx, g.pred_edge, g.succ_ptr, g.succ_idx, g.succ_edge, eb,
+                               edge_delays(self), self.dur, self.occ, self.link_latency, self.link_us_per_byte,
+                               est, tail, ancestors_per_op(self.n, len(np.unique(rep))), rep)
 
     @cached_property
     def head(self) -> np.ndarray:

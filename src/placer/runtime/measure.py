@@ -66,7 +66,7 @@ class RunReport:
 def rebuild(graph, where: str = "graph"):
     """``(capture, module, inputs)``: the graph's model rebuilt from its recipe (real weights on the
     CPU) and traced again; one-line error when the graph has no executable program."""
-    from placer.recipes import build, recipe_of
+    from placer.build import build, recipe_of
 
     recipe = recipe_of(graph)
     if recipe is None:

@@ -78,7 +78,7 @@ def graph_digest(graph) -> str:
 
 def profile_spec(graph, key: str, steps: int, torch_version: str | None = None) -> dict:
     """The cache spec of a profile of ``graph`` under device key ``key`` (module docstring)."""
-    from placer.recipes import recipe_of
+    from placer.build import recipe_of
 
     if torch_version is None:
         import torch

@@ -1,0 +1,209 @@
+"""Heads and tails over an op's nearby ancestors (descendants), not only its direct inputs
+(outputs) (docs/bounds.md, "Ancestors on one device").
+
+:func:`placer.lowerbound.relax.heads_tails_fan` splits the direct inputs of ``v`` on ``d`` into
+those on ``d`` (run there one at a time before ``v``) and the others (each pays a transfer). The
+same holds for any set of ancestors of ``v``: an ancestor ``u`` on ``d`` occupies ``d`` after its
+head ``est[u, d]`` and before ``v`` starts (``v`` starts after ``u`` ends, and the occupancies of
+one device are disjoint); an ancestor ``u`` on another device ``a`` reaches ``v`` through every path
+``u -> w1 -> ... -> v``, and each crosses a link at least once, so ``start[v] >= est[u, a] + dur[u,
+a] + sum of dur[wi] (at their fastest) + the least delay of any of the path's edges`` (any one
+path). :func:`heads_tails_anc` takes, for each op, up to ``K`` ancestors found breadth first
+(the direct inputs first) and the one-device split of :func:`_local_or_remote` over them; the
+tails the same way over descendants.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from placer.lowerbound.relax import _local_or_remote
+from placer.sim.numba_cache import ensure_writable_cache
+
+ensure_writable_cache()
+
+K_MAX, K_MIN = 128, 16  # ancestors (descendants) per op
+WORK = 1.5e8  # about n * D * K^2 steps of the one-device split (D: devices not interchangeable): K shrinks on large graphs
+
+
+def ancestors_per_op(n: int, D: int) -> int:
+    """K for a graph of ``n`` ops on ``D`` distinct devices: K_MAX, less where n * D * K^2 would pass WORK."""
+    return int(min(K_MAX, max(K_MIN, (WORK / max(n * D, 1)) ** 0.5)))
+
+
+def symmetric_rep(relax) -> np.ndarray:
+    """(D,) for each device the first device interchangeable with it (same cost column, and the link
+    matrices unchanged by swapping the two), else itself."""
+    D = relax.D
+    rep = np.arange(D, dtype=np.int64)
+    bw, lat = relax.bandwidth, relax.latency
+    for d in range(1, D):
+        for e in range(d):
+            if rep[e] != e or not np.array_equal(relax.occ[:, d], relax.occ[:, e]) \
+                    or not np.array_equal(relax.dur[:, d], relax.dur[:, e]):
+                continue
+            perm = np.arange(D)
+            perm[[d, e]] = perm[[e, d]]
+            if np.array_equal(bw[np.ix_(perm, perm)], bw) and np.array_equal(lat[np.ix_(perm, perm)], lat):
+                rep[d] = e
+                break
+    return rep
+
+
+@njit(cache=True, nogil=True)
+def _near(ptr, idx, eidx, ebytes, edelay, fast, v, K, seen, stamp):
+    """Up to K distinct ops reachable from ``v`` through ``ptr``/``idx`` (preds or succs), breadth
+    first: (ops, bytes of the direct edge or -1, path work between, least edge delay on the path)."""
+    nb = np.empty(K, dtype=np.int64)
+    direct = np.full(K, -1.0)
+    between = np.zeros(K)
+    mind = np.full(K, np.inf)
+    c = 0
+    for j in range(ptr[v], ptr[v + 1]):
+        u = idx[j]
+        b = ebytes[eidx[j]]
+        if seen[u] == stamp:
+            for i in range(c):
+                if nb[i] == u:
+                    if b > direct[i]:
+                        direct[i] = b
+                        mind[i] = edelay[eidx[j]]
+                    break
+            continue
+        if c == K:
+            return nb[:0], direct[:0], between[:0], mind[:0]  # too many direct neighbours: none
+        seen[u] = stamp
+        nb[c] = u
+        direct[c] = b
+        mind[c] = edelay[eidx[j]]
+        c += 1
+    h = 0
+    while h < c and c < K:
+        w = nb[h]
+        for j in range(ptr[w], ptr[w + 1]):
+            u = idx[j]
+            L = between[h] + fast[w]
+            m = min(mind[h], edelay[eidx[j]])
+            if seen[u] == stamp:
+                for i in range(c):
+                    if nb[i] == u and direct[i] < 0 and L + m > between[i] + mind[i]:
+                        between[i] = L
+                        mind[i] = m
+                        break
+                continue
+            if c == K:
+                break
+            seen[u] = stamp
+            nb[c] = u
+            between[c] = L
+            mind[c] = m
+            c += 1
+        h += 1
+    return nb[:c], direct[:c], between[:c], mind[:c]
+
+
+@njit(cache=True, nogil=True)
+def heads_tails_anc(pred_ptr, pred_idx, pred_edge, succ_ptr, succ_idx, succ_edge, ebytes, edelay, dur, occ,
+                    lat, upb, est0, tail0, K, rep):
+    """(est, tail) at least ``est0``, ``tail0`` (heads and tails proven already), raised by the
+    one-device split over up to ``K`` ancestors (descendants) of each op; recomputed in topological
+    order so that each op's raised values feed the later ones. ``rep[d]``: the first device that
+    ``d`` is interchangeable with (every cost and link unchanged by swapping them; ``d`` itself if
+    none): its values are ``d``'s, exactly (the recursion is the same up to that swap)."""
+    n, D = dur.shape
+    fast = np.empty(n)
+    for o in range(n):
+        m = np.inf
+        for d in range(D):
+            if dur[o, d] < m:
+                m = dur[o, d]
+        fast[o] = m
+    est = est0.copy()
+    tail = tail0.copy()
+    seen = np.full(n, -1, dtype=np.int64)
+    for v in range(n):
+        nb, direct, between, mind = _near(pred_ptr, pred_idx, pred_edge, ebytes, edelay, fast, v, K, seen, v)
+        k = len(nb)
+        if k == 0:
+            continue
+        rel = np.empty(k)
+        work = np.empty(k)
+        rem = np.empty(k)
+        for d in range(D):
+            if not np.isfinite(dur[v, d]):
+                continue
+            if rep[d] != d:
+                est[v, d] = est[v, rep[d]]
+                continue
+            for i in range(k):
+                u = nb[i]
+                r = np.inf
+                for a in range(D):
+                    if a != d and np.isfinite(dur[u, a]):
+                        f = est[u, a] + dur[u, a]
+                        if direct[i] >= 0:
+                            f += lat[a, d] + direct[i] * upb[a, d]
+                        else:
+                            f += between[i] + mind[i]
+                        if f < r:
+                            r = f
+                rem[i] = r
+                if np.isfinite(dur[u, d]):
+                    rel[i] = est[u, d]
+                    work[i] = occ[u, d]
+                else:
+                    rel[i] = np.inf
+                    work[i] = 0.0
+            val = _local_or_remote(rel, work, rem)
+            if val > est[v, d]:
+                est[v, d] = val
+    seen[:] = -1
+    for v in range(n - 1, -1, -1):
+        nb, direct, between, mind = _near(succ_ptr, succ_idx, succ_edge, ebytes, edelay, fast, v, K, seen, v)
+        k = len(nb)
+        if k == 0:
+            continue
+        rel = np.empty(k)
+        work = np.empty(k)
+        rem = np.empty(k)
+        for d in range(D):
+            if not np.isfinite(dur[v, d]):
+                continue
+            if rep[d] != d:
+                tail[v, d] = tail[v, rep[d]]
+                continue
+            for i in range(k):
+                w = nb[i]
+                r = np.inf
+                for a in range(D):
+                    if a != d and np.isfinite(dur[w, a]):
+                        if direct[i] >= 0:
+                            f = dur[v, d] + lat[d, a] + direct[i] * upb[d, a] + tail[w, a]
+                        else:
+                            f = dur[v, d] + between[i] + mind[i] + tail[w, a]
+                        if f < r:
+                            r = f
+                rem[i] = r - occ[v, d]
+                if np.isfinite(dur[w, d]):
+                    rel[i] = tail[w, d] - occ[w, d]
+                    work[i] = occ[w, d]
+                else:
+                    rel[i] = np.inf
+                    work[i] = 0.0
+            val = occ[v, d] + _local_or_remote(rel, work, rem)
+            if val > tail[v, d]:
+                tail[v, d] = val
+    return est, tail
+
+
+def edge_delays(relax) -> np.ndarray:
+    """(m,) the least time any edge's bytes take between two different devices (0 with one device)."""
+    g = relax.graph
+    nb = np.asarray(g.edge_bytes, dtype=np.float64)
+    out = np.full(len(nb), np.inf)
+    for a in range(relax.D):
+        for b in range(relax.D):
+            if a != b:
+                out = np.minimum(out, relax.latency[a, b] + nb / relax.bandwidth[a, b])
+    return np.where(np.isfinite(out), out, 0.0)
