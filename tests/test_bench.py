@@ -14,7 +14,7 @@ from conftest import run_cli
 from placer.bench import columns as C
 from placer.bench import experiments as E
 from placer.bench import graphs as G
-from placer.bench.harness import run_experiment, runs_made_on
+from placer.bench.results import run_experiment, runs_made_on
 from placer.bench.report import build_report
 from placer.bench.runner import decode_placement, encode_placement, make_plan, placements_to_best
 from placer.bench.spec import HARNESS_VERSION, LEVELS, Agg, Experiment, Level, Method, Row, stable_hash, with_registered

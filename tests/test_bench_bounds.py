@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from placer.bench.harness import run_experiment
+from placer.bench.results import run_experiment
 from placer.bench.rowbounds import CACHE, bound_key, proven
 from placer.bench.spec import Experiment, Level, Method, Row
 from placer.bench.tables import fmt_ms

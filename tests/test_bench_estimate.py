@@ -11,7 +11,7 @@ import pytest
 from conftest import run_cli
 from placer.bench import experiments as E
 from placer.bench.estimate import estimate, makespan, render, scaled_seconds
-from placer.bench.harness import estimate_experiment, run_experiment
+from placer.bench.results import estimate_experiment, run_experiment
 from placer.bench.runner import make_plan
 from placer.bench.spec import Experiment, Level, Method, Row
 from placer.frontends.native import save_graph

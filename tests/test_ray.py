@@ -10,7 +10,7 @@ import pytest
 ray = pytest.importorskip("ray")
 torch = pytest.importorskip("torch")
 
-from placer.bench.harness import run_experiment  # noqa: E402
+from placer.bench.results import run_experiment  # noqa: E402
 from placer.bench.spec import Experiment, Level, Method, Row  # noqa: E402
 from placer.cluster import preset  # noqa: E402
 from placer.frontends.native import save_graph

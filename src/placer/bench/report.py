@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from placer.bench.experiments import EXPERIMENTS
-from placer.bench.harness import command_line
+from placer.bench.results import command_line
 
 INTRO = """# Reproduction report
 

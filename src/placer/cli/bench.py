@@ -152,7 +152,7 @@ def _run(name: str, quick: bool, budget: str, jobs: int, seeds: str | None, meth
          estimate: bool = False) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from placer.bench.harness import estimate_experiment, run_experiment
+    from placer.bench.results import estimate_experiment, run_experiment
 
     level = "quick" if quick else budget
     if quick and budget not in ("default", "quick"):

@@ -1,4 +1,5 @@
-"""Run a named experiment end to end and write ``results/<experiment>/``: ``table.md``,
+"""An experiment's results folder: run the experiment end to end (:mod:`placer.bench.runner` plans and
+runs its runs) and write ``results/<experiment>/``: ``table.md``,
 ``results.csv``, ``summary.json`` (what ``placer bench report`` reads), ``env.json``, one JSON per run
 under ``runs/`` and PNG plots under ``plots/`` (learning curves per row, timeline of each row's best
 placement)."""
