@@ -12,7 +12,7 @@ summed, a call inside another counted once, in the innermost:
 * ``propose``: the move set's proposals and kicks (``_Search.proposals``, ``_Search.kick``: the
   critical path, the candidate moves);
 * ``starts``: the seeding heuristics (``seed_placements``: HEFT, m-ETF, ... computed or taken from the
-  starts shared in the process, :mod:`placer.methods.starts`), less the simulations they run;
+  starts shared in the process, :mod:`placer.methods.start_cache`), less the simulations they run;
 * ``other``: the rest (the search loop, the evaluator's bookkeeping, building batches).
 
 Times are CPU seconds of this process (``time.process_time``, robust to other processes on a shared

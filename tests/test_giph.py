@@ -186,7 +186,7 @@ def test_zero_shot_starts_at_the_list_schedulers_and_a_trained_policy_improves_o
     start where an untrained policy's do far less (kick=0: no random relocation helps either; walk
     "free", the paper's walk: version 3's default undoes every slowing relocation, after which the
     untrained policy's walk also ends near the trained one's on this small problem)."""
-    from placer.methods.seeding import seeded_start
+    from placer.methods.starts import seeded_start
 
     cfg = GiPHConfig(kick=0, walk="free")
     train = [problem(24, 3, seed=1), problem(24, 5, seed=2)]

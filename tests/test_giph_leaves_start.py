@@ -20,7 +20,7 @@ from placer.methods import Budget, run_method
 from placer.methods.base import Evaluator
 from placer.methods.giph import GiPHConfig, make_ctx
 from placer.methods.graph_ppo import node_actions
-from placer.methods.seeding import seeded_start
+from placer.methods.starts import seeded_start
 from placer.problem import Problem
 from placer.sim.single import single_device
 from placer.zoo.synthetic import layered_training_graph

@@ -116,7 +116,7 @@ def test_learned_starts_search_the_split_as_local_search_does_on_four_gpus():
     (``SPLIT_SEARCH``), so their start is that split. At the old 24 (7 per piece count) the cuts
     stayed near equal compute on this graph: 78.09 against 76.75 ms."""
     from placer.methods.layer_split import split_start
-    from placer.methods.seeding import SPLIT_SEARCH
+    from placer.methods.starts import SPLIT_SEARCH
     from placer.methods.placeto import PlacetoConfig
     from placer.methods.post import PostConfig
 

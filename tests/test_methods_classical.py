@@ -9,7 +9,7 @@ import pytest
 from placer.cluster import Device, make_cluster, preset
 from placer.graph import OpGraph
 from placer.methods import METHODS, Budget, run_method
-from placer.methods.seeding import seed_placements
+from placer.methods.starts import seed_placements
 from placer.problem import Problem
 from placer.sim import simulate
 from placer.zoo.synthetic import layered_training_graph

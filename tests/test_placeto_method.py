@@ -201,7 +201,7 @@ def test_search_starts_at_the_best_classical_seed_with_units_cut_along_it():
     first, the units are cut along the best of them and episodes start there (later ones at the best
     placement found so far, ``restart="best"``); the result is never worse than that seed."""
     from placer.methods.placeto import PlacetoConfig, seeded_task
-    from placer.methods.seeding import seeded_start
+    from placer.methods.starts import seeded_start
     from placer.methods.base import Evaluator
 
     P = Problem(layered_training_graph(200, seed=0), preset("k80x2"))

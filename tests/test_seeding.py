@@ -1,11 +1,11 @@
-"""The seeded start of Post and Placeto (placer.methods.seeding): when no classical seed fits in
+"""The seeded start of Post and Placeto (placer.methods.starts): when no classical seed fits in
 memory, a start that fits is found within the seed share."""
 
 from placer.cluster import preset
 from placer.methods import Budget, run_method
 from placer.methods.base import Evaluator
-from placer.methods.seeding import seed_placements
-from placer.methods.seeding import CHEAP_SEEDS, RELIEVED, SEED_SHARE, seeded_start
+from placer.methods.starts import seed_placements
+from placer.methods.starts import CHEAP_SEEDS, RELIEVED, SEED_SHARE, seeded_start
 from placer.methods.support import colocation_units, repair_memory
 from placer.problem import Problem
 from placer.sim import simulate
@@ -50,12 +50,12 @@ def test_post_and_placeto_search_from_the_relieved_start_and_say_so():
 def test_a_seed_that_fits_is_kept_as_it_was(monkeypatch):
     """Where a seed fits, nothing is relieved: the start is the best placement the seeding evaluated,
     and relieve() is never called."""
-    from placer.methods import seeding
+    from placer.methods import starts
 
     def must_not_run(*a, **k):
         raise AssertionError("relieve() ran although a seed fits")
 
-    monkeypatch.setattr(seeding, "relieve", must_not_run)
+    monkeypatch.setattr(starts, "relieve", must_not_run)
     P = Problem(layered_training_graph(120, seed=5), preset("k80x2"))
     ev = Evaluator(P, None, limit=400)
     got = seeded_start(P, ev, CHEAP_SEEDS, 24)

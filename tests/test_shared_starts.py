@@ -1,4 +1,4 @@
-"""Starts computed once per Problem and shared (:mod:`placer.methods.starts`), and local search's
+"""Starts computed once per Problem and shared (:mod:`placer.methods.start_cache`), and local search's
 compiled critical path (:func:`placer.methods.local_search.critical_path`): the same placements as
 the computations they replace."""
 
@@ -17,9 +17,9 @@ from placer.methods import list_scheduling as ls
 from placer.methods.base import Evaluator
 from placer.methods.local_search import critical_path
 from placer.methods.partitioning import metis_placement
-from placer.methods.seeding import seed_placements
+from placer.methods.starts import seed_placements
 from placer.methods.list_scheduling import shared_schedule
-from placer.methods.starts import computed, shared
+from placer.methods.start_cache import computed, shared
 from placer.methods.support import gpu_devices
 from placer.problem import Problem
 from placer.sim import simulate

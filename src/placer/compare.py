@@ -99,7 +99,7 @@ _PROBLEM = None  # in a worker process: the line-up's Problem, sent once (:func:
 
 def _worker_init(queue, problem=None) -> None:
     """A worker's start: where its progress reports go, and the Problem every method it runs gets,
-    one object, so that the starts its methods share (:mod:`placer.methods.starts`, keyed by the
+    one object, so that the starts its methods share (:mod:`placer.methods.start_cache`, keyed by the
     Problem object) are computed once per worker, not once per method."""
     global _REPORTS, _PROBLEM
     _REPORTS, _PROBLEM = queue, problem

@@ -26,7 +26,7 @@ import numpy as np
 from placer.graph import FORWARD
 from placer.methods.base import Evaluator, MethodConfig, NotApplicable, register
 from placer.methods.baselines import colocate
-from placer.methods.starts import shared  # computed once per Problem, shared with the seeds
+from placer.methods.start_cache import shared  # computed once per Problem, shared with the seeds
 from placer.methods.support import gpu_devices, relieve_oom
 
 _INDEXED = re.compile(r"^(layers?|lstms?|rnns?|grus?|cells?|h)$", re.I)

@@ -59,7 +59,7 @@ from placer.methods.graph_ppo import node_actions, torch_geometric_available
 from placer.methods.learned import register_learned
 from placer.methods.learned_support import PolicyFields, Progress, StatePolicyMethod, single_device_start
 from placer.methods.memory_fallback import fit_in_memory
-from placer.methods.seeding import SEEDS_HELP, seed_names_ok, seeded_start
+from placer.methods.starts import SEEDS_HELP, seed_names_ok, seeded_start
 from placer.nn.threads import one_thread
 
 FORMAT = "placer-giph-1"

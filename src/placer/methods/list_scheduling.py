@@ -50,7 +50,7 @@ import numpy as np
 from placer.methods.base import Evaluator, MethodConfig, register
 from placer.methods.list_state import COMM, Schedule, Slots, State  # noqa: F401 (COMM, Schedule: public here)
 from placer.methods.sct_lp import FAVOURITES
-from placer.methods.starts import device_key, shared  # computed once per Problem, shared with the seeds
+from placer.methods.start_cache import device_key, shared  # computed once per Problem, shared with the seeds
 from placer.methods.support import bottom_level, gpu_devices, relieve_oom
 
 BAECHI = "Jeon et al., Baechi: Fast Device Placement of Machine Learning Graphs, SoCC 2020"

@@ -1,7 +1,7 @@
 """Search over the simulator: local search (iterated, best-of-sample hill climbing) and simulated
 annealing (Kirkpatrick et al. 1983), each moving one op or one colocation group to another device.
 
-Both start from the best of the classical heuristics (:data:`placer.methods.seeding.SEEDS`: single GPU, the expert rule,
+Both start from the best of the classical heuristics (:data:`placer.methods.starts.SEEDS`: single GPU, the expert rule,
 m-TOPO, METIS, HEFT, m-ETF, HEFT / m-ETF with the bus-aware communication model, m-SCT, and last,
 as it costs the most placements, the layer split with its cuts searched over 2..G GPUs as the
 ``layer-split`` method does: on chains best cut into a pipeline, which no other seed proposes,
@@ -45,7 +45,7 @@ from numba import njit
 from placer.grouping import colocation_units
 from placer.methods.base import Evaluator, MethodConfig, NotApplicable, Range, register
 from placer.methods.search import best_start, climb, interval_search
-from placer.methods.seeding import DEFAULT_SEEDS, SEEDS_HELP, seed_names_ok, seed_placements
+from placer.methods.starts import DEFAULT_SEEDS, SEEDS_HELP, seed_names_ok, seed_placements
 from placer.methods.support import repair_memory
 from placer.sim.numba_cache import ensure_writable_cache
 

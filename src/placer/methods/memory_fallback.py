@@ -1,7 +1,7 @@
 """The memory fallback of the learned methods that start from no classical placement (ColocRL, the
 Hierarchical Planner, GDP and Mars; ours, not in their papers). After their first policy update,
 when nothing evaluated fits in memory, it evaluates inside the budget the seeded start of Post and
-Placeto (:func:`placer.methods.seeding.seeded_start`, relieved by simulation when none fits), then
+Placeto (:func:`placer.methods.starts.seeded_start`, relieved by simulation when none fits), then
 relieves the least overflowing placement (at most ``FALLBACK_RELIEVE_SHARE`` of what is left), then
 the whole graph on the host; the Evaluator's memory-first order then returns a placement that fits.
 Where something fits already it does nothing (no simulation, no random draw). The policy's learning
@@ -13,7 +13,7 @@ from __future__ import annotations
 from placer.grouping import colocation_units
 from placer.methods.base import Evaluator
 from placer.methods.baselines import single_device_placement
-from placer.methods.seeding import CHEAP_SEEDS, relieve, seeded_start
+from placer.methods.starts import CHEAP_SEEDS, relieve, seeded_start
 
 FALLBACK_SPLIT_SEARCH = 0  # simulations moving the layer split's cuts: 0, the split at equal compute (G - 1 placements)
 FALLBACK_RELIEVE_SHARE = 0.5  # when the seeds' own relief left every one overflowing: this share of the placements left
@@ -21,9 +21,9 @@ FALLBACK_RELIEVE_SHARE = 0.5  # when the seeds' own relief left every one overfl
 
 def fit_in_memory(problem, ev: Evaluator) -> str | None:
     """When the best placement ``ev`` has evaluated overflows memory, evaluate through ``ev``, each step
-    only while nothing fits: the seeded start (:func:`placer.methods.seeding.seeded_start`, its seeds
+    only while nothing fits: the seeded start (:func:`placer.methods.starts.seeded_start`, its seeds
     relieved when none fits), the least overflowing placement evaluated relieved with
-    ``FALLBACK_RELIEVE_SHARE`` of the placements left (:func:`placer.methods.seeding.relieve`), then
+    ``FALLBACK_RELIEVE_SHARE`` of the placements left (:func:`placer.methods.starts.relieve`), then
     every op on the first host CPU that runs them all. Returns a note for the result, or None when it
     did not run (something fits already, nothing was evaluated yet, no budget is left, or a published
     objective is minimised: those have their own memory models)."""

@@ -25,7 +25,7 @@ import numpy as np
 
 from placer.methods.base import Evaluator, MethodConfig, Range, register
 from placer.grouping import Grouping, colocation_units
-from placer.methods.starts import device_key, shared  # computed once per Problem, shared with the seeds
+from placer.methods.start_cache import device_key, shared  # computed once per Problem, shared with the seeds
 from placer.methods.support import gpu_devices, link_arrays, relieve_oom
 
 

@@ -33,7 +33,7 @@ from placer.grouping import GROUPING_HELP, Grouping, make_grouping
 from placer.grouping.parts import common_refinement, metis_parts
 from placer.methods.base import Evaluator, MethodConfig, register
 from placer.methods.layer_split import fastest_device, split_start
-from placer.methods.seeding import CHEAP_SEEDS, RELIEVED, SEEDS_HELP, seed_names_ok, seeded_start
+from placer.methods.starts import CHEAP_SEEDS, RELIEVED, SEEDS_HELP, seed_names_ok, seeded_start
 from placer.methods.support import cut_along, grouping_ok
 from placer.sim import memory_first
 
