@@ -42,11 +42,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from placer.errors import InputError
-from placer.methods.base import Evaluator, MethodConfig, register
-from placer.methods.graph_ppo import (GraphCtx, GraphPPOMethod, PolicyKind, config_checks, masked_logits, segments,
+from placer.methods.base import Evaluator, MethodConfig, Range, register
+from placer.methods.graph_ppo import (GraphCtx, GraphPPOMethod, PolicyKind, masked_logits, segments,
                                       torch_geometric_available)
 from placer.methods.learned import register_learned
 from placer.methods.learned_support import PolicyFields
@@ -57,29 +57,29 @@ class GDPConfig(PolicyFields, MethodConfig):
     """GDP's hyperparameters: the paper's where it gives them, ours marked (module docstring)."""
 
     placements: int = 2_000  # default budget in placements (simulations) when none is given
-    nodes: int = 1_024  # most nodes placed: op groups beyond this are merged into contiguous chunks (ours)
-    devices: str = "auto"  # candidate devices: gpus, all, or auto (gpus when every node can run on one)
-    hidden: int = 128  # embedding and attention width (ours)
-    gnn_layers: int = 3  # GraphSAGE layers (ours)
-    attn_layers: int = 2  # attention layers of the placer (ours)
-    heads: int = 4  # attention heads (ours)
-    segment: int = 128  # nodes per segment; the memory is the previous segment (ours)
+    nodes: Annotated[int, Range(">= 1")] = 1_024  # most nodes placed: op groups beyond this are merged into contiguous chunks (ours)
+    devices: Literal["auto", "gpus", "all"] = "auto"  # candidate devices: gpus, all, or auto (gpus when every node can run on one)
+    hidden: Annotated[int, Range(">= 1")] = 128  # embedding and attention width (ours)
+    gnn_layers: Annotated[int, Range(">= 1")] = 3  # GraphSAGE layers (ours)
+    attn_layers: Annotated[int, Range(">= 1")] = 2  # attention layers of the placer (ours)
+    heads: Annotated[int, Range(">= 1")] = 4  # attention heads (ours)
+    segment: Annotated[int, Range(">= 1")] = 128  # nodes per segment; the memory is the previous segment (ours)
     superposition: bool = True  # graph-conditioned gates on every attention layer (GDP section 3.3)
-    batch: int = 8  # placements sampled per PPO update (ours)
-    lr: float = 3e-3  # Adam learning rate (ours; docs/methods/gdp.md)
-    ppo_epochs: int = 4  # K: PPO epochs per batch
-    minibatches: int = 1  # minibatches per PPO epoch
-    clip: float = 0.2  # PPO clipping epsilon
-    entropy: float = 0.01  # entropy bonus coefficient
-    grad_clip: float = 1.0  # max gradient norm
-    reward: str = "sqrt"  # reward: sqrt = -sqrt(step ms) (Hierarchical Planner's), linear = -step ms
+    batch: Annotated[int, Range(">= 1")] = 8  # placements sampled per PPO update (ours)
+    lr: Annotated[float, Range("> 0")] = 3e-3  # Adam learning rate (ours; docs/methods/gdp.md)
+    ppo_epochs: Annotated[int, Range(">= 1")] = 4  # K: PPO epochs per batch
+    minibatches: Annotated[int, Range(">= 1")] = 1  # minibatches per PPO epoch
+    clip: Annotated[float, Range("in (0, 1)")] = 0.2  # PPO clipping epsilon
+    entropy: Annotated[float, Range(">= 0")] = 0.01  # entropy bonus coefficient
+    grad_clip: Annotated[float, Range(">= 0")] = 1.0  # max gradient norm
+    reward: Literal["sqrt", "linear"] = "sqrt"  # reward: sqrt = -sqrt(step ms) (Hierarchical Planner's), linear = -step ms
     policy: Any = None  # a trained policy (its state dict) to place with (None: search mode, train from scratch)
-    finetune: int = 0  # with a policy: PPO updates on this graph before the greedy placement
+    finetune: Annotated[int, Range(">= 0")] = 0  # with a policy: PPO updates on this graph before the greedy placement
     progress: Any = None  # called with one dict per PPO update (None: nothing)
-    log_every: int = 10  # log a progress line (logger placer.gdp) every this many updates
-    start: str = "best"  # best: the searched layer split or the fastest single device, whichever is faster, is simulated first (ours; none: the paper's start)
-    split_search: int = 24  # simulations of that split's cut search, counted in the budget (ours)
-    start_moves: float = 2.0  # nodes a sample moves off its anchor on average: each keeps the anchor's device with probability 1 - start_moves / N (ours)
+    log_every: Annotated[int, Range(">= 1")] = 10  # log a progress line (logger placer.gdp) every this many updates
+    start: Literal["best", "none"] = "best"  # best: the searched layer split or the fastest single device, whichever is faster, is simulated first (ours; none: the paper's start)
+    split_search: Annotated[int, Range(">= 0")] = 24  # simulations of that split's cut search, counted in the budget (ours)
+    start_moves: Annotated[float, Range("> 0")] = 2.0  # nodes a sample moves off its anchor on average: each keeps the anchor's device with probability 1 - start_moves / N (ours)
     follow_best: bool = True  # the anchor moves to the best sample whenever one beats it (ours; False: it stays the start)
 
     @classmethod
@@ -96,9 +96,7 @@ class GDPConfig(PolicyFields, MethodConfig):
         return cls(**{**dict(start="none"), **overrides})
 
     def checks(self):
-        return config_checks(self) + [(self.start_moves > 0, "start_moves", "> 0"),
-                (self.attn_layers >= 1, "attn_layers", ">= 1"), (self.heads >= 1, "heads", ">= 1"),
-                (self.hidden % max(self.heads, 1) == 0, "hidden", "a multiple of heads")]
+        return [(self.hidden % self.heads == 0, "hidden", "a multiple of heads")]
 
 
 # ---------------------------------------------------------------------- the network (sections 3.1-3.3)

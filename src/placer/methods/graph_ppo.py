@@ -254,21 +254,7 @@ class GraphPPOMethod(StatePolicyMethod):
         return policy_state(self.kind, cfg, tr.graphs[0].gp.n_actions, tr)
 
 
-# ---------------------------------------------------------------------- the config's rules, the start (ours)
-def config_checks(cfg) -> list:
-    """The range rules of the config fields GDP and Mars share (each declares its own fields)."""
-    return [(cfg.start in ("best", "none"), "start", "best or none"), (cfg.split_search >= 0, "split_search", ">= 0"),
-            (cfg.placements >= 1, "placements", ">= 1"), (cfg.nodes >= 1, "nodes", ">= 1"),
-            (cfg.devices in ("auto", "gpus", "all"), "devices", "auto, gpus or all"),
-            (cfg.hidden >= 1, "hidden", ">= 1"), (cfg.gnn_layers >= 1, "gnn_layers", ">= 1"),
-            (cfg.segment >= 1, "segment", ">= 1"), (cfg.batch >= 1, "batch", ">= 1"),
-            (cfg.lr > 0, "lr", "> 0"), (cfg.ppo_epochs >= 1, "ppo_epochs", ">= 1"),
-            (cfg.minibatches >= 1, "minibatches", ">= 1"), (0 < cfg.clip < 1, "clip", "in (0, 1)"),
-            (cfg.entropy >= 0, "entropy", ">= 0"), (cfg.grad_clip >= 0, "grad_clip", ">= 0"),
-            (cfg.reward in ("sqrt", "linear"), "reward", "sqrt or linear"),
-            (cfg.finetune >= 0, "finetune", ">= 0"), (cfg.log_every >= 1, "log_every", ">= 1")]
-
-
+# ---------------------------------------------------------------------- the start (ours)
 def node_actions(gp, placement: np.ndarray) -> np.ndarray:
     """(N,) action per node of an op placement: the candidate device that runs most of the node's
     compute there (its first runnable candidate when none of its ops is on one)."""

@@ -51,10 +51,10 @@ Tuning notes and measurements: docs/methods/mars.md.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from placer.methods.base import Evaluator, MethodConfig, register
-from placer.methods.graph_ppo import GraphPPOMethod, PolicyKind, config_checks, segments, torch_geometric_available
+from placer.methods.base import Evaluator, MethodConfig, Range, register
+from placer.methods.graph_ppo import GraphPPOMethod, PolicyKind, segments, torch_geometric_available
 from placer.methods.learned import register_learned
 from placer.methods.learned_support import PolicyFields
 
@@ -64,31 +64,31 @@ class MarsConfig(PolicyFields, MethodConfig):
     """Mars's hyperparameters: the paper's where it gives them, ours marked (module docstring)."""
 
     placements: int = 2_000  # default budget in placements (simulations) when none is given
-    nodes: int = 1_024  # most nodes placed: op groups beyond this are merged into contiguous chunks (ours)
-    devices: str = "auto"  # candidate devices: gpus, all, or auto (gpus when every node can run on one)
-    hidden: int = 128  # GCN embedding size (ours; `placer pretrain --hidden` must match)
-    gnn_layers: int = 3  # GCN layers (ours; `placer pretrain --layers` must match)
-    seq_hidden: int = 256  # LSTM size of the seq2seq placer (ours)
-    segment: int = 128  # nodes per segment of the segment-level placer (ours)
+    nodes: Annotated[int, Range(">= 1")] = 1_024  # most nodes placed: op groups beyond this are merged into contiguous chunks (ours)
+    devices: Literal["auto", "gpus", "all"] = "auto"  # candidate devices: gpus, all, or auto (gpus when every node can run on one)
+    hidden: Annotated[int, Range(">= 1")] = 128  # GCN embedding size (ours; `placer pretrain --hidden` must match)
+    gnn_layers: Annotated[int, Range(">= 1")] = 3  # GCN layers (ours; `placer pretrain --layers` must match)
+    seq_hidden: Annotated[int, Range(">= 1")] = 256  # LSTM size of the seq2seq placer (ours)
+    segment: Annotated[int, Range(">= 1")] = 128  # nodes per segment of the segment-level placer (ours)
     pretrain: bool = True  # DGI pre-training of the encoder on this graph before RL (when no encoder is given)
-    pretrain_epochs: int = 200  # DGI steps of that pre-training (ours)
+    pretrain_epochs: Annotated[int, Range(">= 0")] = 200  # DGI steps of that pre-training (ours)
     finetune_encoder: bool = True  # train the encoder with the placer during RL (else frozen)
-    batch: int = 8  # placements sampled per PPO update (ours)
-    lr: float = 1e-3  # Adam learning rate (ours; docs/methods/mars.md)
-    ppo_epochs: int = 4  # K: PPO epochs per batch
-    minibatches: int = 1  # minibatches per PPO epoch
-    clip: float = 0.2  # PPO clipping epsilon
-    entropy: float = 0.01  # entropy bonus coefficient
-    grad_clip: float = 1.0  # max gradient norm
-    reward: str = "sqrt"  # reward: sqrt = -sqrt(step ms) (Hierarchical Planner's), linear = -step ms
+    batch: Annotated[int, Range(">= 1")] = 8  # placements sampled per PPO update (ours)
+    lr: Annotated[float, Range("> 0")] = 1e-3  # Adam learning rate (ours; docs/methods/mars.md)
+    ppo_epochs: Annotated[int, Range(">= 1")] = 4  # K: PPO epochs per batch
+    minibatches: Annotated[int, Range(">= 1")] = 1  # minibatches per PPO epoch
+    clip: Annotated[float, Range("in (0, 1)")] = 0.2  # PPO clipping epsilon
+    entropy: Annotated[float, Range(">= 0")] = 0.01  # entropy bonus coefficient
+    grad_clip: Annotated[float, Range(">= 0")] = 1.0  # max gradient norm
+    reward: Literal["sqrt", "linear"] = "sqrt"  # reward: sqrt = -sqrt(step ms) (Hierarchical Planner's), linear = -step ms
     encoder: Any = None  # a pre-trained encoder state (`placer pretrain`'s; overrides pretrain)
     policy: Any = None  # a trained policy (its state dict) to place with (None: search mode, train from scratch)
-    finetune: int = 0  # with a policy: PPO updates on this graph before the greedy placement
+    finetune: Annotated[int, Range(">= 0")] = 0  # with a policy: PPO updates on this graph before the greedy placement
     progress: Any = None  # called with one dict per PPO update (None: nothing)
-    log_every: int = 10  # log a progress line (logger placer.mars) every this many updates
-    start: str = "best"  # best: the searched layer split or the fastest single device, whichever is faster, is simulated first and anchors the samples (ours; none: the paper's start)
-    split_search: int = 24  # simulations of that split's cut search, counted in the budget (ours)
-    start_moves: float = 2.0  # nodes a sample moves off its anchor on average: each keeps the anchor's device with probability 1 - start_moves / N (ours)
+    log_every: Annotated[int, Range(">= 1")] = 10  # log a progress line (logger placer.mars) every this many updates
+    start: Literal["best", "none"] = "best"  # best: the searched layer split or the fastest single device, whichever is faster, is simulated first and anchors the samples (ours; none: the paper's start)
+    split_search: Annotated[int, Range(">= 0")] = 24  # simulations of that split's cut search, counted in the budget (ours)
+    start_moves: Annotated[float, Range("> 0")] = 2.0  # nodes a sample moves off its anchor on average: each keeps the anchor's device with probability 1 - start_moves / N (ours)
     follow_best: bool = True  # the anchor moves to the best sample whenever one beats it (ours; False: it stays the start)
 
     @classmethod
@@ -105,11 +105,6 @@ class MarsConfig(PolicyFields, MethodConfig):
         first PPO update (:mod:`placer.methods.memory_fallback`, ours) always runs when nothing
         evaluated fits."""
         return cls(**{**dict(start="none"), **overrides})
-
-    def checks(self):
-        return config_checks(self) + [(self.seq_hidden >= 1, "seq_hidden", ">= 1"),
-                                      (self.start_moves > 0, "start_moves", "> 0"),
-                                      (self.pretrain_epochs >= 0, "pretrain_epochs", ">= 0")]
 
 
 # ---------------------------------------------------------------------- the network
