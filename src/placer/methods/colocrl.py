@@ -46,16 +46,16 @@ placement. Tuning notes and measurements: docs/methods/colocrl.md.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 
-from placer.methods.base import Evaluator, MethodConfig, register
+from placer.methods.base import Evaluator, MethodConfig, Range, register
 from placer.methods.learned import register_learned
 from placer.methods.learned_support import PolicyFields
 from placer.methods.seq2seq_reinforce import (OpTable, Seq2SeqRLMethod, Seq2SeqRLTrainer, base_units, check_policy,
                                               decision_mask, families, member_averages, op_table, renumber_by_first,
-                                              run_trainer, seq_checks, shape_from_checkpoint, torch_available)
+                                              run_trainer, shape_from_checkpoint, torch_available)
 
 PAPER = "Mirhoseini et al., Device Placement Optimization with Reinforcement Learning, ICML 2017"
 
@@ -66,25 +66,25 @@ class ColocRLConfig(PolicyFields, MethodConfig):
     """ColocRL's hyperparameters (see the module docstring for where each comes from)."""
 
     placements: int = 4000  # default budget: 1000 policy steps of k = 4 (Budget.placements overrides)
-    samples: int = 4  # k: placements sampled per policy step (HP section 3: k = 4)
-    lr: float = 1e-3  # Adam learning rate, fixed (paper: 0.1; ours, docs/methods/colocrl.md)
-    grad_clip: float = 1.0  # gradient norm clipping (HP section 3)
-    tanh_c: float = 5.0  # C: logits C tanh(u / T) (HP section 3)
-    temperature: float = 10.0  # T (HP section 3)
-    baseline_decay: float = 0.9  # moving-average baseline b <- decay b + (1 - decay) mean R (decay our choice)
-    entropy: float = 0.0  # entropy bonus weight (not in ColocRL; Placeto tuned one for this baseline)
-    oom_penalty_s: float = 100.0  # step time (s) given to an out-of-memory placement (large fixed value; 100 s as Post)
-    hidden: int = 512  # LSTM hidden units (Placeto A.7: bidirectional RNN of 512 units for this baseline)
+    samples: Annotated[int, Range(">= 1")] = 4  # k: placements sampled per policy step (HP section 3: k = 4)
+    lr: Annotated[float, Range("> 0")] = 1e-3  # Adam learning rate, fixed (paper: 0.1; ours, docs/methods/colocrl.md)
+    grad_clip: Annotated[float, Range("> 0")] = 1.0  # gradient norm clipping (HP section 3)
+    tanh_c: Annotated[float, Range("> 0")] = 5.0  # C: logits C tanh(u / T) (HP section 3)
+    temperature: Annotated[float, Range("> 0")] = 10.0  # T (HP section 3)
+    baseline_decay: Annotated[float, Range("in [0, 1)")] = 0.9  # moving-average baseline b <- decay b + (1 - decay) mean R (decay our choice)
+    entropy: Annotated[float, Range(">= 0")] = 0.0  # entropy bonus weight (not in ColocRL; Placeto tuned one for this baseline)
+    oom_penalty_s: Annotated[float, Range(">= 0")] = 100.0  # step time (s) given to an out-of-memory placement (large fixed value; 100 s as Post)
+    hidden: Annotated[int, Range(">= 2")] = 512  # LSTM hidden units (Placeto A.7: bidirectional RNN of 512 units for this baseline)
     bidirectional: bool = True  # bidirectional encoder (Placeto A.7)
-    device_embed: int = 32  # size of each device's trainable embedding (our choice)
-    attention: int = 64  # additive attention size (our choice)
+    device_embed: Annotated[int, Range(">= 1")] = 32  # size of each device's trainable embedding (our choice)
+    attention: Annotated[int, Range(">= 1")] = 64  # additive attention size (our choice)
     feed_aligned: bool = True  # decoder also reads the encoder state of its own position (our choice)
-    max_groups: int = 256  # groups left by the colocation rules are merged down to this many ("hundreds")
-    n_types: int = 64  # hash buckets for op types (our choice)
-    neighbours: int = 3  # predecessor / successor positions per group in the adjacency feature (our choice)
-    devices: str = "gpus"  # candidate devices: "gpus" (ops no GPU runs go to their fastest device) or "all" (ours; paper: "all", the CPU too)
+    max_groups: Annotated[int, Range(">= 1")] = 256  # groups left by the colocation rules are merged down to this many ("hundreds")
+    n_types: Annotated[int, Range(">= 1")] = 64  # hash buckets for op types (our choice)
+    neighbours: Annotated[int, Range(">= 0")] = 3  # predecessor / successor positions per group in the adjacency feature (our choice)
+    devices: Literal["gpus", "all"] = "gpus"  # candidate devices: "gpus" (ops no GPU runs go to their fastest device) or "all" (ours; paper: "all", the CPU too)
     policy: Any = None  # a trained policy state to place with (None: search mode, train from scratch)
-    finetune: int = 0  # with a policy: policy steps on this graph before the greedy placement
+    finetune: Annotated[int, Range(">= 0")] = 0  # with a policy: policy steps on this graph before the greedy placement
     progress: Any = None  # called with one dict per policy step (None: nothing)
 
     @classmethod
@@ -103,7 +103,7 @@ class ColocRLConfig(PolicyFields, MethodConfig):
         return cls(**{**dict(lr=0.1, devices="all"), **overrides})
 
     def checks(self):
-        return seq_checks(self) + [(self.max_groups >= 1, "max_groups", ">= 1")]
+        return [(self.hidden % 2 == 0, "hidden", "an even number >= 2")]
 
 
 # the config fields that decide the network's shape (a policy state brings its own)

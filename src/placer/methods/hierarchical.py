@@ -65,16 +65,16 @@ in results/hp-table1.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 
-from placer.methods.base import Evaluator, MethodConfig, register
+from placer.methods.base import Evaluator, MethodConfig, Range, register
 from placer.methods.learned import register_learned
 from placer.methods.learned_support import PolicyFields
 from placer.methods.seq2seq_reinforce import (BaseUnits, OpTable, Seq2SeqRLMethod, Seq2SeqRLTrainer, base_units,
                                               check_policy, decision_mask, member_averages, op_table, run_trainer,
-                                              seq_checks, shape_from_checkpoint, torch_available)
+                                              shape_from_checkpoint, torch_available)
 from placer.nn.threads import one_thread
 
 PAPER = "Mirhoseini et al., A Hierarchical Model for Device Placement, ICLR 2018"
@@ -85,31 +85,31 @@ class HierarchicalConfig(PolicyFields, MethodConfig):
     """The Hierarchical Planner's hyperparameters (see the module docstring for their sources)."""
 
     placements: int = 4000  # default budget: 1000 policy updates (section 3) of k = 4 placements
-    samples: int = 4  # k: placements sampled from each grouping (section 3: k = 4; m = 1 grouping per step)
-    n_groups: int = 256  # M: groups the Grouper chooses between (a hyperparameter in the paper; 256 our choice)
-    lr: float = 1e-3  # Adam learning rate, fixed (paper: 0.1; ours, docs/methods/colocrl.md)
-    grad_clip: float = 1.0  # gradient norm clipping over both networks (section 3)
-    tanh_c: float = 5.0  # C: logits C tanh(u / T) in both networks (section 3)
-    temperature: float = 10.0  # T (section 3)
-    baseline_decay: float = 0.9  # moving-average baseline b <- decay b + (1 - decay) mean R (decay our choice)
-    entropy: float = 0.0  # entropy bonus weight (not in the paper)
-    oom_penalty_s: float = 100.0  # step time (s) given to an out-of-memory placement (as ColocRL; 100 s our choice)
-    grouper_hidden: int = 64  # hidden ReLU units of the feed-forward Grouper (our choice)
-    warm_start: int = 1000  # Grouper steps toward contiguous topological chunks before RL (ours; paper: 0, no warm start)
-    placer_start: str = "best"  # Placer's start: "best" of "split" / "single" (each simulated once), or "none" (ours; paper: "none")
-    start_mass: float = 0.99  # Placer warm start stops when its start's devices reach this mean probability (ours)
-    split_search: int = 24  # simulations moving the layer split's cuts for each piece count, as the layer-split method (ours; 0 = equal compute)
-    type_embed: int = 16  # size of the Grouper's learned op-type embedding (our choice)
-    hidden: int = 256  # Placer LSTM hidden units (our choice)
+    samples: Annotated[int, Range(">= 1")] = 4  # k: placements sampled from each grouping (section 3: k = 4; m = 1 grouping per step)
+    n_groups: Annotated[int, Range(">= 1")] = 256  # M: groups the Grouper chooses between (a hyperparameter in the paper; 256 our choice)
+    lr: Annotated[float, Range("> 0")] = 1e-3  # Adam learning rate, fixed (paper: 0.1; ours, docs/methods/colocrl.md)
+    grad_clip: Annotated[float, Range("> 0")] = 1.0  # gradient norm clipping over both networks (section 3)
+    tanh_c: Annotated[float, Range("> 0")] = 5.0  # C: logits C tanh(u / T) in both networks (section 3)
+    temperature: Annotated[float, Range("> 0")] = 10.0  # T (section 3)
+    baseline_decay: Annotated[float, Range("in [0, 1)")] = 0.9  # moving-average baseline b <- decay b + (1 - decay) mean R (decay our choice)
+    entropy: Annotated[float, Range(">= 0")] = 0.0  # entropy bonus weight (not in the paper)
+    oom_penalty_s: Annotated[float, Range(">= 0")] = 100.0  # step time (s) given to an out-of-memory placement (as ColocRL; 100 s our choice)
+    grouper_hidden: Annotated[int, Range(">= 1")] = 64  # hidden ReLU units of the feed-forward Grouper (our choice)
+    warm_start: Annotated[int, Range(">= 0")] = 1000  # Grouper steps toward contiguous topological chunks before RL (ours; paper: 0, no warm start)
+    placer_start: Literal["best", "split", "single", "none"] = "best"  # Placer's start: "best" of "split" / "single" (each simulated once), or "none" (ours; paper: "none")
+    start_mass: Annotated[float, Range("in (0, 1)")] = 0.99  # Placer warm start stops when its start's devices reach this mean probability (ours)
+    split_search: Annotated[int, Range(">= 0")] = 24  # simulations moving the layer split's cuts for each piece count, as the layer-split method (ours; 0 = equal compute)
+    type_embed: Annotated[int, Range(">= 1")] = 16  # size of the Grouper's learned op-type embedding (our choice)
+    hidden: Annotated[int, Range(">= 2")] = 256  # Placer LSTM hidden units (our choice)
     bidirectional: bool = False  # Placer encoder reads both ways (the paper's is one-way)
-    device_embed: int = 32  # size of each device's trainable embedding (our choice)
-    attention: int = 64  # additive attention size (our choice)
+    device_embed: Annotated[int, Range(">= 1")] = 32  # size of each device's trainable embedding (our choice)
+    attention: Annotated[int, Range(">= 1")] = 64  # additive attention size (our choice)
     feed_aligned: bool = True  # decoder also reads the encoder state of its own position (our choice)
-    n_types: int = 64  # hash buckets for op types (our choice)
-    neighbours: int = 3  # input / output positions per op in the Grouper's adjacency feature (our choice)
-    devices: str = "gpus"  # candidate devices: "gpus" (ops no GPU runs go to their fastest device) or "all" (ours; paper: "all", the CPU too)
+    n_types: Annotated[int, Range(">= 1")] = 64  # hash buckets for op types (our choice)
+    neighbours: Annotated[int, Range(">= 0")] = 3  # input / output positions per op in the Grouper's adjacency feature (our choice)
+    devices: Literal["gpus", "all"] = "gpus"  # candidate devices: "gpus" (ops no GPU runs go to their fastest device) or "all" (ours; paper: "all", the CPU too)
     policy: Any = None  # a trained policy state to place with (None: search mode, train from scratch)
-    finetune: int = 0  # with a policy: policy steps on this graph before the greedy placement
+    finetune: Annotated[int, Range(">= 0")] = 0  # with a policy: policy steps on this graph before the greedy placement
     progress: Any = None  # called with one dict per policy step (None: nothing)
 
     @classmethod
@@ -130,16 +130,7 @@ class HierarchicalConfig(PolicyFields, MethodConfig):
         return cls(**{**dict(lr=0.1, devices="all", warm_start=0, placer_start="none"), **overrides})
 
     def checks(self):
-        return seq_checks(self) + [(self.n_groups >= 1, "n_groups", ">= 1"),
-                                   (self.grouper_hidden >= 1, "grouper_hidden", ">= 1"),
-                                   (self.type_embed >= 1, "type_embed", ">= 1"),
-                                   (self.warm_start >= 0, "warm_start", ">= 0"),
-                                   (self.placer_start in PLACER_STARTS, "placer_start", " or ".join(PLACER_STARTS)),
-                                   (0 < self.start_mass < 1, "start_mass", "in (0, 1)"),
-                                   (self.split_search >= 0, "split_search", ">= 0")]
-
-
-PLACER_STARTS = ("best", "split", "single", "none")
+        return [(self.hidden % 2 == 0, "hidden", "an even number >= 2")]
 
 
 # the config fields that decide the networks' shape (a policy state brings its own)

@@ -372,15 +372,3 @@ class Seq2SeqRLMethod(StatePolicyMethod):
         P = problems[0]
         ev = Evaluator(P, sim_params, limit=cfg.placements if placements is None else placements)
         return self.search(P, seed, ev, cfg, progress=progress)[1]
-
-
-def seq_checks(c) -> list:
-    """The range rules of the config fields ColocRL and the Hierarchical Planner share."""
-    return [(c.placements >= 1, "placements", ">= 1"), (c.samples >= 1, "samples", ">= 1"),
-            (c.lr > 0, "lr", "> 0"), (c.grad_clip > 0, "grad_clip", "> 0"), (c.tanh_c > 0, "tanh_c", "> 0"),
-            (c.temperature > 0, "temperature", "> 0"), (0 <= c.baseline_decay < 1, "baseline_decay", "in [0, 1)"),
-            (c.entropy >= 0, "entropy", ">= 0"), (c.oom_penalty_s >= 0, "oom_penalty_s", ">= 0"),
-            (c.hidden >= 2 and c.hidden % 2 == 0, "hidden", "an even number >= 2"),
-            (c.device_embed >= 1, "device_embed", ">= 1"), (c.attention >= 1, "attention", ">= 1"),
-            (c.n_types >= 1, "n_types", ">= 1"), (c.neighbours >= 0, "neighbours", ">= 0"),
-            (c.devices in ("gpus", "all"), "devices", "'gpus' or 'all'"), (c.finetune >= 0, "finetune", ">= 0")]
