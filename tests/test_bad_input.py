@@ -566,7 +566,7 @@ def test_leaving_after_an_interrupt_keeps_what_was_printed():
 def test_a_log_says_it_stays_on_ctrl_c(tmp_path, monkeypatch):
     """train / place --log writes one line per episode: Ctrl-C keeps it, and the interrupted line says so."""
     from placer.cli import guard
-    from placer.cli.learn import _log
+    from placer.cli.learned_files import progress_log as _log
 
     monkeypatch.setattr(guard, "_kept", [])
     assert guard.interrupted_message() == guard.INTERRUPTED

@@ -1,4 +1,5 @@
-"""Placeto as a method with the common contract, and the `placer train` / `placer place` commands."""
+"""Placeto as a method with the common contract, `placer policy train|place|finetune -m placeto`, and the
+deprecated aliases `placer train` / `placer place`."""
 
 from __future__ import annotations
 
@@ -405,3 +406,88 @@ def test_placeto_follows_the_learned_method_protocol(tmp_path):
     assert any(not torch.equal(tuned.weights[k], again.weights[k]) for k in again.weights)
     with pytest.raises(Exception, match="not a Placeto checkpoint"):
         m.load_policy({"format": "other"})
+
+
+def _tiny(tmp_path, n=40, seed=3, name="tiny"):
+    path = tmp_path / f"{name}.json"
+    save_graph(layered_training_graph(n, seed=seed, name=name), path)
+    return path
+
+
+def test_policy_train_place_and_finetune_with_placeto_end_to_end(tmp_path, capsys, monkeypatch):
+    """The one road: `placer policy train|place|finetune -m placeto`, the config's fields as --set items."""
+    import torch
+
+    from placer.io import read_checkpoint
+
+    g, pt, tuned = _tiny(tmp_path), tmp_path / "p.pt", tmp_path / "t.pt"
+    small = ["--set", "grouping=contiguous:6", "--set", "workers=2"]
+    code, out, err = run_cli(capsys, monkeypatch, "policy", "train", "-m", "placeto", "-g", g, "-c", "k80x2",
+                             "--set", "episodes=2", *small, "-o", pt, "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert (d["method"], d["episodes"], d["graphs"]) == ("placeto", 2, ["tiny"]) and d["sim_calls"] > 0 and pt.exists()
+    code, out, err = run_cli(capsys, monkeypatch, "policy", "place", g, "-m", "placeto", "--policy", pt, "-c", "k80x2",
+                             *small, "--json")
+    assert code == 0, err
+    placed = json.loads(out)
+    assert placed["step_time_us"] > 0 and "placed with greedy policy, 1 episode(s)" in placed["notes"]
+    code, out, err = run_cli(capsys, monkeypatch, "policy", "finetune", g, "-m", "placeto", "--policy", pt, "-c", "k80x2",
+                             "--set", "finetune=2", "--set", "refine=1", *small, "-o", tuned, "--json")
+    assert code == 0, err
+    assert "fine-tuned 2 episodes" in json.loads(out)["notes"]
+    a, b = read_checkpoint(str(pt))["model"], read_checkpoint(str(tuned))["model"]
+    assert a.keys() == b.keys() and any(not torch.equal(a[k], b[k]) for k in a)
+    code, _, err = run_cli(capsys, monkeypatch, "policy", "finetune", g, "-m", "placeto", "--policy", pt, "-c", "k80x2",
+                           "-o", tmp_path / "none.pt")
+    assert code == 2 and "finetune=N" in err and not (tmp_path / "none.pt").exists()
+
+
+def test_the_aliases_say_they_are_deprecated_and_run_the_policy_commands(tmp_path, capsys, monkeypatch):
+    """`placer train` / `placer place` print one line naming the command they stand for, then do what it
+    does: the same policy (every weight) and the same placement as the policy commands given the
+    alias's options as --set items."""
+    import torch
+
+    from placer.cli.learn import notice
+    from placer.io import read_checkpoint
+
+    g = _tiny(tmp_path)
+    code, out, err = run_cli(capsys, monkeypatch, "train", "--graph", g, "--out", tmp_path / "a.pt", "--episodes", 2,
+                             "--workers", 2, "--grouping", "contiguous:6", "--json")
+    assert code == 0, err
+    assert err.splitlines()[0] == notice("train") and "`placer policy train -m placeto`" in notice("train")
+    code, out2, err = run_cli(capsys, monkeypatch, "policy", "train", "-m", "placeto", "-g", g, "-c", "k80x2",
+                              "--sim", "placeto", "-o", tmp_path / "b.pt", "--json", *[x for kv in (
+                                  "episodes=2", "workers=2", "grouping=contiguous:6", "devices=gpus") for x in ("--set", kv)])
+    assert code == 0, err and notice("train") not in err
+    a, b = read_checkpoint(str(tmp_path / "a.pt")), read_checkpoint(str(tmp_path / "b.pt"))
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"]) and a["sim_calls"] == b["sim_calls"]
+    code, out, err = run_cli(capsys, monkeypatch, "place", g, "--policy", tmp_path / "a.pt", "--grouping", "contiguous:6",
+                             "--json")
+    assert code == 0, err
+    assert err.splitlines()[0] == notice("place") and "`placer policy place -m placeto`" in notice("place")
+    code, out2, err = run_cli(capsys, monkeypatch, "policy", "place", g, "-m", "placeto", "--policy", tmp_path / "a.pt",
+                              "-c", "k80x2", "--sim", "placeto", "--json", *[x for kv in (
+                                  "place_episodes=8", "greedy=False", "grouping=contiguous:6", "devices=gpus") for x in ("--set", kv)])
+    assert code == 0, err
+    x, y = json.loads(out), json.loads(out2)
+    timeless = ("wall_s", "cpu_s", "lower_bound")  # the bound's record holds the seconds it took
+
+    def same(d):
+        return {k: v for k, v in d.items() if k not in timeless}
+
+    assert same(x) == same(y) and x["lower_bound_us"] == y["lower_bound_us"]
+    # a made-up schedule end is refused with the --set items to give, before any work
+    code, out, err = run_cli(capsys, monkeypatch, "train", "--graph", g, "--out", tmp_path / "c.pt", "--lr", "0.001")
+    assert code == 2 and len(err.splitlines()) == 1 and "--set lr_start=0.001 --set lr_end=" in err
+    assert not (tmp_path / "c.pt").exists()
+
+
+def test_policy_help_lists_every_learned_method_of_the_registry(capsys, monkeypatch):
+    from placer.methods.learned import LEARNED
+
+    code, out, err = run_cli(capsys, monkeypatch, "policy", "--help")
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert {"doppler", "giph", "placeto"} <= set(LEARNED) and all(name in text for name in LEARNED), text

@@ -1,6 +1,6 @@
 """The files a learned method's ``--set`` parameters name, read and opened here for the method,
-which takes objects only (methods know no files): ``policy=FILE`` (a checkpoint ``placer train``
-or the bench wrote, validated by the method's ``load_policy``), ``encoder=FILE`` (Mars: a
+which takes objects only (methods know no files): ``policy=FILE`` (a checkpoint ``placer policy
+train`` or the bench wrote, validated by the method's ``load_policy``), ``encoder=FILE`` (Mars: a
 checkpoint ``placer pretrain`` wrote) and ``log=FILE`` (one JSON line per training update, as
 the method's ``progress`` callback)."""
 
@@ -11,7 +11,7 @@ from placer.errors import InputError
 
 def open_learned_params(method: str, params: dict[str, str]) -> dict:
     """``params`` with the file parameters above replaced by what the method takes."""
-    from placer.io import JsonLines, check_output_path, read_checkpoint
+    from placer.io import check_output_path, read_checkpoint
     from placer.methods import METHODS
     from placer.methods.learned import LEARNED
 
@@ -28,8 +28,27 @@ def open_learned_params(method: str, params: dict[str, str]) -> dict:
             raise InputError("--set", "log", f"is not a parameter of {method} (it logs no training)",
                              "leave it out")
         check_output_path(out["log"], "--set log")
-        out["progress"] = JsonLines(out.pop("log")).write
+        out["progress"] = progress_log(out.pop("log"))[1]
     return out
+
+
+def progress_log(path):
+    """(the JSON-lines log at ``path``, or None; the progress callback that writes one record a line,
+    numbers that are not finite as null); the log is kept when the command is interrupted."""
+    import math
+
+    from placer.cli.guard import keep_on_interrupt
+    from placer.io import JsonLines
+
+    if path is None:
+        return None, None
+    lines = JsonLines(path)
+    keep_on_interrupt(f"the log {path} (one line per finished episode)")
+
+    def write(record: dict) -> None:
+        lines.write({k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in record.items()})
+
+    return lines, write
 
 
 def set_files(items: list[str]) -> tuple[dict[str, str], dict[str, str]]:

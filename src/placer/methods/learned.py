@@ -58,6 +58,11 @@ class LearnedMethod(Protocol):
         not one (a damaged or foreign file)."""
         ...
 
+    def check_fits(self, problem, cfg) -> None:
+        """Refuse (InputError, before any work) a ``cfg.policy`` that cannot place ``problem`` (a
+        Placeto policy chooses among a fixed number of devices); nothing otherwise."""
+        ...
+
     def policy_key(self, cfg, problems: list) -> dict:
         """What a trained policy depends on of the method, its trainer config ``cfg`` and its training
         ``problems`` beyond their graphs and clusters: part of the key a trained policy is cached

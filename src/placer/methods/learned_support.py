@@ -89,6 +89,9 @@ class StatePolicyMethod:
     def policy_state(self, policy: dict) -> dict:
         return policy
 
+    def check_fits(self, problem, cfg) -> None:
+        """Nothing to refuse before the work (a policy that cannot place ``problem`` says so as it runs)."""
+
     def policy_key(self, cfg, problems: list) -> dict:
         """What a trained policy's cache key holds of the method and its trainer config."""
         return {"method": self.name, "trainer": cfg.to_dict()}

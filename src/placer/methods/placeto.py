@@ -32,7 +32,8 @@ from placer.methods.base import Evaluator, MethodConfig, register
 from placer.methods.learned import Progress, register_learned
 from placer.methods.learned_support import PolicyFields, StatePolicyMethod, needs
 from placer.methods.starts import CHEAP_SEEDS, RELIEVED, SEEDS_HELP, Start, seed_names_ok, seeded_start
-from placer.methods.support import cut_along, grouping_ok
+from placer.grouping import grouping_ok
+from placer.grouping.parts import cut_along
 
 PAPER = "Addanki et al., Placeto: Learning Generalizable Device Placement Algorithms, NeurIPS 2019"
 
@@ -341,7 +342,8 @@ class Placeto(StatePolicyMethod):
     def train(self, problems: list, cfg: PlacetoConfig, seed: int, sim_params=None, *, placements: int | None = None,
               progress: Progress | None = None):
         """Policy mode: REINFORCE over ``problems`` (each worker's episode on a graph of them, A.7),
-        until ``cfg.episodes`` episodes or ``placements`` placements; the policy holds the trainer's
+        until ``cfg.episodes`` episodes or ``placements`` placements (None: no limit but the episodes,
+        or ``cfg.placements`` when the episodes are not limited either); the policy holds the trainer's
         whole state (its counters and best placements included). With ``cfg.policy``, that policy's
         training resumes where it stopped (its whole state: the same graphs and settings)."""
         from placer.errors import InputError
@@ -361,11 +363,26 @@ class Placeto(StatePolicyMethod):
                 tr.close()
                 raise InputError(cfg.policy.label or "policy", "policy to resume", str(e),
                                  "resume with the graphs and settings it was trained with") from None
+        if placements is None and cfg.episodes is None:  # never an unbounded training
+            placements = cfg.placements
         try:
             tr.train(max_placements=placements)
         finally:
             tr.close()
         return self.policy_of(tr)
+
+    def check_fits(self, problem, cfg: PlacetoConfig) -> None:
+        """The policy chooses among a fixed number of devices: refuse a cluster that offers another number."""
+        from placer.errors import InputError
+        from placer.rl.task import candidate_devices
+
+        if cfg.policy is None:
+            return
+        have, need = cfg.policy.net_config.n_actions, len(candidate_devices(problem, cfg.candidates()))
+        if have != need:
+            raise InputError(cfg.policy.label or "policy", "policy", f"chooses among {have} devices but cluster "
+                             f"'{problem.cluster.name}' offers {need} ({cfg.candidates()})",
+                             f"use a cluster with {have} candidate devices, or train a policy for this one")
 
     def place(self, problem, policy, seed: int, ev: Evaluator, cfg: PlacetoConfig):
         """``place_episodes`` episodes of ``policy`` (greedy or sampled, as ``cfg.greedy``) in the MDP
