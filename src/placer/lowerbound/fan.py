@@ -1,7 +1,8 @@
 """Heads and tails over an op's nearby ancestors (descendants), not only its direct inputs
 (outputs) (docs/bounds.md, "Ancestors on one device").
 
-:func:`placer.lowerbound.relax.heads_tails_fan` splits the direct inputs of ``v`` on ``d`` into
+The one-device split (:func:`local_or_remote`, used by :func:`placer.lowerbound.relax.heads_tails_fan` too)
+splits the direct inputs of ``v`` on ``d`` into
 those on ``d`` (run there one at a time before ``v``) and the others (each pays a transfer). The
 same holds for any set of ancestors of ``v``: an ancestor ``u`` on ``d`` occupies ``d`` after its
 head ``est[u, d]`` and before ``v`` starts (``v`` starts after ``u`` ends, and the occupancies of
@@ -9,7 +10,7 @@ one device are disjoint); an ancestor ``u`` on another device ``a`` reaches ``v`
 ``u -> w1 -> ... -> v``, and each crosses a link at least once, so ``start[v] >= est[u, a] + dur[u,
 a] + sum of dur[wi] (at their fastest) + the least delay of any of the path's edges`` (any one
 path). :func:`heads_tails_anc` takes, for each op, up to ``K`` ancestors found breadth first
-(the direct inputs first) and the one-device split of :func:`_local_or_remote` over them; the
+(the direct inputs first) and the one-device split of :func:`local_or_remote` over them; the
 tails the same way over descendants.
 """
 
@@ -18,10 +19,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from placer.lowerbound.relax import _local_or_remote
 from placer.sim.numba_cache import ensure_writable_cache
 
-ensure_writable_cache()
+ensure_writable_cache()  # before the first cache=True function below
 
 K_MAX, K_MIN = 128, 16  # ancestors (descendants) per op
 WORK = 1.5e8  # about n * D * K^2 steps of the one-device split (D: devices not interchangeable): K shrinks on large graphs
@@ -49,6 +49,39 @@ def symmetric_rep(relax) -> np.ndarray:
                 rep[d] = e
                 break
     return rep
+
+
+@njit(cache=True, nogil=True)
+def local_or_remote(rel, work, remote):
+    """min over splits of the neighbours into remote ones (the largest ``remote`` time among them) and
+    local ones (one device, one at a time: max over r of r + the work of the local ones with ``rel >=
+    r``) of the larger of the two; the remote ones are the cheapest first (a larger set only costs more)."""
+    k = len(rel)
+    order_r = np.argsort(remote)
+    order_l = np.argsort(-rel)  # local ones by release, latest first
+    is_remote = np.zeros(k, dtype=np.bool_)
+    best = np.inf
+    for step in range(k + 1):
+        theta = 0.0
+        if step > 0:
+            u = order_r[step - 1]
+            is_remote[u] = True
+            theta = remote[u]
+        if theta >= best:
+            break
+        c = 0.0
+        acc = 0.0
+        for i in range(k):
+            u = order_l[i]
+            if is_remote[u]:
+                continue
+            acc += work[u]
+            if rel[u] + acc > c:
+                c = rel[u] + acc
+        v = max(theta, c)
+        if v < best:
+            best = v
+    return best
 
 
 @njit(cache=True, nogil=True)
@@ -155,7 +188,7 @@ def heads_tails_anc(pred_ptr, pred_idx, pred_edge, succ_ptr, succ_idx, succ_edge
                 else:
                     rel[i] = np.inf
                     work[i] = 0.0
-            val = _local_or_remote(rel, work, rem)
+            val = local_or_remote(rel, work, rem)
             if val > est[v, d]:
                 est[v, d] = val
     seen[:] = -1
@@ -191,7 +224,7 @@ def heads_tails_anc(pred_ptr, pred_idx, pred_edge, succ_ptr, succ_idx, succ_edge
                 else:
                     rel[i] = np.inf
                     work[i] = 0.0
-            val = occ[v, d] + _local_or_remote(rel, work, rem)
+            val = occ[v, d] + local_or_remote(rel, work, rem)
             if val > tail[v, d]:
                 tail[v, d] = val
     return est, tail

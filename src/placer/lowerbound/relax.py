@@ -30,6 +30,7 @@ from functools import cached_property
 import numpy as np
 from numba import njit
 
+from placer.lowerbound.fan import local_or_remote, ancestors_per_op, edge_delays, heads_tails_anc, symmetric_rep
 from placer.sim.numba_cache import ensure_writable_cache
 
 ensure_writable_cache()  # before the first cache=True function below
@@ -120,8 +121,6 @@ class Relaxation:
 
     @cached_property
     def _ht(self):
-        from placer.lowerbound.fan import ancestors_per_op, edge_delays, heads_tails_anc, symmetric_rep
-
         g = self.graph
         eb = np.asarray(g.edge_bytes, dtype=np.float64)
         est, tail = heads_tails_fan(g.pred_ptr, g.pred_idx, g.pred_edge, g.succ_ptr, g.succ_idx, g.succ_edge,
@@ -271,39 +270,6 @@ def _distinct(ptr, idx, eidx, ebytes, v):
 
 
 @njit(cache=True, nogil=True)
-def _local_or_remote(rel, work, remote):
-    """min over splits of the neighbours into remote ones (the largest ``remote`` time among them) and
-    local ones (one device, one at a time: max over r of r + the work of the local ones with ``rel >=
-    r``) of the larger of the two; the remote ones are the cheapest first (a larger set only costs more)."""
-    k = len(rel)
-    order_r = np.argsort(remote)
-    order_l = np.argsort(-rel)  # local ones by release, latest first
-    is_remote = np.zeros(k, dtype=np.bool_)
-    best = np.inf
-    for step in range(k + 1):
-        theta = 0.0
-        if step > 0:
-            u = order_r[step - 1]
-            is_remote[u] = True
-            theta = remote[u]
-        if theta >= best:
-            break
-        c = 0.0
-        acc = 0.0
-        for i in range(k):
-            u = order_l[i]
-            if is_remote[u]:
-                continue
-            acc += work[u]
-            if rel[u] + acc > c:
-                c = rel[u] + acc
-        v = max(theta, c)
-        if v < best:
-            best = v
-    return best
-
-
-@njit(cache=True, nogil=True)
 def heads_tails_fan(pred_ptr, pred_idx, pred_edge, succ_ptr, succ_idx, succ_edge, ebytes, dur, occ, lat, upb):
     """Heads and tails (as :func:`heads_tails`) that also count one device's serialisation: the inputs
     of ``v`` placed on ``v``'s device ``d`` run there one at a time before ``v`` starts (each after its
@@ -345,7 +311,7 @@ def heads_tails_fan(pred_ptr, pred_idx, pred_edge, succ_ptr, succ_idx, succ_edge
             if k > MAX_FAN or k == 0:
                 est[v, d] = path
             else:
-                est[v, d] = max(path, _local_or_remote(rel, work, rem))
+                est[v, d] = max(path, local_or_remote(rel, work, rem))
     for v in range(n - 1, -1, -1):
         nb, by = _distinct(succ_ptr, succ_idx, succ_edge, ebytes, v)
         k = len(nb)
@@ -380,6 +346,6 @@ def heads_tails_fan(pred_ptr, pred_idx, pred_edge, succ_ptr, succ_idx, succ_edge
                 # local outputs run after v's occupancy, one at a time: shift the remote times by it
                 for i in range(k):
                     rem[i] = rem[i] - occ[v, d]
-                best = max(best, occ[v, d] + _local_or_remote(rel, work, rem))
+                best = max(best, occ[v, d] + local_or_remote(rel, work, rem))
             tail[v, d] = max(occ[v, d], best)
     return est, tail
