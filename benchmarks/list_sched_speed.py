@@ -78,7 +78,7 @@ def main() -> None:
     a = ap.parse_args()
     from placer.cluster import preset
     from placer.methods import list_scheduling as ls
-    from placer.methods.support import gpu_devices
+    from placer.methods.devices import gpu_devices
     from placer.problem import Problem
     from placer.sim import SimParams
     from placer.zoo.synthetic import layered_training_graph

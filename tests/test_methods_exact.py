@@ -197,7 +197,7 @@ def test_cp_sat_returns_a_warm_start_when_its_seconds_ran_out_before_any(monkeyp
     "no warm start was evaluated" before)."""
     from placer.cluster import preset
     from placer.methods.list_scheduling import heft_schedule
-    from placer.methods.support import gpu_devices
+    from placer.methods.devices import gpu_devices
     from placer.zoo.synthetic import layered_training_graph
 
     pr = Problem(layered_training_graph(40, seed=4), preset("k80x2"))

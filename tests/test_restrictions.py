@@ -15,7 +15,7 @@ from placer.cluster import Device, make_cluster
 from placer.graph import OpGraph
 from placer.methods import Budget, run_method
 from placer.methods.base import NotApplicable
-from placer.methods.support import allowed_placement, group_allowed, only_on
+from placer.methods.devices import allowed_placement, group_allowed, only_on
 from placer.problem import Problem
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

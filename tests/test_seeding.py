@@ -6,7 +6,8 @@ from placer.methods import Budget, run_method
 from placer.methods.base import Evaluator
 from placer.methods.starts import seed_placements
 from placer.methods.starts import CHEAP_SEEDS, RELIEVED, SEED_SHARE, seeded_start
-from placer.methods.support import colocation_units, repair_memory
+from placer.grouping import colocation_units
+from placer.methods.memory_repair import repair_memory
 from placer.problem import Problem
 from placer.sim import simulate
 from placer.zoo.synthetic import layered_training_graph

@@ -20,7 +20,7 @@ from placer.methods.partitioning import metis_placement
 from placer.methods.starts import seed_placements
 from placer.methods.list_scheduling import shared_schedule
 from placer.methods.start_cache import computed, shared
-from placer.methods.support import gpu_devices
+from placer.methods.devices import gpu_devices
 from placer.problem import Problem
 from placer.sim import simulate
 from placer.zoo.synthetic import layered_training_graph

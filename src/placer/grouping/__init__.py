@@ -345,6 +345,15 @@ def parse_grouping(spec, where: str = "--grouping") -> GroupingSpec:
     raise InputError(where, f"grouping '{spec}'", "is not a grouping spec", f"use one of: {GROUPING_HELP}")
 
 
+def grouping_ok(spec: str) -> bool:
+    """Whether ``spec`` is a grouping :func:`placer.grouping.parse_grouping` reads (a config check)."""
+    try:
+        parse_grouping(spec)
+    except InputError:
+        return False
+    return True
+
+
 def make_grouping(source, spec, seed: int = 0) -> Grouping:
     """A Grouping from a spec string, a :class:`GroupingSpec` or a Grouping (returned as it is,
     after checking it has one group per op of ``source``)."""

@@ -53,3 +53,9 @@ def common_refinement(a: Grouping, b: Grouping, graph) -> Grouping:
         raise ValueError(f"groupings of {a.n_ops} and {b.n_ops} ops")
     labels = a.op_group.astype(np.int64) * (int(b.op_group.max()) + 1) + b.op_group
     return Grouping.partition(labels, f"{a.method}&{b.method}").units(graph)
+
+
+def cut_along(units: Grouping, placement: np.ndarray, graph) -> Grouping:
+    """``units`` cut where the op placement ``placement`` changes device, so that it is exactly a
+    placement of the units (Post and Placeto start from a seeded placement this way)."""
+    return common_refinement(units, Grouping.partition(placement, "start").units(graph), graph)

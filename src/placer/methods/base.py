@@ -636,7 +636,7 @@ def _time_fallback(problem, ev: Evaluator) -> None:
     on the device that runs the whole graph fastest by compute alone (the ops it cannot run, and the
     whole graph when no device runs every op, on each op's fastest device; colocation groups kept
     whole). One placement of the budget."""
-    from placer.methods.support import allowed_placement
+    from placer.methods.devices import allowed_placement
 
     comp = np.asarray(problem.compute_us, dtype=np.float64)
     total = np.where(np.isfinite(comp).all(axis=0), np.where(np.isfinite(comp), comp, 0).sum(axis=0), np.inf)

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from placer.methods.base import Evaluator, MethodConfig, NoConfig, NotApplicable, register
-from placer.methods.support import allowed_placement, only_on
+from placer.methods.devices import allowed_placement, only_on
 
 
 def colocate(problem, placement: np.ndarray) -> np.ndarray:
     """Every colocation group on one device its ops can all run on, the device of its first op where
-    they can (:func:`placer.methods.support.allowed_placement`)."""
+    they can (:func:`placer.methods.devices.allowed_placement`)."""
     return allowed_placement(problem, placement)
 
 

@@ -125,7 +125,7 @@ class Ctx:
         """``episodes``: about how many the run will roll out here (None: many), which picks the
         compiled rollout or its plain-Python twin (:func:`placer.methods.doppler_rollout.pick`)."""
         from placer.grouping import colocation_units, group_problem, merge_and_colocate
-        from placer.methods.support import group_allowed
+        from placer.methods.devices import group_allowed
         from placer.nn.encoder import candidate_devices
 
         self.problem = problem

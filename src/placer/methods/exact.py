@@ -46,7 +46,8 @@ import numpy as np
 
 from placer.methods.base import Evaluator, MethodConfig, Range, register
 from placer.grouping import components
-from placer.methods.support import link_arrays, op_gap_us, relieve_oom
+from placer.methods.links import link_arrays, op_gap_us
+from placer.methods.memory_repair import relieve_oom
 
 def ortools_available() -> str | None:
     try:
@@ -335,7 +336,7 @@ def _warm_starts(problem, ev: Evaluator, seed: int) -> list[np.ndarray]:
     every op on the first GPU when it can run them all."""
     from placer.methods import list_scheduling as ls
     from placer.methods.partitioning import metis_placement
-    from placer.methods.support import gpu_devices
+    from placer.methods.devices import gpu_devices
 
     gpus = gpu_devices(problem)
     starts = [ls.heft_schedule(problem, ev.sim_params, gpus, comm="sim").placement,

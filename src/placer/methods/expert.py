@@ -27,7 +27,8 @@ from placer.graph import FORWARD
 from placer.methods.base import Evaluator, MethodConfig, NotApplicable, register
 from placer.methods.baselines import colocate
 from placer.methods.start_cache import shared  # computed once per Problem, shared with the seeds
-from placer.methods.support import gpu_devices, relieve_oom
+from placer.methods.devices import gpu_devices
+from placer.methods.memory_repair import relieve_oom
 
 _INDEXED = re.compile(r"^(layers?|lstms?|rnns?|grus?|cells?|h)$", re.I)
 _SUFFIXED = re.compile(r"^(lstm|rnn|gru|layer|cell)_?(\d+)$", re.I)

@@ -48,7 +48,7 @@ import numpy as np
 from placer.graph import FORWARD
 from placer.grouping.mirrors import mirror_units
 from placer.methods.base import Evaluator, MethodConfig, Range, register
-from placer.methods.support import allowed_placement
+from placer.methods.devices import allowed_placement
 from placer.sim import memory_first
 
 PAPER = "Huang et al., GPipe, NeurIPS 2019, section 2.2 (layers cut into cells of equal compute)"
@@ -146,7 +146,7 @@ def unit_devices(problem, unit_of: np.ndarray, piece: np.ndarray, devices) -> np
     to the fastest device that runs all its ops. A unit whose ops share no device (a forward op and
     its backward op restricted to different devices) is split: each op (with its colocation group)
     stays on the piece's device where it can run there, else goes to its fastest device
-    (:func:`placer.methods.support.allowed_placement`)."""
+    (:func:`placer.methods.devices.allowed_placement`)."""
     U = len(piece)
     comp = problem.compute_us
     runnable = problem.allowed

@@ -27,7 +27,7 @@ Never freeing bounds the simulator's peak from above, so a placement built witho
 below is memory-feasible in the simulator too. When an op fits nowhere under that bound the
 scheduler falls back to its parameters alone (``"params"``: what :meth:`Problem.memory_feasible`
 checks) and says so in a note. Every registered method then finishes with the shared
-:func:`placer.methods.support.relieve_oom` repair, which moves units off a device whose simulated
+:func:`placer.methods.memory_repair.relieve_oom` repair, which moves units off a device whose simulated
 peak overflows while that helps, so a memory-feasible placement is returned when one is found.
 
 Speed (issue 55). The state (:mod:`placer.methods.list_state`) is kept incrementally: busy
@@ -51,7 +51,9 @@ from placer.methods.base import Evaluator, MethodConfig, register
 from placer.methods.list_state import COMM, Schedule, Slots, State  # noqa: F401 (COMM, Schedule: public here)
 from placer.methods.sct_lp import FAVOURITES
 from placer.methods.start_cache import device_key, shared  # computed once per Problem, shared with the seeds
-from placer.methods.support import bottom_level, gpu_devices, relieve_oom
+from placer.methods.devices import gpu_devices
+from placer.methods.list_state import bottom_level
+from placer.methods.memory_repair import relieve_oom
 
 BAECHI = "Jeon et al., Baechi: Fast Device Placement of Machine Learning Graphs, SoCC 2020"
 HEFT_PAPER = "Topcuoglu, Hariri, Wu, Performance-Effective and Low-Complexity Task Scheduling, IEEE TPDS 2002"

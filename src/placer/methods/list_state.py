@@ -29,13 +29,8 @@ import numpy as np
 
 from placer.errors import InputError
 from placer.grouping import colocation_units
-from placer.methods.support import (
-    link_arrays,
-    mean_comm_us,
-    op_gap_us,
-    op_memory_bytes,
-    usable_devices,
-)
+from placer.methods.devices import usable_devices
+from placer.methods.links import link_arrays, mean_comm_us, op_gap_us
 
 COMM = ("sim", "free")
 
@@ -411,3 +406,35 @@ class State:
     def schedule(self) -> Schedule:
         return Schedule(self.placement.copy(), self.start.copy(), self.finish.copy(),
                         np.array(self.order, dtype=np.int64), list(self.notes))
+
+
+# ---------------------------------------------------------------------- what the schedulers charge and rank
+def op_memory_bytes(problem, model: str = "conservative") -> np.ndarray:
+    """Bytes an op is charged on its device by the memory-aware list schedulers.
+
+    ``conservative`` (Baechi, Jeon et al. 2020, section 3: memory is never freed during the step):
+    parameters + output buffer as the simulator sizes it (the larger of the output bytes and the
+    largest out-edge) + workspace; ``params``: the persistent bytes only (what
+    :meth:`Problem.memory_feasible` checks)."""
+    g = problem.graph
+    if model == "params":
+        return np.asarray(g.param_bytes, dtype=np.float64)
+    if model == "conservative":
+        out = np.asarray(g.output_bytes, dtype=np.float64).copy()
+        if g.n_edges:
+            np.maximum.at(out, g.edge_src, g.edge_bytes)
+        return np.asarray(g.param_bytes + out + g.temp_bytes, dtype=np.float64)
+    raise InputError("list scheduler", f"memory={model!r}", "is not a memory model", "use conservative or params")
+
+
+def bottom_level(problem, cost_us: np.ndarray, edge_comm_us: np.ndarray) -> np.ndarray:
+    """Longest path from each op to an exit, op costs ``cost_us`` and edge costs ``edge_comm_us``
+    included (HEFT's upward rank, Topcuoglu et al. 2002 eq. 7; ETF's static level with zero comm)."""
+    g = problem.graph
+    rank = np.zeros(g.n_ops)
+    sp, si, se = g.succ_ptr, g.succ_idx, g.succ_edge
+    for i in range(g.n_ops - 1, -1, -1):
+        a, b = sp[i], sp[i + 1]
+        tail = (edge_comm_us[se[a:b]] + rank[si[a:b]]).max() if b > a else 0.0
+        rank[i] = cost_us[i] + tail
+    return rank

@@ -46,7 +46,7 @@ from placer.grouping import colocation_units
 from placer.methods.base import Evaluator, MethodConfig, NotApplicable, Range, register
 from placer.methods.search import best_start, climb, interval_search
 from placer.methods.starts import DEFAULT_SEEDS, SEEDS_HELP, seed_names_ok, seed_placements
-from placer.methods.support import repair_memory
+from placer.methods.memory_repair import repair_memory
 from placer.sim.numba_cache import ensure_writable_cache
 
 ensure_writable_cache()  # before the cache=True function below: numba refuses one it cannot cache

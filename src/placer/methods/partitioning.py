@@ -3,7 +3,7 @@ Scotch static mapper (the Hierarchical Planner's "Scotch" baseline, Mirhoseini e
 section 3) and MinCut (the same mapper with the GPUs only as targets).
 
 All three work on the graph of placement units (colocation groups contracted, see
-:mod:`placer.methods.support`), with a unit's compute cost as its vertex weight and the bytes
+:mod:`placer.methods.devices`), with a unit's compute cost as its vertex weight and the bytes
 between units as edge weights, and hand the result through the same memory repair as every
 classical method: units move off devices whose parameters overflow, then off devices whose
 simulated peak overflows.
@@ -26,7 +26,9 @@ import numpy as np
 from placer.methods.base import Evaluator, MethodConfig, Range, register
 from placer.grouping import Grouping, colocation_units
 from placer.methods.start_cache import device_key, shared  # computed once per Problem, shared with the seeds
-from placer.methods.support import gpu_devices, link_arrays, relieve_oom
+from placer.methods.devices import gpu_devices
+from placer.methods.links import link_arrays
+from placer.methods.memory_repair import relieve_oom
 
 
 def _int_weights(x: np.ndarray, top: int) -> np.ndarray:

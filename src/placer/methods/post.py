@@ -34,7 +34,8 @@ from placer.grouping.parts import common_refinement, metis_parts
 from placer.methods.base import Evaluator, MethodConfig, register
 from placer.methods.layer_split import fastest_device, split_start
 from placer.methods.starts import CHEAP_SEEDS, RELIEVED, SEEDS_HELP, seed_names_ok, seeded_start
-from placer.methods.support import cut_along, grouping_ok
+from placer.grouping import grouping_ok
+from placer.grouping.parts import cut_along
 from placer.sim import memory_first
 
 PAPER = "Gao, Chen, Li. Post: Device Placement with Cross-Entropy Minimization and Proximal Policy Optimization. NeurIPS 2018"

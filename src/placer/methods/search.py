@@ -375,7 +375,7 @@ def stuck_message(problem, members, block_ok, avail, reason: str) -> str:
     devices it can run on: the block's ops share no device at all (a pair of them named), else the
     most restricted of its ops that can run on none of ``avail`` (the devices still free to take it),
     followed by ``reason`` (``which no contiguous split ... reaches``)."""
-    from placer.methods.support import device_list, only_on
+    from placer.methods.devices import device_list, only_on
 
     ops = [int(i) for i in members]
     ok = problem.allowed

@@ -7,7 +7,7 @@ method started from the same placement begins where local search does, so what i
 placement is its learning's. :func:`seeded_start` returns that placement; the method then cuts its
 placement units along it (so that the placement is exactly expressible) and starts there (see the
 methods' docstrings for the measurements). Each seed is first made to hold its parameters
-(:func:`placer.methods.support.repair_memory`), as local search does to its seeds. Where no seed
+(:func:`placer.methods.memory_repair.repair_memory`), as local search does to its seeds. Where no seed
 then fits in memory, :func:`relieve` moves units off the overflowing devices by simulation, within
 the seed share: there the learned methods start from a placement local search does not (it
 searches from the best seed as it is)."""
@@ -25,7 +25,8 @@ from placer.methods.expert import shared_expert
 from placer.methods.layer_split import split_start
 from placer.methods.list_scheduling import shared_schedule, shared_topo
 from placer.methods.partitioning import shared_metis
-from placer.methods.support import gpu_devices, relieve_oom, repair_memory
+from placer.methods.devices import gpu_devices
+from placer.methods.memory_repair import relieve_oom, repair_memory
 from placer.sim import memory_first
 
 
@@ -184,7 +185,7 @@ def seeded_start(problem, ev: Evaluator, seeds: str, split_search: int) -> Start
     at most ``SEED_SHARE`` of the budget) and, under the simulator's objective, the layer split with
     its cuts searched (``split_search`` simulations, :func:`placer.methods.layer_split.split_start`),
     in :func:`placer.sim.memory_first` order; each seed is made to hold its parameters first, as local
-    search does (:func:`placer.methods.support.repair_memory`, no simulation), and simulated once, in
+    search does (:func:`placer.methods.memory_repair.repair_memory`, no simulation), and simulated once, in
     one batch, through ``ev``. When none fits in memory, :func:`relieve` spends part of what is left of
     the share moving units off the overflowing devices. None when no seed could be afforded."""
     room = ev.remaining()
@@ -213,13 +214,13 @@ def seeded_start(problem, ev: Evaluator, seeds: str, split_search: int) -> Start
 
 RELIEVED = "no classical seed fit in memory: started from one with units moved off its overflowing devices"
 RELIEVE_SHARE = 0.5  # of the seed share left, at most this part goes to relieve() (the rest stays with the method)
-RELIEVE_UNITS = 6  # units tried per round of :func:`placer.methods.support.relieve_oom` (its default)
+RELIEVE_UNITS = 6  # units tried per round of :func:`placer.methods.memory_repair.relieve_oom` (its default)
 RELIEVE_ROUNDS = 48  # its most rounds (its default)
 
 
 def relieve(problem, ev: Evaluator, cands: list, first_us: float, units, spare: int | None) -> Start:
     """No seed fits in memory (``cands`` best first, the first's objective ``first_us``):
-    :func:`placer.methods.support.relieve_oom` (as the ``metis`` method finishes) on each seed in
+    :func:`placer.methods.memory_repair.relieve_oom` (as the ``metis`` method finishes) on each seed in
     turn, in rounds that stay within ``spare`` placements (None: unlimited), until one fits. Returns
     that one (``relieved``), else the placement overflowing least (lowest penalised objective) of the
     first seed and the relieved ones.
