@@ -38,7 +38,7 @@ and the entropy bonus (off, as the paper; Placeto tuned one for this baseline). 
 with the Hierarchical Planner, GDP and Mars): when no placement of the first policy step fits in
 memory, :func:`placer.methods.memory_fallback.fit_in_memory` runs.
 
-Modes (:func:`search_colocrl`): search (train on this graph within the budget, return the best
+Modes (:meth:`Seq2SeqRLMethod.search`): search (train on this graph within the budget, return the best
 placement evaluated); or from a trained policy state, ``finetune`` more policy steps, then the greedy
 placement. Tuning notes and measurements: docs/methods/colocrl.md.
 """
@@ -53,9 +53,8 @@ import numpy as np
 from placer.methods.base import Evaluator, MethodConfig, Range, register
 from placer.methods.learned import register_learned
 from placer.methods.learned_support import PolicyFields
-from placer.methods.seq2seq_reinforce import (OpTable, Seq2SeqRLMethod, Seq2SeqRLTrainer, base_units, check_policy,
-                                              decision_mask, families, member_averages, op_table, renumber_by_first,
-                                              run_trainer, shape_from_checkpoint, torch_available)
+from placer.methods.seq2seq_reinforce import (OpTable, Seq2SeqRLMethod, Seq2SeqRLTrainer, base_units, decision_mask,
+                                              families, member_averages, op_table, renumber_by_first, torch_available)
 
 PAPER = "Mirhoseini et al., Device Placement Optimization with Reinforcement Learning, ICML 2017"
 
@@ -185,21 +184,11 @@ def colocrl(problem, seed: int, ev: Evaluator, cfg: ColocRLConfig):
     return COLOCRL.run(problem, seed, ev, cfg)
 
 
-def search_colocrl(problem, seed: int, ev: Evaluator, cfg: ColocRLConfig, *, policy: dict | None = None,
-                   progress=None):
-    """The method: from a fresh policy (search mode), or from a trained policy state (``policy``; its
-    network shape replaces the config's) fine-tuned ``cfg.finetune`` steps, then placed greedily.
-    ``progress`` gets one dict per policy step. Returns (PlacementResult, policy state)."""
-    notes: list[str] = []
-    if policy is not None:
-        check_policy(policy, "colocrl")
-        cfg = shape_from_checkpoint(cfg, policy, SHAPE_FIELDS)
-    tr = ColocRLTrainer(problem, cfg, seed)
-    if policy is not None:
-        tr.load_state_dict(policy, weights_only=True)
-        notes.append(f"started from a policy trained on {policy.get('graph')}")
-    notes.append(f"{tr.L} groups")
-    return run_trainer("colocrl", tr, ev, cfg, notes, from_policy=policy is not None, progress=progress)
+def fresh_colocrl(problem, seed: int, ev: Evaluator, cfg: ColocRLConfig, notes: list[str]):
+    """Search mode's start (:meth:`Seq2SeqRLMethod.search`): a fresh policy, no warm start."""
+    return cfg, ColocRLTrainer(problem, cfg, seed)
 
 
-COLOCRL = register_learned(Seq2SeqRLMethod("colocrl", search_colocrl, ColocRLTrainer))  # train / place / fine-tune (methods.learned)
+# train / place / fine-tune (methods.learned); search: a fresh policy or the given one, then run_trainer
+COLOCRL = register_learned(Seq2SeqRLMethod("colocrl", ColocRLTrainer, SHAPE_FIELDS, fresh_colocrl,
+                                           lambda tr, cfg: f"{tr.L} groups"))

@@ -58,10 +58,13 @@ from placer.methods.learned_support import (
     PolicyFields,
     Progress,
     StatePolicyMethod,
+    Training,
     needs,
+    share,
     single_device_start,
 )
 from placer.nn.threads import one_thread
+from placer.rl.step import gradient_step
 
 FORMAT = "placer-doppler-1"
 ARCH_FIELDS = ("hidden", "layers")  # the config fields that fix the network's shape
@@ -387,7 +390,7 @@ def teacher_record(c: Ctx, net, cfg: DopplerConfig, sim_params=None) -> Record:
     return episode(c, embed_np(net, c, tensors_of(c)), net, forced=(s.order, pos[s.placement]))
 
 
-def imitate(net, ctxs: list[Ctx], records: list[Record], cfg: DopplerConfig, progress=None,
+def imitate(net, run: Training, ctxs: list[Ctx], records: list[Record], cfg: DopplerConfig,
             budget: int | None = None, stop=None) -> dict:
     """Stage I: cross-entropy of SEL's and PLC's choices on the teachers' trajectories, until both
     pick every teacher action greedily, or ``il_steps`` updates, or ``budget`` updates (the run's
@@ -415,29 +418,19 @@ def imitate(net, ctxs: list[Ctx], records: list[Record], cfg: DopplerConfig, pro
             best = (info["il_loss"], step)
         if (info["sel_acc"] >= 1.0 and info["plc_acc"] >= 1.0) or step - best[1] >= cfg.il_patience:
             break
-        _step(opt, net, loss, cfg.grad_clip)
+        gradient_step(opt, net.parameters(), loss, cfg.grad_clip)
         info["il_steps"] = step + 1
-        if progress is not None and step % cfg.log_every == 0:
-            progress({"method": "doppler", "stage": 1, "step": step, "loss": info["il_loss"],
-                      "sel_acc": info["sel_acc"], "plc_acc": info["plc_acc"]})
+        if step % cfg.log_every == 0:
+            run.report({"stage": 1, "step": step, "loss": info["il_loss"], "sel_acc": info["sel_acc"],
+                        "plc_acc": info["plc_acc"]})
     return info
 
 
-def _step(opt, net, loss, grad_clip: float) -> None:
-    """One optimizer step on ``loss``, the gradient norm clipped at ``grad_clip`` (0: not clipped)."""
-    import torch
-
-    opt.zero_grad()
-    loss.backward()
-    if grad_clip:
-        torch.nn.utils.clip_grad_norm_(net.parameters(), grad_clip)
-    opt.step()
-
-
 # ---------------------------------------------------------------------- Stages II and III: REINFORCE (4.3, 4.4)
-def reinforce(net, ctxs: list[Ctx], evs: list[Evaluator], episodes: int, cfg: DopplerConfig, rng, stage: int,
-              baselines: list, scales: list, progress=None, anchors: list | None = None) -> int:
-    """REINFORCE for ``episodes`` episodes per graph (``cfg.batch`` per update), reward -makespan /
+def reinforce(net, run: Training, ctxs: list[Ctx], episodes: int, cfg: DopplerConfig, rng, stage: int,
+              baselines: list, scales: list, anchors: list | None = None) -> int:
+    """REINFORCE for ``episodes`` episodes per graph of ``run`` (``ctxs`` their views; each update
+    takes ``cfg.batch`` of each in turn, while its budget lasts), reward -makespan /
     scale, baseline the mean reward of the earlier episodes, epsilon and the learning rate decayed
     linearly to 0 over the stage. ``anchors`` (search mode, ``explore="best"``): per graph [Record,
     objective] of the best episode so far; each episode follows it, every node leaving its device
@@ -448,7 +441,7 @@ def reinforce(net, ctxs: list[Ctx], evs: list[Evaluator], episodes: int, cfg: Do
     import torch
 
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, fused=True)
-    tens = [tensors_of(c) for c in ctxs]
+    tens, evs = [tensors_of(c) for c in ctxs], run.evs
     updates = -(-episodes // cfg.batch) if episodes > 0 else 0
     done = 0
     for u in range(updates):
@@ -489,11 +482,10 @@ def reinforce(net, ctxs: list[Ctx], evs: list[Evaluator], episodes: int, cfg: Do
         if not ran:
             break
         if isinstance(loss, torch.Tensor):
-            _step(opt, net, loss, cfg.grad_clip)
+            gradient_step(opt, net.parameters(), loss, cfg.grad_clip)
         done += 1
-        if progress is not None and done % cfg.log_every == 0:
-            progress({"method": "doppler", "stage": stage, "update": done, "epsilon": eps,
-                      "best_us": min(e.best_objective_us for e in evs)})
+        if done % cfg.log_every == 0:
+            run.report({"stage": stage, "update": done, "epsilon": eps, "best_us": min(e.best_objective_us for e in evs)})
     return done
 
 
@@ -549,6 +541,7 @@ class DopplerMethod(StatePolicyMethod):
                progress: Progress | None = None):
         import torch
 
+        run = Training.one(self.name, problem, ev, progress)
         with one_thread():
             torch.manual_seed(seed)
             rng = np.random.default_rng(seed)
@@ -559,7 +552,7 @@ class DopplerMethod(StatePolicyMethod):
             if policy is not None:  # zero-shot, or Stage III fine-tuning, then greedy
                 _load(net, check_policy(policy, cfg))
                 if cfg.finetune > 0:  # no teacher: rewards in critical paths, the baseline opened by the first
-                    n = reinforce(net, [c], [ev], cfg.finetune * cfg.batch, cfg, rng, 3, [[0.0, 0]], [c.cp], progress)
+                    n = reinforce(net, run, [c], cfg.finetune * cfg.batch, cfg, rng, 3, [[0.0, 0]], [c.cp])
                     notes.append(f"Stage III: {n} REINFORCE updates on this graph")
                 if not ev.out_of_budget():
                     ev.evaluate(c.expand(episode(c, embed_np(net, c, tensors_of(c)), net).placement))
@@ -575,7 +568,7 @@ class DopplerMethod(StatePolicyMethod):
                     if len(d):  # as a record: the teacher's order, every node on that device
                         starts.append([episode(c, embed_np(net, c, tensors_of(c)), net,
                                                forced=(teacher.order, np.full(c.N, int(d[0])))), one])
-                info = imitate(net, [c], [teacher], cfg, progress, budget=limit, stop=ev.out_of_budget)
+                info = imitate(net, run, [c], [teacher], cfg, budget=limit, stop=ev.out_of_budget)
                 notes.append(f"Stage I: teacher {cfg.teacher} {scale / 1e3:,.1f} ms, {info['il_steps']} imitation "
                              f"updates (SEL accuracy {info['sel_acc']:.2f}, PLC {info['plc_acc']:.2f})")
                 if not ev.out_of_budget():
@@ -586,8 +579,8 @@ class DopplerMethod(StatePolicyMethod):
                 base = [[-1.0, 1]]  # the teacher's reward opens the baseline
                 anchor = [min(starts, key=lambda a: a[1])] if cfg.explore == "best" else None
                 two = round(room * cfg.sim_share)
-                n2 = reinforce(net, [c], [ev], two, cfg, rng, 2, base, [scale], progress, anchor)
-                n3 = reinforce(net, [c], [ev], ev.remaining() or 0, cfg, rng, 3, base, [scale], progress, anchor)
+                n2 = reinforce(net, run, [c], two, cfg, rng, 2, base, [scale], anchor)
+                n3 = reinforce(net, run, [c], ev.remaining() or 0, cfg, rng, 3, base, [scale], anchor)
                 notes.append(f"Stages II/III: {n2} + {n3} REINFORCE updates of {cfg.batch} episodes" +
                              (f" around the best placement so far ({anchor[0][1] / 1e3:,.1f} ms at the end)"
                               if anchor else ""))
@@ -599,18 +592,18 @@ class DopplerMethod(StatePolicyMethod):
         graphs; ``placements`` in all, shared equally (None: ``cfg.placements`` per graph)."""
         import torch
 
-        each = cfg.placements if placements is None else max(1, placements // max(1, len(problems)))
+        each = share(cfg.placements, placements, len(problems))
         with one_thread():
             torch.manual_seed(seed)
             rng = np.random.default_rng(seed)
             ctxs = [Ctx(P, cfg, each) for P in problems]
             net = make_net(cfg)
-            evs = [Evaluator(P, sim_params, limit=each) for P in problems]
+            run = Training.of(self.name, problems, each, sim_params, progress)
             records = [teacher_record(c, net, cfg, sim_params) for c in ctxs]
-            scales = [float(e.evaluate(c.expand(r.placement))) for c, e, r in zip(ctxs, evs, records)]
-            imitate(net, ctxs, records, cfg, progress, budget=each)
-            reinforce(net, ctxs, evs, max(e.remaining() or 0 for e in evs), cfg, rng, 2,
-                      [[-1.0, 1] for _ in ctxs], scales, progress)
+            scales = [float(e.evaluate(c.expand(r.placement))) for c, e, r in zip(ctxs, run.evs, records)]
+            imitate(net, run, ctxs, records, cfg, budget=each)
+            reinforce(net, run, ctxs, max(e.remaining() or 0 for e in run.evs), cfg, rng, 2,
+                      [[-1.0, 1] for _ in ctxs], scales)
         return policy_state(net, cfg)
 
 

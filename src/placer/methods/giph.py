@@ -57,10 +57,18 @@ from placer.errors import InputError
 from placer.methods.base import Evaluator, MethodConfig, register
 from placer.methods.graph_ppo import node_actions, torch_geometric_available
 from placer.methods.learned import register_learned
-from placer.methods.learned_support import PolicyFields, Progress, StatePolicyMethod, single_device_start
+from placer.methods.learned_support import (
+    PolicyFields,
+    Progress,
+    StatePolicyMethod,
+    Training,
+    share,
+    single_device_start,
+)
 from placer.methods.memory_fallback import fit_in_memory
 from placer.methods.starts import SEEDS_HELP, seed_names_ok, seeded_start
 from placer.nn.threads import one_thread
+from placer.rl.step import clip_and_step
 
 FORMAT = "placer-giph-1"
 N_NODE, N_EDGE = 14, 3  # gpNet feature sizes (gpnet)
@@ -388,9 +396,7 @@ def reinforce_loss(net, opt, steps: list[tuple[GpNet, int]], rewards: list[float
         loss.backward()
         total += float(loss.detach())
         i = j
-    if cfg.grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
-    opt.step()
+    clip_and_step(opt, net.parameters(), cfg.grad_clip)
     return total
 
 
@@ -456,6 +462,61 @@ def episode(net, ctx: Ctx, ev: Evaluator, acts: np.ndarray, steps: int, gen, roo
         else:
             sim, obj = new, new.objective_us
     return out, rewards
+
+
+def play(run: Training, ctxs: list[Ctx], net, cfg, seed: int, *, finetune: int | None = None,
+         notes: list[str] | None = None) -> tuple[int, int]:
+    """GiPH's training loop (section 4.4): episodes round-robin over ``run``'s problems
+    (:meth:`Training.round_robin`; ``ctxs`` their views), a REINFORCE update on each episode's
+    relocations (per problem its own :class:`Baseline`), a progress record after each, until every
+    problem's budget is spent or an episode finds no relocation. Policy training (``notes`` None)
+    starts each episode from a ``cfg.train_start`` placement. Search mode (``notes``: the notes of
+    the one problem's result) starts from ``cfg.start`` (the first exactly at the best placement so
+    far), walks as ``cfg.walk`` says, stops within ``cfg.placements`` when the Evaluator has no
+    limit, updates only the first ``finetune`` episodes (None: every one) and runs the memory
+    fallback after the first episode. Returns (episodes, updates)."""
+    import torch
+
+    search = notes is not None
+    opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
+    gen, rng = torch.Generator().manual_seed(seed), np.random.default_rng(seed)
+    bases = [Baseline(cfg.baseline_decay) for _ in ctxs]
+    caps = [ev.placements + (cfg.placements if ev.limit is None else ev.remaining()) if search else None
+            for ev in run.evs]
+    count = [0, 0]  # episodes, updates
+
+    def turn(i: int, k: int) -> bool:
+        ctx, ev, P = ctxs[i], run.evs[i], run.problems[i]
+
+        def room() -> bool:
+            return not ev.out_of_budget() and (caps[i] is None or ev.placements < caps[i])
+
+        if not room():
+            return False
+        if not search:
+            acts = start_actions(ctx, cfg.train_start, ev, rng, ev.best is None, cfg.seeds, cfg.kick)
+        elif cfg.start == "best" and ev.best is not None:  # the first episode exactly from the best
+            acts = start_actions(ctx, "best", ev, rng, False, kick=cfg.kick if count[0] else 0)
+        else:
+            acts = start_actions(ctx, cfg.start, ev, rng, count[0] == 0, cfg.seeds, cfg.kick)
+        steps, rewards = episode(net, ctx, ev, acts, cfg.episode or ctx.gp.n_groups, gen, room,
+                                 search and cfg.walk == "descend")
+        count[0] += 1
+        learn = finetune is None or count[1] < finetune
+        if learn and steps and cfg.lr > 0:
+            reinforce_loss(net, opt, steps, rewards, bases[i], cfg)
+            count[1] += 1
+        run.report({"episode": k, "graph": P.graph.name, **({} if search else {"cluster": P.cluster.name}),
+                    "placements": ev.placements, "improvement": float(np.sum(rewards)) if rewards else 0.0,
+                    "best_ms": ev.best_objective_us / 1e3, **({"updated": bool(learn and steps)} if search else {})})
+        if search and count[0] == 1:
+            note = fit_in_memory(P, ev)
+            if note:
+                notes.append(note)
+        return bool(steps) and room()  # no relocation possible (one device per node) or no budget left: done
+
+    run.round_robin(turn)
+    return count[0], count[1]
 
 
 # ---------------------------------------------------------------------- policy states
@@ -526,40 +587,13 @@ class GiPH(StatePolicyMethod):
             ctx = make_ctx(problem, cfg.nodes, along=ev.best if cfg.start == "best" else None)
             torch.manual_seed(seed)
             net, H, K = net_from(policy, cfg)
-            opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
-            gen, rng = torch.Generator().manual_seed(seed), np.random.default_rng(seed)
-            cap = ev.placements + (cfg.placements if ev.limit is None else ev.remaining())
-
-            def room() -> bool:
-                return not ev.out_of_budget() and ev.placements < cap
-
-            base, T = Baseline(cfg.baseline_decay), cfg.episode or ctx.gp.n_groups
             notes = [(f"{ctx.gp.n_groups} nodes ({problem.n_ops} ops) x {ctx.gp.n_actions} devices: "
-                     f"{len(ctx.task)} gpNet pairs; episodes of {T} relocations from a {cfg.start} start")]
-            n_ep = updates = 0
+                     f"{len(ctx.task)} gpNet pairs; episodes of {cfg.episode or ctx.gp.n_groups} relocations from "
+                     f"a {cfg.start} start")]
             if one is not None:
                 notes.append(f"the best single device: {one / 1e3:,.1f} ms")
-            while room():
-                if cfg.start == "best" and ev.best is not None:  # the first episode exactly from the best
-                    acts = start_actions(ctx, "best", ev, rng, False, kick=cfg.kick if n_ep else 0)
-                else:
-                    acts = start_actions(ctx, cfg.start, ev, rng, n_ep == 0, cfg.seeds, cfg.kick)
-                steps, rewards = episode(net, ctx, ev, acts, T, gen, room, cfg.walk == "descend")
-                n_ep += 1
-                learn = policy is None or updates < cfg.finetune
-                if learn and steps and cfg.lr > 0:
-                    reinforce_loss(net, opt, steps, rewards, base, cfg)
-                    updates += 1
-                if progress is not None:
-                    progress({"method": self.name, "episode": n_ep, "graph": problem.graph.name,
-                              "placements": ev.placements, "improvement": float(np.sum(rewards)) if rewards else 0.0,
-                              "best_ms": ev.best_objective_us / 1e3, "updated": bool(learn and steps)})
-                if n_ep == 1:
-                    note = fit_in_memory(problem, ev)
-                    if note:
-                        notes.append(note)
-                if not steps:  # no relocation possible (one device per node) or no budget left
-                    break
+            n_ep, updates = play(Training.one(self.name, problem, ev, progress), [ctx], net, cfg, seed,
+                                 finetune=None if policy is None else cfg.finetune, notes=notes)
             notes.append(f"{n_ep} episodes, {updates} REINFORCE updates" +
                          (" (zero-shot)" if policy is not None and not updates else ""))
             state = policy_state(net, H, K, cfg)
@@ -570,9 +604,9 @@ class GiPH(StatePolicyMethod):
     def train(self, problems: list, cfg: GiPHConfig, seed: int, sim_params=None, *, placements: int | None = None,
               progress: Progress | None = None) -> dict:
         """One policy trained on ``problems`` (any graphs, any clusters: GiPH section 4): episodes go
-        round-robin over them, each from a ``cfg.train_start`` placement, an update after each, until
-        ``placements`` simulations in all (shared equally; None: ``cfg.placements`` per problem) are
-        spent. Returns the policy state."""
+        round-robin over them (:func:`play`), each from a ``cfg.train_start`` placement, an update
+        after each, until ``placements`` simulations in all (shared equally; None: ``cfg.placements``
+        per problem) are spent. Returns the policy state."""
         import torch
 
         if not problems:
@@ -582,32 +616,11 @@ class GiPH(StatePolicyMethod):
             check_policy(start)
         with one_thread():
             ctxs = [make_ctx(P, cfg.nodes) for P in problems]
-            each = cfg.placements if placements is None else max(1, placements // len(problems))
-            evs = [Evaluator(P, sim_params, limit=each) for P in problems]
+            run = Training.of(self.name, problems, share(cfg.placements, placements, len(problems)), sim_params,
+                              progress)
             torch.manual_seed(seed)
             net, H, K = net_from(copy.deepcopy(start) if start is not None else None, cfg)
-            opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
-            gen, rng = torch.Generator().manual_seed(seed), np.random.default_rng(seed)
-            bases = [Baseline(cfg.baseline_decay) for _ in problems]
-            done = [False] * len(problems)
-            n_ep = 0
-            while not all(done):
-                i = n_ep % len(problems)
-                n_ep += 1
-                if done[i]:
-                    continue
-                ctx, ev = ctxs[i], evs[i]
-                acts = start_actions(ctx, cfg.train_start, ev, rng, ev.best is None, cfg.seeds, cfg.kick)
-                steps, rewards = episode(net, ctx, ev, acts, cfg.episode or ctx.gp.n_groups, gen,
-                                         lambda ev=ev: not ev.out_of_budget())
-                if steps and cfg.lr > 0:
-                    reinforce_loss(net, opt, steps, rewards, bases[i], cfg)
-                done[i] = ev.out_of_budget() or not steps
-                if progress is not None:
-                    progress({"method": self.name, "episode": n_ep, "graph": problems[i].graph.name,
-                              "cluster": problems[i].cluster.name, "placements": ev.placements,
-                              "improvement": float(np.sum(rewards)) if rewards else 0.0,
-                              "best_ms": ev.best_objective_us / 1e3})
+            play(run, ctxs, net, cfg, seed)
             return policy_state(net, H, K, cfg)
 
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from placer.errors import InputError
 from placer.methods.base import Evaluator
-from placer.methods.learned_support import Progress, StatePolicyMethod, needs
+from placer.methods.learned_support import Progress, StatePolicyMethod, Training, needs, share
 from placer.methods.memory_fallback import fit_in_memory
 from placer.nn.threads import one_thread
 from placer.sim import memory_first
@@ -133,15 +133,28 @@ def settings(cfg, seed: int):
                                          entropy=cfg.entropy, grad_clip=cfg.grad_clip))
 
 
-def _hook(name: str, progress, then=None):
-    """The trainer's ``on_update``: ``progress`` gets each update's line (with the method's name),
-    then ``then(trainer, line)`` runs."""
-    if progress is None and then is None:
+def trainer(kind: PolicyKind, run: Training, ctxs: list[GraphCtx], cfg, seed: int, stop=None, clock_start=None):
+    """The PPO trainer (:class:`placer.rl.ppo.PolicyTrainer`) of a fresh network on ``run``'s
+    problems (``ctxs`` their views): every update samples each problem within its Evaluator's budget.
+    ``stop``: asked between the steps of the network's fixed work (:class:`PolicyKind`)."""
+    import torch
+
+    from placer.rl.ppo import PolicyTrainer, Scorer
+
+    torch.manual_seed(seed)
+    net = kind.make_net(cfg, ctxs[0].gp.n_actions, ctxs, seed, stop=stop)
+    return PolicyTrainer(net, ctxs, [Scorer(ev) for ev in run.evs], settings(cfg, seed), log_every=cfg.log_every,
+                         label=kind.name, clock_start=clock_start)
+
+
+def _hook(run: Training, then=None):
+    """The trainer's ``on_update``: ``run`` reports each update's line, then ``then(trainer, line)``
+    runs."""
+    if run.progress is None and then is None:
         return None
 
     def hook(tr, line) -> None:
-        if progress is not None:
-            progress({"method": name, **line})
+        run.report(line)
         if then is not None:
             then(tr, line)
     return hook
@@ -157,14 +170,13 @@ def search(kind: PolicyKind, problem, seed: int, ev: Evaluator, cfg, *, policy: 
 
     import torch
 
-    from placer.rl.ppo import PolicyTrainer, Scorer
-
     name = kind.name
     started = time.perf_counter()  # for the progress lines' wall-clock column only
     with one_thread():
         ctx = graph_ctx(problem, cfg.nodes, cfg.devices)
-        torch.manual_seed(seed)
-        net = kind.make_net(cfg, ctx.gp.n_actions, [ctx], seed, stop=ev.time_up)  # its fixed work ends with the time
+        run = Training.one(name, problem, ev, progress)
+        tr = trainer(kind, run, [ctx], cfg, seed, stop=ev.time_up, clock_start=started)  # its fixed work ends with the time
+        net = tr.policy
         notes = [f"{ctx.n} nodes ({problem.n_ops} ops), {ctx.gp.n_actions} candidate devices"]
         if policy is not None:
             check_policy(kind, policy, cfg, ctx.gp.n_actions)
@@ -176,9 +188,7 @@ def search(kind: PolicyKind, problem, seed: int, ev: Evaluator, cfg, *, policy: 
                          f"{ev.best_objective_us / 1e3:,.1f} ms)")
             anchor = Anchor(ctx, cfg, notes)
             anchor.hold(start[1], ev.best_objective_us, f"the {start[0]} start")
-        tr = PolicyTrainer(net, [ctx], [Scorer(ev)], settings(cfg, seed), log_every=cfg.log_every, label=name,
-                           clock_start=started)
-        on_update = _hook(name, progress, fallback_after_first(problem, ev, notes, anchor))
+        on_update = _hook(run, fallback_after_first(problem, ev, notes, anchor))
         if policy is not None:
             tr.load_state_dict(policy, weights_only=True)
             if cfg.finetune > 0:
@@ -249,8 +259,8 @@ class GraphPPOMethod(StatePolicyMethod):
               progress: Progress | None = None) -> dict:
         """Batch training (:func:`train`) on ``problems``: ``placements`` in all, shared equally by
         the graphs (None: ``cfg.placements`` per graph)."""
-        each = cfg.placements if placements is None else max(1, placements // max(1, len(problems)))
-        tr = train(self.kind, problems, cfg, each, seed, sim_params, progress=progress)
+        tr = train(self.kind, problems, cfg, share(cfg.placements, placements, len(problems)), seed, sim_params,
+                   progress=progress)
         return policy_state(self.kind, cfg, tr.graphs[0].gp.n_actions, tr)
 
 
@@ -351,26 +361,18 @@ def train(kind: PolicyKind, problems: list, cfg, placements: int, seed: int = 0,
     graph; :func:`policy_state` makes its state). ``resume``: continue a policy state that this
     function made for the same graphs. ``on_update(trainer, line)`` runs after each update,
     ``progress`` gets its line."""
-    import torch
-
-    from placer.rl.ppo import PolicyTrainer, Scorer
-
     with one_thread():
         ctxs = [graph_ctx(P, cfg.nodes, cfg.devices) for P in problems]
         A = {c.gp.n_actions for c in ctxs}
         if len(A) != 1:
             raise InputError(kind.name, "training graphs", f"have different numbers of candidate devices {sorted(A)}",
                              "train on one cluster")
-        A = A.pop()
-        torch.manual_seed(seed)
-        net = kind.make_net(cfg, A, ctxs, seed)
-        evs = [Evaluator(P, sim_params, limit=placements) for P in problems]
-        tr = PolicyTrainer(net, ctxs, [Scorer(e) for e in evs], settings(cfg, seed), log_every=cfg.log_every,
-                           label=kind.name)
+        run = Training.of(kind.name, problems, placements, sim_params, progress)
+        tr = trainer(kind, run, ctxs, cfg, seed)
         if resume is not None:
-            check_policy(kind, resume, cfg, A)
+            check_policy(kind, resume, cfg, A.pop())
             tr.load_state_dict(copy.deepcopy(resume))  # the optimizer would train the caller's tensors in place
-            for e, used in zip(evs, tr.used):  # the budget already spent on each graph
+            for e, used in zip(run.evs, tr.used):  # the budget already spent on each graph
                 e.placements = min(placements, used)
-        tr.train(on_update=_hook(kind.name, progress, on_update))
+        tr.train(on_update=_hook(run, on_update))
     return tr

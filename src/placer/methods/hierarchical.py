@@ -57,7 +57,7 @@ Not in the paper, two warm starts (supervised steps, no placement simulated):
   placements of the budget) and takes the faster (:func:`choose_start`).
   ``placer_start="none"`` is the paper's start.
 
-Modes (:func:`search_hierarchical`): search, or from a trained policy state, as ColocRL's. Why the
+Modes (:meth:`Seq2SeqRLMethod.search`): search, or from a trained policy state, as ColocRL's. Why the
 warm starts, and the tuning notes: docs/methods/hierarchical.md; the figures are the committed tables
 in results/hp-table1.
 """
@@ -73,8 +73,7 @@ from placer.methods.base import Evaluator, MethodConfig, Range, register
 from placer.methods.learned import register_learned
 from placer.methods.learned_support import PolicyFields
 from placer.methods.seq2seq_reinforce import (BaseUnits, OpTable, Seq2SeqRLMethod, Seq2SeqRLTrainer, base_units,
-                                              check_policy, decision_mask, member_averages, op_table, run_trainer,
-                                              shape_from_checkpoint, torch_available)
+                                              decision_mask, member_averages, op_table, torch_available)
 from placer.nn.threads import one_thread
 
 PAPER = "Mirhoseini et al., A Hierarchical Model for Device Placement, ICLR 2018"
@@ -397,48 +396,38 @@ def hierarchical(problem, seed: int, ev: Evaluator, cfg: HierarchicalConfig):
     return HIERARCHICAL.run(problem, seed, ev, cfg)
 
 
-def search_hierarchical(problem, seed: int, ev: Evaluator, cfg: HierarchicalConfig, *, policy: dict | None = None,
-                        progress=None):
-    """The method: from a fresh policy (search mode: M cut to the graph's colocation units, the layer
-    split's cuts searched, both warm starts), or from a trained policy state (``policy``; its network
-    shape replaces the config's) fine-tuned ``cfg.finetune`` steps, then placed greedily. ``progress``
-    gets one dict per policy step. Returns (PlacementResult, policy state)."""
-    notes: list[str] = []
-    piece = units = None
-    if policy is not None:
-        check_policy(policy, "hierarchical")
-        cfg = shape_from_checkpoint(cfg, policy, SHAPE_FIELDS)
-    else:
-        units = base_units(problem, cfg.devices, "hierarchical")
-        if units.n_units < cfg.n_groups:
-            notes.append(f"M = {units.n_units} groups, one per colocation unit (n_groups={cfg.n_groups} is more "
-                         "than the graph has units)")
-            cfg = replace(cfg, n_groups=units.n_units)
-        if cfg.placer_start != "none":
-            room, k = ev.remaining(), len(units.cand)
-            search = cfg.split_search if room is None else min(cfg.split_search, (room - 4) // max(k, 1) - 1)
-            if search >= 0:
-                piece = split_pieces(problem, units.unit_of, units.cand, ev, search)
-                notes.append(f"layer split searched as the layer-split method does, {ev.placements} placements "
-                             f"(best {ev.best_objective_us / 1e3:,.1f} ms)")
+def fresh_hierarchical(problem, seed: int, ev: Evaluator, cfg: HierarchicalConfig, notes: list[str]):
+    """Search mode's start (:meth:`Seq2SeqRLMethod.search`): M cut to the graph's colocation units,
+    the layer split's cuts searched, both warm starts. Returns (the config, the trainer)."""
+    piece = None
+    units = base_units(problem, cfg.devices, "hierarchical")
+    if units.n_units < cfg.n_groups:
+        notes.append(f"M = {units.n_units} groups, one per colocation unit (n_groups={cfg.n_groups} is more "
+                     "than the graph has units)")
+        cfg = replace(cfg, n_groups=units.n_units)
+    if cfg.placer_start != "none":
+        room, k = ev.remaining(), len(units.cand)
+        search = cfg.split_search if room is None else min(cfg.split_search, (room - 4) // max(k, 1) - 1)
+        if search >= 0:
+            piece = split_pieces(problem, units.unit_of, units.cand, ev, search)
+            notes.append(f"layer split searched as the layer-split method does, {ev.placements} placements "
+                         f"(best {ev.best_objective_us / 1e3:,.1f} ms)")
     tr = HierarchicalTrainer(problem, cfg, seed, piece=piece, units=units)
-    if policy is not None:
-        tr.load_state_dict(policy, weights_only=True)
-        notes.append(f"started from a policy trained on {policy.get('graph')}")
-    else:
-        if cfg.warm_start:
-            loss = tr.warm_start(cfg.warm_start, stop=ev.time_up)  # the time limit ends it early (never else)
-            steps = (f"{cfg.warm_start} steps" if tr.warm_steps == cfg.warm_start else
-                     f"{tr.warm_steps} of {cfg.warm_start} steps: the time limit ended it")
-            notes.append(f"Grouper warm-started toward chunks of the layer-split order ({steps}, loss "
-                         f"{loss:.2f})")
-        start = None if ev.time_up() else choose_start(tr, ev, cfg)
-        if start is not None:
-            steps, reached = tr.placer_warm_start(start[1], cfg.start_mass, stop=ev.time_up)
-            notes.append(f"Placer warm-started toward the {start[0]} start ({steps} steps, mean probability "
-                         f"{reached:.3f})")
-    notes.append(f"{cfg.n_groups} groups over {tr.units.n_units} colocation units")
-    return run_trainer("hierarchical", tr, ev, cfg, notes, from_policy=policy is not None, progress=progress)
+    if cfg.warm_start:
+        loss = tr.warm_start(cfg.warm_start, stop=ev.time_up)  # the time limit ends it early (never else)
+        steps = (f"{cfg.warm_start} steps" if tr.warm_steps == cfg.warm_start else
+                 f"{tr.warm_steps} of {cfg.warm_start} steps: the time limit ended it")
+        notes.append(f"Grouper warm-started toward chunks of the layer-split order ({steps}, loss "
+                     f"{loss:.2f})")
+    start = None if ev.time_up() else choose_start(tr, ev, cfg)
+    if start is not None:
+        steps, reached = tr.placer_warm_start(start[1], cfg.start_mass, stop=ev.time_up)
+        notes.append(f"Placer warm-started toward the {start[0]} start ({steps} steps, mean probability "
+                     f"{reached:.3f})")
+    return cfg, tr
 
 
-HIERARCHICAL = register_learned(Seq2SeqRLMethod("hierarchical", search_hierarchical, HierarchicalTrainer))  # train / place / fine-tune
+# train / place / fine-tune (methods.learned); search: a fresh policy or the given one, then run_trainer
+HIERARCHICAL = register_learned(Seq2SeqRLMethod("hierarchical", HierarchicalTrainer, SHAPE_FIELDS, fresh_hierarchical,
+                                                lambda tr, cfg: f"{cfg.n_groups} groups over {tr.units.n_units} "
+                                                "colocation units"))

@@ -7,11 +7,17 @@ A learned method's config carries ``policy`` (a trained policy state; None: sear
 ``progress`` (a callback that gets one dict per training update; None: nothing), Mars's also
 ``encoder`` (a pre-trained encoder state): objects, never paths. A result records the whole config,
 so each of these is recorded as a label: "given", or None.
+
+The multi-problem training loop is written here once (:class:`Training`): the problems a policy
+trains on, one Evaluator each with its share of the budget, the turns going round-robin over them,
+and the progress records tagged with the method's name. A method's search is the same training on
+[its one problem] under the Evaluator it was given (:meth:`Training.one`), then its placement.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Callable
 
 from placer.errors import InputError
@@ -30,6 +36,52 @@ def needs(modules: tuple[str, ...], what: str = "the 'torch' extra") -> str | No
         except ImportError as e:
             return f"needs {what} ({e.name} is not installed): pip install 'placer[torch]'"
     return None
+
+
+def share(default: int, placements: int | None, problems: int) -> int:
+    """Placements each of ``problems`` problems gets: ``placements`` in all shared equally (at least
+    one each), or ``default`` each when ``placements`` is None."""
+    return default if placements is None else max(1, placements // max(1, problems))
+
+
+@dataclass(eq=False)
+class Training:
+    """What a policy trains on: ``problems``, each with its own Evaluator (``evs``: its budget and
+    its best placement), and ``progress`` (None: nothing), which gets every record :meth:`report`
+    is given, tagged with the method's ``name``."""
+
+    name: str
+    problems: list
+    evs: list
+    progress: Progress | None = None
+
+    @classmethod
+    def one(cls, name: str, problem, ev, progress: Progress | None = None) -> Training:
+        """Search mode: the one problem, under the Evaluator the method was given."""
+        return cls(name, [problem], [ev], progress)
+
+    @classmethod
+    def of(cls, name: str, problems: list, each: int, sim_params=None, progress: Progress | None = None) -> Training:
+        """Policy training: ``problems``, ``each`` placements each (:func:`share`)."""
+        from placer.methods.base import Evaluator
+
+        return cls(name, list(problems), [Evaluator(P, sim_params, limit=each) for P in problems], progress)
+
+    def report(self, line: dict) -> None:
+        if self.progress is not None:
+            self.progress({"method": self.name, **line})
+
+    def round_robin(self, turn: Callable[[int, int], bool]) -> int:
+        """``turn(i, k)``, problem i's turn and k its number (from 1, the turns skipped for problems
+        already done counted), round-robin over the problems until each is done: a problem is done
+        when its turn returns False. Returns the number of turns."""
+        done, k = [False] * len(self.problems), 0
+        while not all(done):
+            i = k % len(done)
+            k += 1
+            if not done[i]:
+                done[i] = not turn(i, k)
+        return k
 
 
 class PolicyFields:

@@ -15,7 +15,8 @@ its entry point, and calls the pieces here.
   evaluates them in one batch and takes one Adam step on ``-(1/k) sum_i (R_i - b) log p(d_i)``);
 * :func:`run_trainer`, the method loop (search, or fine-tuning from a policy state and the greedy
   placement) with the memory fallback of :mod:`placer.methods.memory_fallback` after the first step,
-  and :class:`Seq2SeqRLMethod`, the learned-method protocol of :mod:`placer.methods.learned` over it;
+  and :class:`Seq2SeqRLMethod`, the learned-method protocol of :mod:`placer.methods.learned` over it
+  (its search written once: a fresh trainer or the policy's, then :func:`run_trainer`);
 * policy states: plain state dicts (:meth:`Seq2SeqRLTrainer.state_dict`) checked by
   :func:`check_policy`; the caller reads and writes them as files (:func:`placer.io.read_checkpoint`,
   :func:`placer.io.write_checkpoint`).
@@ -34,9 +35,10 @@ import numpy as np
 
 from placer.errors import InputError
 from placer.methods.base import Evaluator, NotApplicable
-from placer.methods.learned_support import Progress, StatePolicyMethod, needs
+from placer.methods.learned_support import Progress, StatePolicyMethod, Training, needs
 from placer.methods.memory_fallback import fit_in_memory
 from placer.nn.threads import one_thread
+from placer.rl.step import gradient_step
 
 CHECKPOINT_FORMAT = "placer-seq2seq-rl-1"
 
@@ -214,10 +216,7 @@ class Seq2SeqRLTrainer:
                 self.baseline = float(R.mean())
             adv = torch.as_tensor(R - self.baseline, dtype=torch.float32)
             loss = -(adv * logp).mean() - self.cfg.entropy * ent.mean()
-            self.opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.params, self.cfg.grad_clip)
-            self.opt.step()
+            gradient_step(self.opt, self.params, loss, self.cfg.grad_clip)  # grad_clip > 0 (its config's Range)
         self.baseline = self.cfg.baseline_decay * self.baseline + (1 - self.cfg.baseline_decay) * float(R.mean())
         self.steps += 1
         self.placements += k
@@ -294,19 +293,19 @@ def shape_from_checkpoint(cfg, state: dict, fields: tuple[str, ...]):
     return dataclasses.replace(cfg, **{f: state["config"][f] for f in fields if f in state["config"]})
 
 
-def run_trainer(name: str, tr: Seq2SeqRLTrainer, ev: Evaluator, cfg, notes: list[str], *, from_policy: bool = False,
-                progress: Progress | None = None):
-    """The method loop ColocRL and the Hierarchical Planner share: policy steps within the budget
-    (``cfg.finetune`` of them when ``from_policy``, then the greedy placement), the memory fallback
-    after the first; ``progress`` gets each step's line. Returns the result and the policy state."""
+def run_trainer(run: Training, tr: Seq2SeqRLTrainer, cfg, notes: list[str], *, from_policy: bool = False):
+    """The method loop ColocRL and the Hierarchical Planner share, on ``run``'s one problem: policy
+    steps within the budget (``cfg.finetune`` of them when ``from_policy``, then the greedy
+    placement), the memory fallback after the first; ``run`` reports each step's line. Returns the
+    result and the policy state."""
+    ev = run.evs[0]
     steps = cfg.finetune if from_policy else None
     first = tr.steps
     while not ev.out_of_budget() and (steps is None or tr.steps < steps):
         line = tr.step(ev)
         if line is None:
             break
-        if progress is not None:
-            progress({"method": name, **line})
+        run.report(line)
         if tr.steps == first + 1:  # after the first policy step: the classical seeds if nothing evaluated fits
             note = fit_in_memory(tr.problem, ev)
             if note:
@@ -315,21 +314,37 @@ def run_trainer(name: str, tr: Seq2SeqRLTrainer, ev: Evaluator, cfg, notes: list
         ev.evaluate(tr.greedy_placement())
         notes.append("placed with the greedy policy")
     notes.append(f"{tr.steps} policy steps of {cfg.samples} placements")
-    return ev.result(name, notes=notes), tr.state_dict()
+    return ev.result(run.name, notes=notes), tr.state_dict()
 
 
 class Seq2SeqRLMethod(StatePolicyMethod):
     """ColocRL's or the Hierarchical Planner's side of :class:`placer.methods.learned.LearnedMethod`:
-    its policy is the trainer's state (:meth:`Seq2SeqRLTrainer.state_dict`), and ``search`` is the
-    method module's (``search(problem, seed, ev, cfg, *, policy, progress) -> (result, state)``);
-    ``trainer`` its trainer class, whose networks' shapes depend on the config and the device count only."""
+    its policy is the trainer's state (:meth:`Seq2SeqRLTrainer.state_dict`). ``trainer``: its
+    trainer class, whose networks' shapes depend on the config (the fields ``shape``) and the device
+    count only; ``fresh(problem, seed, ev, cfg, notes) -> (cfg, trainer)``: its search-mode start (a
+    fresh trainer, its warm starts done); ``describe(trainer, cfg)``: the result's last note."""
 
-    def __init__(self, name: str, search, trainer):
-        self.name, self._search, self.trainer = name, search, trainer
+    def __init__(self, name: str, trainer, shape: tuple[str, ...], fresh, describe):
+        self.name, self.trainer, self.shape, self.fresh, self.describe = name, trainer, shape, fresh, describe
 
     def search(self, problem, seed: int, ev: Evaluator, cfg, *, policy: dict | None = None,
                progress: Progress | None = None):
-        return self._search(problem, seed, ev, cfg, policy=policy, progress=progress)
+        """From a fresh policy (search mode, :attr:`fresh`), or from a trained policy state (its
+        network shape replaces the config's) fine-tuned ``cfg.finetune`` steps, then placed greedily
+        (:func:`run_trainer`). ``progress`` gets one dict per policy step. Returns (PlacementResult,
+        policy state)."""
+        notes: list[str] = []
+        if policy is None:
+            cfg, tr = self.fresh(problem, seed, ev, cfg, notes)
+        else:
+            check_policy(policy, self.name)
+            cfg = shape_from_checkpoint(cfg, policy, self.shape)
+            tr = self.trainer(problem, cfg, seed)
+            tr.load_state_dict(policy, weights_only=True)
+            notes.append(f"started from a policy trained on {policy.get('graph')}")
+        notes.append(self.describe(tr, cfg))
+        return run_trainer(Training.one(self.name, problem, ev, progress), tr, cfg, notes,
+                           from_policy=policy is not None)
 
     def check(self, state: dict) -> dict:
         return check_policy(state, self.name)

@@ -23,6 +23,8 @@ from typing import Callable
 import numpy as np
 import torch
 
+from placer.rl.step import gradient_step
+
 
 def normalize(adv: np.ndarray | torch.Tensor, eps: float = 1e-8):
     """(A - mean) / (std + eps); a batch of one (or of equal values) becomes zeros."""
@@ -105,11 +107,7 @@ def ppo_update(params, opt: torch.optim.Optimizer, groups: list[tuple], settings
             if not terms:
                 continue
             total = torch.stack(terms).mean()
-            opt.zero_grad(set_to_none=True)
-            total.backward()
-            if settings.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(params, settings.grad_clip)
-            opt.step()
+            gradient_step(opt, params, total, settings.grad_clip)
             acc["loss"] += float(total.detach()) / M
             acc["entropy"] += float(np.mean(ents)) / M
             acc["clip_fraction"] += float(np.mean([d["clip_fraction"] for d in diags])) / M

@@ -37,6 +37,7 @@ import torch
 
 from placer.nn.placeto import PlacetoNet, PolicyConfig
 from placer.rl.env import EnvConfig
+from placer.rl.step import clip_and_step
 from placer.rl.task import PlacementTask
 from placer.sim import SimParams, memory_first
 
@@ -213,10 +214,9 @@ class Trainer:
             for g in gs:  # summed in task order: deterministic whatever the backend
                 total += g
             p.grad = torch.as_tensor(total)
-        torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
         for group in self.opt.param_groups:
             group["lr"] = lr
-        self.opt.step()
+        clip_and_step(self.opt, params, cfg.grad_clip)
         self.opt.zero_grad(set_to_none=True)
         dt = time.perf_counter() - t0
         for r in results:
