@@ -32,7 +32,8 @@ from placer.methods.base import Evaluator, MethodConfig, register
 from placer.methods.learned import Progress, register_learned
 from placer.methods.learned_support import PolicyFields, StatePolicyMethod, needs
 from placer.methods.starts import CHEAP_SEEDS, RELIEVED, SEEDS_HELP, Start, seed_names_ok, seeded_start
-from placer.methods.support import cut_along, grouping_ok
+from placer.grouping import grouping_ok
+from placer.grouping.parts import cut_along
 
 PAPER = "Addanki et al., Placeto: Learning Generalizable Device Placement Algorithms, NeurIPS 2019"
 
