@@ -17,8 +17,9 @@ from placer.io import read_checkpoint, write_checkpoint  # noqa: E402
 from placer.methods import Budget, get_method, run_method  # noqa: E402
 from placer.methods.base import Evaluator  # noqa: E402
 from placer.methods.gdp import GDP, GDP_METHOD, GDPConfig, make_gdp_net  # noqa: E402
-from placer.methods.graph_ppo import check_policy, graph_ctx, policy_state, segments, train  # noqa: E402
+from placer.methods.graph_ppo import check_policy, graph_ctx, policy_state, train  # noqa: E402
 from placer.methods.mars import MARS  # noqa: E402
+from placer.nn.encoder import segments  # noqa: E402
 from placer.problem import Problem  # noqa: E402
 from placer.zoo.synthetic import layered_training_graph  # noqa: E402
 

@@ -11,7 +11,8 @@ the real system during deployment).
 * The networks (section 4): a message-passing network embeds the nodes once per episode from static
   features (compute cost, output size, degrees, and the critical-path top level and bottom level
   with mean compute and communication costs, which the paper gives SEL as context); messages flow
-  along and against the edges as gather / scatter (``torch_geometric.utils.scatter``). SEL scores a
+  along and against the edges, summed and averaged at each node (a PyG ``MessagePassing`` layer,
+  :mod:`placer.nn.doppler`). SEL scores a
   schedulable node from its embedding and its dynamic features (earliest start and finish over the
   devices given the partial assignment, its levels); PLC scores each device from the node's
   embedding, the device's own embedding (the mean embedding of the nodes assigned to it so far) and
@@ -215,40 +216,10 @@ def static_features(c: Ctx) -> tuple[np.ndarray, np.ndarray, float]:
 
 # ---------------------------------------------------------------------- the networks (section 4.1)
 def make_net(cfg: DopplerConfig):
-    import torch
-    from torch import nn
-    from torch_geometric.utils import scatter
+    """DOPPLER's networks (:class:`placer.nn.doppler.DopplerNet`) of ``cfg``'s shape."""
+    from placer.nn.doppler import DopplerNet
 
-    def mlp(i, h):
-        return nn.Sequential(nn.Linear(i, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU(), nn.Linear(h, 1))
-
-    class DopplerNet(nn.Module):
-        """Message passing along and against the edges (gather at the source, scatter-mean at the
-        target), then SEL's and PLC's scoring heads."""
-
-        def __init__(self, H: int, layers: int):
-            super().__init__()
-            self.inp = nn.Linear(N_STATIC, H)
-            self.down = nn.ModuleList([nn.Linear(H, H) for _ in range(layers)])  # messages to successors
-            self.up = nn.ModuleList([nn.Linear(H, H) for _ in range(layers)])  # messages to predecessors
-            self.self_ = nn.ModuleList([nn.Linear(H, H) for _ in range(layers)])
-            self.sel = mlp(H + N_SEL, H)
-            self.plc = mlp(2 * H + N_PLC, H)
-
-        def embed(self, x, src, dst, n_in=None, n_out=None):
-            """``n_in`` / ``n_out``: (N, 1) in- and out-degrees at least 1 (counted when None): the
-            scatter-means' denominators."""
-            N = x.shape[0]
-            if n_in is None:
-                n_in, n_out = (scatter(torch.ones(len(i)), i, dim_size=N).clamp(min=1)[:, None] for i in (dst, src))
-            h = torch.relu(self.inp(x))
-            for down, up, me in zip(self.down, self.up, self.self_):
-                m_in = scatter(down(h)[src], dst, dim=0, dim_size=N, reduce="sum") / n_in
-                m_out = scatter(up(h)[dst], src, dim=0, dim_size=N, reduce="sum") / n_out
-                h = h + torch.relu(me(h) + m_in + m_out)
-            return h
-
-    return DopplerNet(cfg.hidden, cfg.layers)
+    return DopplerNet(cfg.hidden, cfg.layers, N_STATIC, N_SEL, N_PLC)
 
 
 def _np_layers(seq) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -40,14 +40,11 @@ measurements: docs/methods/gdp.md.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from placer.errors import InputError
 from placer.methods.base import Evaluator, MethodConfig, Range, register
-from placer.methods.graph_ppo import (GraphCtx, GraphPPOMethod, PolicyKind, masked_logits, segments,
-                                      torch_geometric_available)
+from placer.methods.graph_ppo import GraphPPOMethod, PolicyKind, torch_geometric_available
 from placer.methods.learned import register_learned
 from placer.methods.learned_support import PolicyFields
 
@@ -100,92 +97,11 @@ class GDPConfig(PolicyFields, MethodConfig):
 
 
 # ---------------------------------------------------------------------- the network (sections 3.1-3.3)
-def _net_classes():
-    import torch
-    from torch import nn
-
-    from placer.nn.encoder import EncoderConfig, GraphEncoder
-
-    class XLLayer(nn.Module):
-        """Section 3.2: pre-norm attention over [memory; segment] with a learned relative-position
-        bias, then a feed-forward block whose output the superposition gate scales (section 3.3)."""
-
-        def __init__(self, d: int, heads: int, max_rel: int):
-            super().__init__()
-            self.h, self.dk, self.max_rel = heads, d // heads, max_rel
-            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.q, self.kv, self.o = nn.Linear(d, d), nn.Linear(d, 2 * d), nn.Linear(d, d)
-            self.rel = nn.Parameter(torch.zeros(2 * max_rel + 1, heads))
-            self.ff = nn.Sequential(nn.Linear(d, 2 * d), nn.ReLU(), nn.Linear(2 * d, d))
-
-        def forward(self, h, mem, gate):
-            L, d = h.shape
-            x = self.ln1(h)
-            ctx = x if mem is None else torch.cat([self.ln1(mem), x], dim=0)
-            M = ctx.shape[0] - L
-            q = self.q(x).view(L, self.h, self.dk).transpose(0, 1)  # (h, L, dk)
-            k, v = self.kv(ctx).view(M + L, 2, self.h, self.dk).permute(1, 2, 0, 3)  # (h, M+L, dk) each
-            pos_q = torch.arange(L)[:, None]
-            pos_k = torch.arange(-M, L)[None, :]
-            rel = (pos_k - pos_q).clamp(-self.max_rel, self.max_rel) + self.max_rel
-            bias = self.rel[rel].permute(2, 0, 1)  # (h, L, M+L)
-            att = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(self.dk) + bias, dim=-1)
-            h = h + self.o((att @ v).transpose(0, 1).reshape(L, d))
-            return h + self.ff(self.ln2(h)) * gate
-
-    class GDPNet(nn.Module):
-        """GraphSAGE embedding (3.1) -> segment-recurrent attention placer (3.2) with graph-conditioned
-        gates (3.3) -> one device distribution per node: pi(a | G) = prod_v pi(a_v | G)."""
-
-        def __init__(self, cfg, n_actions: int):
-            super().__init__()
-            H = cfg.hidden
-            if H % cfg.heads:
-                raise InputError("gdp", f"parameter hidden={H}", f"is not a multiple of heads={cfg.heads}",
-                                 "choose hidden divisible by heads")
-            self.cfg, self.n_actions = cfg, n_actions
-            self.encoder = GraphEncoder(EncoderConfig("sage", H, cfg.gnn_layers))
-            self.layers = nn.ModuleList([XLLayer(H, cfg.heads, cfg.segment) for _ in range(cfg.attn_layers)])
-            self.cond = nn.Linear(H, H * cfg.attn_layers) if cfg.superposition else None
-            self.out_ln = nn.LayerNorm(H)
-            self.head = nn.Linear(H, n_actions)
-
-        def logits(self, g: GraphCtx):
-            z = self.encoder(g.data.x, g.data.edge_index)
-            L, H = len(self.layers), z.shape[1]
-            gates = (torch.sigmoid(self.cond(z.mean(dim=0))).view(L, H) if self.cond is not None
-                     else torch.ones(L, H))
-            mems: list = [None] * L
-            outs = []
-            for s, e in segments(g.n, self.cfg.segment):
-                h = z[s:e]
-                new = []
-                for i, layer in enumerate(self.layers):
-                    new.append(h.detach())  # Transformer-XL: the cache is not back-propagated through
-                    h = layer(h, mems[i], gates[i])
-                mems = new
-                outs.append(h)
-            u = self.head(self.out_ln(torch.cat(outs, dim=0)))
-            return masked_logits(u if g.prior is None else u + g.prior, g.feasible)
-
-        def sample(self, g: GraphCtx, B: int, gen):
-            logp_all = torch.log_softmax(self.logits(g), dim=-1)
-            a = torch.multinomial(logp_all.exp(), B, replacement=True, generator=gen).T  # (B, N)
-            return a, logp_all.gather(1, a.T).T
-
-        def evaluate(self, g: GraphCtx, actions):
-            logp_all = torch.log_softmax(self.logits(g), dim=-1)
-            ent = -(logp_all.exp() * logp_all).sum(dim=-1)  # (N,)
-            return logp_all.gather(1, actions.T).T, ent.expand(actions.shape[0], -1)
-
-        def greedy(self, g: GraphCtx):
-            return self.logits(g).argmax(dim=-1)
-
-    return GDPNet
-
-
 def make_gdp_net(cfg, n_actions: int, ctxs=None, seed: int = 0, stop=None):
-    return _net_classes()(cfg, n_actions)
+    """GDP's network (:class:`placer.nn.gdp.GDPNet`) of ``cfg``'s shape for ``n_actions`` devices."""
+    from placer.nn.gdp import GDPNet
+
+    return GDPNet(cfg, n_actions)
 
 
 ARCH_FIELDS = ("hidden", "gnn_layers", "attn_layers", "heads", "segment", "superposition")  # the network's shape

@@ -27,7 +27,7 @@ the number of tasks or devices, so one policy places task graphs on clusters it 
   device, never an index) and the schedule read from the current simulation (the task's start and
   finish, the time its inputs would be ready on that device and the finish it would have there); an
   edge carries the transfer time of the edge's bytes between the two pairs' devices.
-* The GNN (section 4.3, :class:`GiPHNet`): ``mp_steps`` rounds of message passing along the task
+* The GNN (section 4.3, :class:`placer.nn.giph.GiPHNet`): ``mp_steps`` rounds of message passing along the task
   graph's direction (parents to children) and as many against it, each a gather of
   MLP([h_u, e_uv]) over in-edges, a mean, and a residual update; the two embeddings, their mean
   over the task's pairs and over the whole gpNet feed a scorer that gives each pair one logit; the
@@ -248,61 +248,11 @@ def gpnet(ctx: Ctx, acts: np.ndarray, sim) -> GpNet:
 
 
 # ---------------------------------------------------------------------- the GNN and the policy (sections 4.3, 4.4)
-def _net_classes():
-    import torch
-    from torch import nn
-    from torch_geometric.nn import MessagePassing
-    from torch_geometric.utils import scatter
-
-    class EdgeMP(MessagePassing):
-        """One round: m_uv = ReLU(W h_u + U e_uv) gathered along edge_index (W h computed per pair, not
-        per edge), mean over a pair's in-edges, h_v <- h_v + MLP([h_v, mean])."""
-
-        def __init__(self, H: int):
-            super().__init__(aggr="mean")
-            self.lin_h, self.lin_e = nn.Linear(H, H), nn.Linear(N_EDGE, H, bias=False)
-            self.upd = nn.Sequential(nn.Linear(2 * H, H), nn.ReLU())
-
-        def forward(self, h, edge_index, e):
-            """``e``: this round's edge term U e_uv (:meth:`edge_term`, computed once per pass)."""
-            return h + self.upd(torch.cat([h, self.propagate(edge_index, hw=self.lin_h(h), e=e)], dim=1))
-
-        def edge_term(self, edge_attr):
-            return self.lin_e(edge_attr)
-
-        def message(self, hw_j, e):
-            return torch.relu(hw_j + e)
-
-    class GiPHNet(nn.Module):
-        """Pair features -> embeddings along and against the task graph's direction -> one logit per
-        pair (with the task's and the gpNet's mean embeddings beside it)."""
-
-        def __init__(self, hidden: int, mp_steps: int):
-            super().__init__()
-            H = hidden
-            self.steps = mp_steps
-            self.embed = nn.Sequential(nn.Linear(N_NODE, H), nn.ReLU(), nn.Linear(H, H), nn.ReLU())
-            self.fwd, self.bwd = EdgeMP(H), EdgeMP(H)
-            self.score = nn.Sequential(nn.Linear(6 * H, H), nn.ReLU(), nn.Linear(H, 1))
-
-        def forward(self, x, edge_index, edge_attr, task, batch, n_tasks: int, n_graphs: int):
-            h0 = self.embed(x)
-            hf, hb = h0, h0
-            back = edge_index.flip(0)
-            ef, eb = self.fwd.edge_term(edge_attr), self.bwd.edge_term(edge_attr)
-            for _ in range(self.steps):
-                hf = self.fwd(hf, edge_index, ef)
-                hb = self.bwd(hb, back, eb)
-            z = torch.cat([hf, hb], dim=1)
-            per_task = scatter(z, task, dim=0, dim_size=n_tasks, reduce="mean")
-            per_graph = scatter(z, batch, dim=0, dim_size=n_graphs, reduce="mean")
-            return self.score(torch.cat([z, per_task[task], per_graph[batch]], dim=1)).squeeze(1)
-
-    return GiPHNet
-
-
 def make_net(hidden: int, mp_steps: int):
-    return _net_classes()(hidden, mp_steps)
+    """GiPH's network (:class:`placer.nn.giph.GiPHNet`) reading gpNets of this module's feature sizes."""
+    from placer.nn.giph import GiPHNet
+
+    return GiPHNet(hidden, mp_steps, N_NODE, N_EDGE)
 
 
 def _batch(nets: list[GpNet]):

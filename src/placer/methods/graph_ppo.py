@@ -4,8 +4,9 @@ Mars section 3.4) trains it on sampled placements. Not a method: each method mod
 its network and a :class:`PolicyKind` naming them, and calls the driver here.
 
 * nodes: the op groups of :mod:`placer.nn.encoder` (colocation and forward/backward mirrors merged,
-  at most ``cfg.nodes`` of them, in topological order), :func:`graph_ctx`; :func:`segments` cuts their
-  sequence into the pieces both papers' placers read one after the other;
+  at most ``cfg.nodes`` of them, in topological order), :func:`graph_ctx`;
+  :func:`placer.nn.encoder.segments` cuts their sequence into the pieces both papers' placers read
+  one after the other;
 * :func:`search`, the method (:class:`GraphPPOMethod`, the learned-method protocol of
   :mod:`placer.methods.learned`): from a fresh policy (search mode: trained on the one graph within the
   placement budget, the best placement evaluated returned), or from a trained policy state
@@ -46,13 +47,6 @@ def torch_geometric_available() -> str | None:
 
 
 # ---------------------------------------------------------------------- what a policy reads
-def segments(n: int, size: int) -> list[tuple[int, int]]:
-    """[start, end) of consecutive segments of at most ``size`` nodes covering 0..n-1 in order."""
-    if size < 1:
-        raise ValueError("segment size must be >= 1")
-    return [(s, min(n, s + size)) for s in range(0, n, size)]
-
-
 @dataclass(eq=False)
 class GraphCtx:
     """One graph as the learned placers see it."""
@@ -76,10 +70,6 @@ def graph_ctx(problem, nodes: int, devices: str = "auto") -> GraphCtx:
 
     gp = placement_nodes(problem, nodes, devices)
     return GraphCtx(gp, graph_data(gp), torch.as_tensor(gp.feasible))
-
-
-def masked_logits(logits, feasible):
-    return logits.masked_fill(~feasible, -1e9)
 
 
 # ---------------------------------------------------------------------- one method's policy

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from placer.methods.base import Evaluator, MethodConfig, Range, register
-from placer.methods.graph_ppo import GraphPPOMethod, PolicyKind, segments, torch_geometric_available
+from placer.methods.graph_ppo import GraphPPOMethod, PolicyKind, torch_geometric_available
 from placer.methods.learned import register_learned
 from placer.methods.learned_support import PolicyFields
 
@@ -108,68 +108,16 @@ class MarsConfig(PolicyFields, MethodConfig):
 
 
 # ---------------------------------------------------------------------- the network
-def _net_class():
-    import torch
-    from torch import nn
-
-    from placer.nn.encoder import EncoderConfig, GraphEncoder
-    from placer.nn.seq2seq import Seq2SeqConfig, Seq2SeqPlacer, teacher_forced
-
-    class MarsNet(nn.Module):
-        """GCN encoder -> segment-by-segment seq2seq placer (the paper's segment-level sequence processing)."""
-
-        def __init__(self, cfg, n_actions: int):
-            super().__init__()
-            self.cfg, self.n_actions = cfg, n_actions
-            self.encoder = GraphEncoder(EncoderConfig("gcn", cfg.hidden, cfg.gnn_layers))
-            self.placer = Seq2SeqPlacer(Seq2SeqConfig(n_features=cfg.hidden, n_devices=n_actions, hidden=cfg.seq_hidden))
-            self.notes: list[str] = []
-
-        def embed(self, g):
-            z = self.encoder(g.data.x, g.data.edge_index)
-            return z if self.cfg.finetune_encoder else z.detach()
-
-        def _decode(self, g, B: int, *, actions=None, greedy=False, gen=None):
-            """Per segment: devices (B, L_s), mean log-prob per op (B,), mean entropy per op (B,)."""
-            z = self.embed(g)
-            state, devs, lps, ents = None, [], [], []
-            for s, e in segments(g.n, self.cfg.segment):
-                prior = None if g.prior is None else g.prior[s:e]  # the anchor's logit prior
-                if actions is not None:  # re-scoring a sampled batch: all positions at once
-                    out = teacher_forced(self.placer, z[s:e].unsqueeze(0), actions[:, s:e], g.feasible[s:e], state,
-                                         prior)
-                else:
-                    out = self.placer(z[s:e].unsqueeze(0), g.feasible[s:e], samples=B if state is None else None,
-                                      greedy=greedy, generator=gen, state=state, prior=prior)
-                state = out.state
-                devs.append(out.devices)
-                lps.append(out.log_prob / (e - s))
-                ents.append(out.entropy / (e - s))
-            return torch.cat(devs, dim=1), torch.stack(lps, dim=1), torch.stack(ents, dim=1)
-
-        def sample(self, g, B: int, gen):
-            a, lp, _ = self._decode(g, B, gen=gen)
-            return a, lp
-
-        def evaluate(self, g, actions):
-            _, lp, ent = self._decode(g, actions.shape[0], actions=actions)
-            return lp, ent
-
-        def greedy(self, g):
-            return self._decode(g, 1, greedy=True)[0][0]
-
-    return MarsNet
-
-
 def make_mars_net(cfg, n_actions: int, ctxs=None, seed: int = 0, stop=None):
     """The network, its encoder loaded from ``cfg.encoder`` (a pre-trained encoder state,
     :func:`placer.nn.pretrain.encoder_state`) or pre-trained as the config says (module docstring).
     Pre-training ends early when ``stop()`` is true after a DGI step (the method's time limit,
     :meth:`Evaluator.time_up`), keeping the steps taken."""
     from placer.nn.encoder import EncoderConfig
+    from placer.nn.mars import MarsNet
     from placer.nn.pretrain import PretrainConfig, encoder_from_state, pretrain
 
-    net = _net_class()(cfg, n_actions)
+    net = MarsNet(cfg, n_actions)
     want = EncoderConfig("gcn", cfg.hidden, cfg.gnn_layers)
     if cfg.encoder is not None:
         net.encoder.load_state_dict(encoder_from_state(cfg.encoder, want).state_dict())

@@ -129,6 +129,14 @@ def placement_nodes(problem, max_nodes: int = 1024, devices: str = "auto") -> Pl
     return PlacementNodes(problem, group_of, candidate_devices(problem, devices, group_of))
 
 
+def segments(n: int, size: int) -> list[tuple[int, int]]:
+    """[start, end) of consecutive segments of at most ``size`` nodes covering 0..n-1 in order: the
+    pieces GDP's and Mars's placers read one after the other."""
+    if size < 1:
+        raise ValueError("segment size must be >= 1")
+    return [(s, min(n, s + size)) for s in range(0, n, size)]
+
+
 @dataclass(eq=False)
 class GraphData:
     """One graph as the encoder reads it: node features and undirected edges (PyG layout)."""
