@@ -361,13 +361,14 @@ def teacher_record(c: Ctx, net, cfg: DopplerConfig, sim_params=None) -> Record:
     return episode(c, embed_np(net, c, tensors_of(c)), net, forced=(s.order, pos[s.placement]))
 
 
-def imitate(net, run: Training, ctxs: list[Ctx], records: list[Record], cfg: DopplerConfig,
+def imitate(net, ctxs: list[Ctx], records: list[Record], cfg: DopplerConfig, report=None,
             budget: int | None = None, stop=None) -> dict:
     """Stage I: cross-entropy of SEL's and PLC's choices on the teachers' trajectories, until both
     pick every teacher action greedily, or ``il_steps`` updates, or ``budget`` updates (the run's
     placements per graph: an update, one scoring pass over each teacher's trajectory and a backward
     pass, costs about what a REINFORCE episode does, so Stage I costs at most what the budget's
-    episodes do), or once ``stop()`` is true (a time limit)."""
+    episodes do), or once ``stop()`` is true (a time limit). ``report`` (None: nothing) gets a
+    record every ``cfg.log_every`` updates (:meth:`placer.methods.learned_support.Training.report`)."""
     import torch
 
     opt = torch.optim.Adam(net.parameters(), lr=cfg.il_lr, fused=True)
@@ -391,9 +392,9 @@ def imitate(net, run: Training, ctxs: list[Ctx], records: list[Record], cfg: Dop
             break
         gradient_step(opt, net.parameters(), loss, cfg.grad_clip)
         info["il_steps"] = step + 1
-        if step % cfg.log_every == 0:
-            run.report({"stage": 1, "step": step, "loss": info["il_loss"], "sel_acc": info["sel_acc"],
-                        "plc_acc": info["plc_acc"]})
+        if report is not None and step % cfg.log_every == 0:
+            report({"stage": 1, "step": step, "loss": info["il_loss"], "sel_acc": info["sel_acc"],
+                    "plc_acc": info["plc_acc"]})
     return info
 
 
@@ -539,7 +540,7 @@ class DopplerMethod(StatePolicyMethod):
                     if len(d):  # as a record: the teacher's order, every node on that device
                         starts.append([episode(c, embed_np(net, c, tensors_of(c)), net,
                                                forced=(teacher.order, np.full(c.N, int(d[0])))), one])
-                info = imitate(net, run, [c], [teacher], cfg, budget=limit, stop=ev.out_of_budget)
+                info = imitate(net, [c], [teacher], cfg, run.report, budget=limit, stop=ev.out_of_budget)
                 notes.append(f"Stage I: teacher {cfg.teacher} {scale / 1e3:,.1f} ms, {info['il_steps']} imitation "
                              f"updates (SEL accuracy {info['sel_acc']:.2f}, PLC {info['plc_acc']:.2f})")
                 if not ev.out_of_budget():
@@ -572,7 +573,7 @@ class DopplerMethod(StatePolicyMethod):
             run = Training.of(self.name, problems, each, sim_params, progress)
             records = [teacher_record(c, net, cfg, sim_params) for c in ctxs]
             scales = [float(e.evaluate(c.expand(r.placement))) for c, e, r in zip(ctxs, run.evs, records)]
-            imitate(net, run, ctxs, records, cfg, budget=each)
+            imitate(net, ctxs, records, cfg, run.report, budget=each)
             reinforce(net, run, ctxs, max(e.remaining() or 0 for e in run.evs), cfg, rng, 2,
                       [[-1.0, 1] for _ in ctxs], scales)
         return policy_state(net, cfg)
