@@ -133,3 +133,33 @@ def test_ancestors_per_op_shrinks_on_large_graphs():
     assert ancestors_per_op(100, 2) == 128
     assert ancestors_per_op(20_771, 2) < 128
     assert ancestors_per_op(10**7, 9) == 16
+
+
+def test_one_device_split_is_the_minimum_over_every_split():
+    """local_or_remote against every one of the 2^k splits into local and remote neighbours (the claim
+    that the cheapest-by-remote prefixes suffice), with ops that may not run locally (release inf) and
+    ops that may not be remote (remote inf); with a floor, max(floor, value) is unchanged."""
+    import itertools
+
+    from placer.lowerbound.fan import local_or_remote
+
+    rng = np.random.default_rng(3)
+    for _ in range(400):
+        k = int(rng.integers(1, 8))
+        rel = np.round(rng.uniform(0, 50, k))
+        work = rng.uniform(0, 10, k) * (rng.random(k) < 0.9)
+        rem = rng.uniform(0, 100, k)
+        rel[rng.random(k) < 0.1] = np.inf
+        work[~np.isfinite(rel)] = 0.0
+        rem[rng.random(k) < 0.1] = np.inf
+        best = np.inf
+        for split in itertools.product([False, True], repeat=k):
+            R = [u for u in range(k) if split[u]]
+            L = [u for u in range(k) if not split[u]]
+            theta = max([rem[u] for u in R], default=0.0)
+            c = max([0.0] + [rel[u] + sum(work[w] for w in L if rel[w] >= rel[u]) for u in L])
+            best = min(best, max(theta, c))
+        got = local_or_remote(rel, work, rem, -np.inf)
+        assert got == pytest.approx(best, rel=1e-12, abs=1e-12) or got == best
+        floor = float(rng.uniform(0, 80))
+        assert max(floor, local_or_remote(rel, work, rem, floor)) == pytest.approx(max(floor, best), rel=1e-12)

@@ -52,10 +52,12 @@ def symmetric_rep(relax) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True)
-def local_or_remote(rel, work, remote):
+def local_or_remote(rel, work, remote, floor):
     """min over splits of the neighbours into remote ones (the largest ``remote`` time among them) and
     local ones (one device, one at a time: max over r of r + the work of the local ones with ``rel >=
-    r``) of the larger of the two; the remote ones are the cheapest first (a larger set only costs more)."""
+    r``) of the larger of the two; the remote ones are the cheapest first (a larger set only costs more).
+    ``floor``: a value the caller already has; once a split is at or below it the minimum is too, and
+    that split's value is returned (the caller's max with ``floor`` is then the same)."""
     k = len(rel)
     order_r = np.argsort(remote)
     order_l = np.argsort(-rel)  # local ones by release, latest first
@@ -79,13 +81,15 @@ def local_or_remote(rel, work, remote):
             if rel[u] + acc > c:
                 c = rel[u] + acc
         v = max(theta, c)
+        if v <= floor:
+            return v
         if v < best:
             best = v
     return best
 
 
 @njit(cache=True, nogil=True)
-def _near(ptr, idx, eidx, ebytes, edelay, fast, v, K, seen, stamp):
+def _near(ptr, idx, eidx, ebytes, edelay, fast, v, K, seen, where, stamp):
     """Up to K distinct ops reachable from ``v`` through ``ptr``/``idx`` (preds or succs), breadth
     first: (ops, bytes of the direct edge or -1, path work between, least edge delay on the path)."""
     nb = np.empty(K, dtype=np.int64)
@@ -97,16 +101,15 @@ def _near(ptr, idx, eidx, ebytes, edelay, fast, v, K, seen, stamp):
         u = idx[j]
         b = ebytes[eidx[j]]
         if seen[u] == stamp:
-            for i in range(c):
-                if nb[i] == u:
-                    if b > direct[i]:
-                        direct[i] = b
-                        mind[i] = edelay[eidx[j]]
-                    break
+            i = where[u]
+            if b > direct[i]:
+                direct[i] = b
+                mind[i] = edelay[eidx[j]]
             continue
         if c == K:
             return nb[:0], direct[:0], between[:0], mind[:0]  # too many direct neighbours: none
         seen[u] = stamp
+        where[u] = c
         nb[c] = u
         direct[c] = b
         mind[c] = edelay[eidx[j]]
@@ -119,15 +122,15 @@ def _near(ptr, idx, eidx, ebytes, edelay, fast, v, K, seen, stamp):
             L = between[h] + fast[w]
             m = min(mind[h], edelay[eidx[j]])
             if seen[u] == stamp:
-                for i in range(c):
-                    if nb[i] == u and direct[i] < 0 and L + m > between[i] + mind[i]:
-                        between[i] = L
-                        mind[i] = m
-                        break
+                i = where[u]
+                if direct[i] < 0 and L + m > between[i] + mind[i]:
+                    between[i] = L
+                    mind[i] = m
                 continue
             if c == K:
                 break
             seen[u] = stamp
+            where[u] = c
             nb[c] = u
             between[c] = L
             mind[c] = m
@@ -155,8 +158,9 @@ def heads_tails_anc(pred_ptr, pred_idx, pred_edge, succ_ptr, succ_idx, succ_edge
     est = est0.copy()
     tail = tail0.copy()
     seen = np.full(n, -1, dtype=np.int64)
+    where = np.zeros(n, dtype=np.int64)  # an op's index in the current neighbourhood (valid where seen == v)
     for v in range(n):
-        nb, direct, between, mind = _near(pred_ptr, pred_idx, pred_edge, ebytes, edelay, fast, v, K, seen, v)
+        nb, direct, between, mind = _near(pred_ptr, pred_idx, pred_edge, ebytes, edelay, fast, v, K, seen, where, v)
         k = len(nb)
         if k == 0:
             continue
@@ -188,12 +192,12 @@ def heads_tails_anc(pred_ptr, pred_idx, pred_edge, succ_ptr, succ_idx, succ_edge
                 else:
                     rel[i] = np.inf
                     work[i] = 0.0
-            val = local_or_remote(rel, work, rem)
+            val = local_or_remote(rel, work, rem, est[v, d])
             if val > est[v, d]:
                 est[v, d] = val
     seen[:] = -1
     for v in range(n - 1, -1, -1):
-        nb, direct, between, mind = _near(succ_ptr, succ_idx, succ_edge, ebytes, edelay, fast, v, K, seen, v)
+        nb, direct, between, mind = _near(succ_ptr, succ_idx, succ_edge, ebytes, edelay, fast, v, K, seen, where, v)
         k = len(nb)
         if k == 0:
             continue
@@ -224,7 +228,7 @@ def heads_tails_anc(pred_ptr, pred_idx, pred_edge, succ_ptr, succ_idx, succ_edge
                 else:
                     rel[i] = np.inf
                     work[i] = 0.0
-            val = occ[v, d] + local_or_remote(rel, work, rem)
+            val = occ[v, d] + local_or_remote(rel, work, rem, tail[v, d] - occ[v, d])
             if val > tail[v, d]:
                 tail[v, d] = val
     return est, tail

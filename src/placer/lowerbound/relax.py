@@ -311,7 +311,7 @@ def heads_tails_fan(pred_ptr, pred_idx, pred_edge, succ_ptr, succ_idx, succ_edge
             if k > MAX_FAN or k == 0:
                 est[v, d] = path
             else:
-                est[v, d] = max(path, local_or_remote(rel, work, rem))
+                est[v, d] = max(path, local_or_remote(rel, work, rem, path))
     for v in range(n - 1, -1, -1):
         nb, by = _distinct(succ_ptr, succ_idx, succ_edge, ebytes, v)
         k = len(nb)
@@ -346,6 +346,6 @@ def heads_tails_fan(pred_ptr, pred_idx, pred_edge, succ_ptr, succ_idx, succ_edge
                 # local outputs run after v's occupancy, one at a time: shift the remote times by it
                 for i in range(k):
                     rem[i] = rem[i] - occ[v, d]
-                best = max(best, occ[v, d] + local_or_remote(rel, work, rem))
+                best = max(best, occ[v, d] + local_or_remote(rel, work, rem, best - occ[v, d]))
             tail[v, d] = max(occ[v, d], best)
     return est, tail
