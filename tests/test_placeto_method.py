@@ -491,3 +491,31 @@ def test_policy_help_lists_every_learned_method_of_the_registry(capsys, monkeypa
     assert code == 0, err
     text = " ".join(out.split())
     assert {"doppler", "giph", "placeto"} <= set(LEARNED) and all(name in text for name in LEARNED), text
+
+
+def test_policy_train_continues_a_placeto_policy_given_with_set_policy(tmp_path, capsys, monkeypatch):
+    """`--set policy=FILE` (the alias's --resume): the trainer resumes where the policy stopped, so
+    2 + 2 episodes train the weights 4 straight episodes do; other graphs are refused in one line."""
+    import torch
+
+    from placer.io import read_checkpoint
+
+    g = _tiny(tmp_path)
+    common = ["policy", "train", "-m", "placeto", "-g", g, "-c", "k80x2", "--set", "grouping=contiguous:6",
+              "--set", "workers=2"]
+    for name, extra in (("straight", ["--set", "episodes=4"]), ("half", ["--set", "episodes=2"])):
+        code, _, err = run_cli(capsys, monkeypatch, *common, *extra, "-o", tmp_path / f"{name}.pt")
+        assert code == 0, err
+    code, _, err = run_cli(capsys, monkeypatch, "train", "--graph", g, "--episodes", 4, "--workers", 2, "--grouping",
+                           "contiguous:6", "--sim", "default", "--devices", "gpus", "--resume", tmp_path / "half.pt",
+                           "-o", tmp_path / "resumed.pt", "-c", "k80x2")
+    assert code == 0, err
+    a, b = read_checkpoint(str(tmp_path / "straight.pt")), read_checkpoint(str(tmp_path / "resumed.pt"))
+    assert a["episode"] == b["episode"] == 4 and a["sim_calls"] == b["sim_calls"]
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    other = _tiny(tmp_path, n=50, seed=8, name="other")
+    code, out, err = run_cli(capsys, monkeypatch, "policy", "train", "-m", "placeto", "-g", other, "-c", "k80x2",
+                             "--set", "grouping=contiguous:6", "--set", f"policy={tmp_path / 'half.pt'}", "-o",
+                             tmp_path / "x.pt")
+    assert code == 2 and len(err.splitlines()) == 1 and "resume with the graphs" in err, err
+    assert not (tmp_path / "x.pt").exists()

@@ -15,7 +15,7 @@ def load_policy(path: str | Path) -> PlacetoPolicy:
     from placer.io import read_checkpoint
 
     path = str(path)
-    state = read_checkpoint(path, "policy", "give the file `placer train --out` wrote")
+    state = read_checkpoint(path, "policy", "give the file `placer policy train -m placeto --out` wrote")
     return PlacetoPolicy.from_state(state, where=path, label=path)
 
 

@@ -17,7 +17,7 @@ from placer.rl.workers import RolloutTask, RolloutWorker
 from placer.sim import SimParams, memory_first
 
 REQUIRED = {"policy_config": dict, "env_config": dict, "rl_config": dict, "model": dict}
-FIX = "give the file `placer train --out` wrote, or train again"
+FIX = "give the file `placer policy train -m placeto --out` wrote, or train again"
 # the network's integer settings a policy file may hold: devices up to a cluster's 4,096; widths far
 # above the paper's 8-16 (A.7) yet small enough that building the network cannot exhaust memory
 NET_BOUNDS = {"n_actions": 4096, "embed_dim": 4096, "hidden": 4096, "policy_hidden": 4096, "rounds": 64}
@@ -51,7 +51,7 @@ class PlacetoPolicy:
     def from_state(cls, state, where: str = "policy", label: str | None = None) -> "PlacetoPolicy":
         """The policy of a state dict; InputError naming ``where`` when it is not a Placeto policy's."""
         if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
-            raise InputError(where, "policy", "is not a Placeto checkpoint", "give the file `placer train --out` wrote")
+            raise InputError(where, "policy", "is not a Placeto checkpoint", FIX)
         for key, kind in REQUIRED.items():
             if not isinstance(state.get(key), kind):
                 raise InputError(where, f"policy '{key}'", "is missing or of the wrong type (a damaged or foreign "
