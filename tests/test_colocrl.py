@@ -13,7 +13,7 @@ from placer.cluster import Device, make_cluster  # noqa: E402
 from placer.io import read_checkpoint, write_checkpoint  # noqa: E402
 from placer.methods import Budget, run_method  # noqa: E402
 from placer.methods.base import Evaluator  # noqa: E402
-from placer.methods.colocrl import COLOCRL, ColocRLConfig, ColocRLTrainer, group_features, search_colocrl  # noqa: E402
+from placer.methods.colocrl import COLOCRL, ColocRLConfig, ColocRLTrainer, group_features  # noqa: E402
 from placer.methods.seq2seq_reinforce import op_table, reward  # noqa: E402
 from placer.problem import Problem  # noqa: E402
 from placer.sim import simulate  # noqa: E402
@@ -74,7 +74,7 @@ def test_finds_the_obvious_best_placement():
 def test_same_seed_same_placement_and_progress_lines():
     P = obvious_problem()
     lines = []
-    a, _ = search_colocrl(P, 4, Evaluator(P, limit=16), ColocRLConfig(**SMALL), progress=lines.append)
+    a, _ = COLOCRL.search(P, 4, Evaluator(P, limit=16), ColocRLConfig(**SMALL), progress=lines.append)
     b = run_method("colocrl", P, Budget(placements=16), seed=4, **SMALL)
     assert np.array_equal(a.placement.devices, b.placement.devices)
     assert [x["step"] for x in lines] == [1, 2, 3, 4] and lines[-1]["placements"] == 16
@@ -120,10 +120,10 @@ def test_checkpoint_resume_equals_an_uninterrupted_run(tmp_path):
 
 def test_finetune_from_a_policy_state():
     from placer.errors import InputError
-    from placer.methods.hierarchical import HierarchicalConfig, search_hierarchical
+    from placer.methods.hierarchical import HIERARCHICAL, HierarchicalConfig
 
     P = obvious_problem()
-    _, state = search_colocrl(P, 0, Evaluator(P, limit=40), ColocRLConfig(**SMALL))
+    _, state = COLOCRL.search(P, 0, Evaluator(P, limit=40), ColocRLConfig(**SMALL))
     # the network's shape comes from the policy state, not the config
     r = run_method("colocrl", P, Budget(placements=40), seed=1, policy=state, finetune=2)  # the contract
     assert r.cost.placements == 2 * 4 + 1  # two policy steps, then the greedy placement
@@ -135,4 +135,4 @@ def test_finetune_from_a_policy_state():
     with pytest.raises(InputError, match="one graph"):
         COLOCRL.train([P, other], ColocRLConfig(**SMALL), 0)
     with pytest.raises(InputError, match="policy"):
-        search_hierarchical(P, 0, Evaluator(P, limit=4), HierarchicalConfig(), policy=state)
+        HIERARCHICAL.search(P, 0, Evaluator(P, limit=4), HierarchicalConfig(), policy=state)

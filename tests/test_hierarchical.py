@@ -11,8 +11,8 @@ torch = pytest.importorskip("torch")
 
 from placer.methods import Budget, run_method  # noqa: E402
 from placer.methods.base import Evaluator  # noqa: E402
-from placer.methods.hierarchical import (HierarchicalConfig, HierarchicalTrainer, group_embeddings,  # noqa: E402
-                                         op_adjacency, search_hierarchical)
+from placer.methods.hierarchical import (HIERARCHICAL, HierarchicalConfig, HierarchicalTrainer,  # noqa: E402
+                                         group_embeddings, op_adjacency)
 from placer.methods.seq2seq_reinforce import op_table  # noqa: E402
 from tests.test_colocrl import best_objective, obvious_problem, resumed_equals_straight  # noqa: E402
 from tests.test_method_contract import contract_problem  # noqa: E402
@@ -73,7 +73,7 @@ def test_checkpoint_resume_equals_an_uninterrupted_run(tmp_path):
     state = resumed_equals_straight(lambda Q, seed: HierarchicalTrainer(Q, HierarchicalConfig(**SMALL), seed=seed),
                                     tmp_path / "hp.pt")
     # fine-tuning from the policy state through the method
-    r, _ = search_hierarchical(P, 0, Evaluator(P, limit=20), HierarchicalConfig(finetune=1), policy=state)
+    r, _ = HIERARCHICAL.search(P, 0, Evaluator(P, limit=20), HierarchicalConfig(finetune=1), policy=state)
     assert r.cost.placements == 4 + 1
 
 
