@@ -47,12 +47,12 @@ specifies and what we chose, and measurements: docs/methods/doppler.md.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 
 from placer.errors import InputError
-from placer.methods.base import Evaluator, MethodConfig, register
+from placer.methods.base import Evaluator, MethodConfig, Range, register
 from placer.methods.doppler_rollout import ANCHOR, FORCED, GREEDY, SAMPLE, pick, rollout
 from placer.methods.learned import register_learned
 from placer.methods.learned_support import (
@@ -80,44 +80,31 @@ class DopplerConfig(PolicyFields, MethodConfig):
     """DOPPLER's hyperparameters: the paper's where its configs give them, ours marked."""
 
     placements: int = 2_000  # default budget in placements (ours; the paper runs 2,000 simulated + 4,000 real episodes)
-    nodes: int = 1_024  # most nodes placed: more ops are merged into this many groups (Placeto A.6; ours)
-    devices: str = "auto"  # candidate devices: gpus, all, or auto (gpus when every node can run on one)
-    hidden: int = 64  # node embedding width (ours: the paper's text we read gives none)
-    layers: int = 3  # message-passing rounds, each along and against the edges (ours)
-    teacher: str = "heft"  # Stage I teacher: heft (critical-path order, earliest finish) or m-etf (ours: the project's schedulers)
-    il_steps: int = 2_000  # Stage I: most imitation updates (and at most the budget's placements), stopped once both policies pick every teacher action (paper: 2,000 episodes)
-    il_patience: int = 100  # Stage I: also stopped after this many updates without the loss falling 1% (ours)
-    il_lr: float = 1e-3  # Stage I Adam learning rate (paper)
-    il_entropy: float = 1e-3  # Stage I entropy bonus (paper)
-    lr: float = 1e-4  # Stages II and III Adam learning rate, decayed linearly to 0 over each stage (paper; 0: never updated)
-    epsilon: float = 0.2  # Stages II and III epsilon-greedy exploration of SEL and PLC, decayed linearly to 0 (paper)
-    entropy: float = 0.0  # Stages II and III entropy bonus (paper)
-    batch: int = 1  # episodes per REINFORCE update (paper: an update per episode)
-    sim_share: float = 1 / 3  # search mode: Stage II's share of the RL episodes, Stage III the rest (paper: 2,000 : 4,000)
-    explore: str = "best"  # search mode, Stages II and III: best (ours: episodes follow the best placement so far, each node leaving its device with probability moves / nodes, PLC sampling the new one) or policy (every choice sampled, as in policy training)
-    moves: float = 4.0  # explore="best": expected device changes per episode at each stage's start, decayed linearly to 1 (ours)
-    grad_clip: float = 1.0  # max gradient norm (ours)
+    nodes: Annotated[int, Range(">= 2")] = 1_024  # most nodes placed: more ops are merged into this many groups (Placeto A.6; ours)
+    devices: Literal["auto", "gpus", "all"] = "auto"  # candidate devices: gpus, all, or auto (gpus when every node can run on one)
+    hidden: Annotated[int, Range(">= 1")] = 64  # node embedding width (ours: the paper's text we read gives none)
+    layers: Annotated[int, Range(">= 0")] = 3  # message-passing rounds, each along and against the edges (ours)
+    teacher: Literal["heft", "m-etf"] = "heft"  # Stage I teacher: heft (critical-path order, earliest finish) or m-etf (ours: the project's schedulers)
+    il_steps: Annotated[int, Range(">= 0")] = 2_000  # Stage I: most imitation updates (and at most the budget's placements), stopped once both policies pick every teacher action (paper: 2,000 episodes)
+    il_patience: Annotated[int, Range(">= 1")] = 100  # Stage I: also stopped after this many updates without the loss falling 1% (ours)
+    il_lr: Annotated[float, Range("> 0")] = 1e-3  # Stage I Adam learning rate (paper)
+    il_entropy: Annotated[float, Range(">= 0")] = 1e-3  # Stage I entropy bonus (paper)
+    lr: Annotated[float, Range(">= 0", "0: Stages II and III never update the network")] = 1e-4  # Stages II and III Adam learning rate, decayed linearly to 0 over each stage (paper; 0: never updated)
+    epsilon: Annotated[float, Range("in [0, 1]")] = 0.2  # Stages II and III epsilon-greedy exploration of SEL and PLC, decayed linearly to 0 (paper)
+    entropy: Annotated[float, Range(">= 0")] = 0.0  # Stages II and III entropy bonus (paper)
+    batch: Annotated[int, Range(">= 1")] = 1  # episodes per REINFORCE update (paper: an update per episode)
+    sim_share: Annotated[float, Range("in [0, 1]")] = 1 / 3  # search mode: Stage II's share of the RL episodes, Stage III the rest (paper: 2,000 : 4,000)
+    explore: Literal["best", "policy"] = "best"  # search mode, Stages II and III: best (ours: episodes follow the best placement so far, each node leaving its device with probability moves / nodes, PLC sampling the new one) or policy (every choice sampled, as in policy training)
+    moves: Annotated[float, Range("> 0")] = 4.0  # explore="best": expected device changes per episode at each stage's start, decayed linearly to 1 (ours)
+    grad_clip: Annotated[float, Range(">= 0")] = 1.0  # max gradient norm (ours)
     policy: Any = None  # a trained policy (its state dict) to place with (None: search mode)
-    finetune: int = 0  # with a policy: Stage III REINFORCE updates on this graph before the greedy placement
+    finetune: Annotated[int, Range(">= 0")] = 0  # with a policy: Stage III REINFORCE updates on this graph before the greedy placement
     progress: Any = None  # called with one dict per update (None: nothing)
-    log_every: int = 10  # a progress record every this many updates
+    log_every: Annotated[int, Range(">= 1")] = 10  # a progress record every this many updates
 
     @classmethod
     def method_name(cls):
         return "doppler"
-
-    def checks(self):
-        return [(self.placements >= 1, "placements", ">= 1"), (self.nodes >= 2, "nodes", ">= 2"),
-                (self.devices in ("auto", "gpus", "all"), "devices", "auto, gpus or all"),
-                (self.hidden >= 1, "hidden", ">= 1"), (self.layers >= 0, "layers", ">= 0"),
-                (self.teacher in ("heft", "m-etf"), "teacher", "heft or m-etf"),
-                (self.il_steps >= 0, "il_steps", ">= 0"), (self.il_patience >= 1, "il_patience", ">= 1"), (self.il_lr > 0, "il_lr", "> 0"),
-                (self.il_entropy >= 0, "il_entropy", ">= 0"), (self.lr >= 0, "lr", ">= 0 (0: Stages II and III never update the network)"),
-                (0 <= self.epsilon <= 1, "epsilon", "in [0, 1]"), (self.entropy >= 0, "entropy", ">= 0"),
-                (self.batch >= 1, "batch", ">= 1"), (0 <= self.sim_share <= 1, "sim_share", "in [0, 1]"),
-                (self.explore in ("best", "policy"), "explore", "best or policy"), (self.moves > 0, "moves", "> 0"),
-                (self.grad_clip >= 0, "grad_clip", ">= 0"), (self.finetune >= 0, "finetune", ">= 0"),
-                (self.log_every >= 1, "log_every", ">= 1")]
 
 
 # ---------------------------------------------------------------------- the graph a policy reads

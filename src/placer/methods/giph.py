@@ -49,12 +49,12 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 
 from placer.errors import InputError
-from placer.methods.base import Evaluator, MethodConfig, register
+from placer.methods.base import Evaluator, MethodConfig, Range, register
 from placer.methods.graph_ppo import node_actions, torch_geometric_available
 from placer.methods.learned import register_learned
 from placer.methods.learned_support import (
@@ -80,22 +80,22 @@ class GiPHConfig(PolicyFields, MethodConfig):
     (docs/methods/giph.md)."""
 
     placements: int = 1_000  # default budget in placements (simulations) when none is given
-    nodes: int = 256  # most nodes placed: op groups beyond this are merged into contiguous chunks (ours)
-    hidden: int = 32  # width of the pair embeddings (ours)
-    mp_steps: int = 3  # message-passing rounds in each direction (ours)
-    episode: int = 20  # relocations per episode; 0: as many as nodes (ours; docs/methods/giph.md)
-    gamma: float = 0.97  # discount of later improvements (ours)
-    lr: float = 1e-3  # Adam learning rate (ours)
-    entropy: float = 0.01  # entropy bonus coefficient (ours)
-    baseline_decay: float = 0.9  # per-step baseline: weight of the old mean when an episode is added (ours)
-    grad_clip: float = 1.0  # max gradient norm (ours)
-    start: str = "best"  # each placing episode's start: best (ours: the best placement so far, kicked; the first from ``seeds``), fastest (every node on its fastest device), random (the paper's)
+    nodes: Annotated[int, Range(">= 1")] = 256  # most nodes placed: op groups beyond this are merged into contiguous chunks (ours)
+    hidden: Annotated[int, Range("in [1, 1024]")] = 32  # width of the pair embeddings (ours)
+    mp_steps: Annotated[int, Range("in [0, 32]")] = 3  # message-passing rounds in each direction (ours)
+    episode: Annotated[int, Range(">= 0", "0: as many as nodes")] = 20  # relocations per episode; 0: as many as nodes (ours; docs/methods/giph.md)
+    gamma: Annotated[float, Range("in [0, 1]")] = 0.97  # discount of later improvements (ours)
+    lr: Annotated[float, Range(">= 0")] = 1e-3  # Adam learning rate (ours)
+    entropy: Annotated[float, Range(">= 0")] = 0.01  # entropy bonus coefficient (ours)
+    baseline_decay: Annotated[float, Range("in [0, 1)")] = 0.9  # per-step baseline: weight of the old mean when an episode is added (ours)
+    grad_clip: Annotated[float, Range(">= 0")] = 1.0  # max gradient norm (ours)
+    start: Literal["random", "fastest", "best"] = "best"  # each placing episode's start: best (ours: the best placement so far, kicked; the first from ``seeds``), fastest (every node on its fastest device), random (the paper's)
     seeds: str = "heft:free,heft,m-etf:free,m-etf"  # start="best": the first episode starts from the best of these classical heuristics, each simulated once (ours; "": every node on its fastest device)
-    kick: int = 1  # start="best": random relocations applied to the best placement at each later episode's start (ours; 2 before version 3)
-    walk: str = "descend"  # placing episodes: descend (ours: a relocation that makes the placement slower is undone, its reward kept) or free (every relocation kept, the paper's; training episodes always)
-    train_start: str = "random"  # each training episode's start in ``train`` (the paper's random placement; or best, fastest)
+    kick: Annotated[int, Range(">= 0")] = 1  # start="best": random relocations applied to the best placement at each later episode's start (ours; 2 before version 3)
+    walk: Literal["descend", "free"] = "descend"  # placing episodes: descend (ours: a relocation that makes the placement slower is undone, its reward kept) or free (every relocation kept, the paper's; training episodes always)
+    train_start: Literal["random", "fastest", "best"] = "random"  # each training episode's start in ``train`` (the paper's random placement; or best, fastest)
     policy: Any = None  # a trained policy (its state dict) to place with (None: search mode, train from scratch)
-    finetune: int = 0  # with a policy: REINFORCE updates (episodes) on this graph first; the rest of the budget places without updates
+    finetune: Annotated[int, Range(">= 0")] = 0  # with a policy: REINFORCE updates (episodes) on this graph first; the rest of the budget places without updates
     progress: Any = None  # called with one dict per episode (None: nothing)
 
     @classmethod
@@ -113,16 +113,7 @@ class GiPHConfig(PolicyFields, MethodConfig):
         return cls(**{"start": "random", "episode": 0, "walk": "free", **overrides})
 
     def checks(self):
-        return [(self.placements >= 1, "placements", ">= 1"), (self.nodes >= 1, "nodes", ">= 1"),
-                (1 <= self.hidden <= 1024, "hidden", "in [1, 1024]"), (0 <= self.mp_steps <= 32, "mp_steps", "in [0, 32]"),
-                (self.episode >= 0, "episode", ">= 0 (0: as many as nodes)"), (0 <= self.gamma <= 1, "gamma", "in [0, 1]"),
-                (self.lr >= 0, "lr", ">= 0"), (self.entropy >= 0, "entropy", ">= 0"),
-                (0 <= self.baseline_decay < 1, "baseline_decay", "in [0, 1)"), (self.grad_clip >= 0, "grad_clip", ">= 0"),
-                (self.start in ("random", "fastest", "best"), "start", "random, fastest or best"),
-                (self.train_start in ("random", "fastest", "best"), "train_start", "random, fastest or best"),
-                (seed_names_ok(self.seeds), "seeds", f"{SEEDS_HELP} (or empty)"), (self.kick >= 0, "kick", ">= 0"),
-                (self.walk in ("descend", "free"), "walk", "descend or free"),
-                (self.finetune >= 0, "finetune", ">= 0")]
+        return [(seed_names_ok(self.seeds), "seeds", f"{SEEDS_HELP} (or empty)")]
 
 
 # ---------------------------------------------------------------------- the problem as the policy sees it

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 
 from placer.grouping import GROUPING_HELP
-from placer.methods.base import Evaluator, MethodConfig, register
+from placer.methods.base import Evaluator, MethodConfig, Range, register
 from placer.methods.learned import Progress, register_learned
 from placer.methods.learned_support import PolicyFields, StatePolicyMethod, needs
 from placer.methods.starts import CHEAP_SEEDS, RELIEVED, SEEDS_HELP, Start, seed_names_ok, seeded_start
@@ -47,33 +47,33 @@ class PlacetoConfig(PolicyFields, MethodConfig):
     placements: int = 2000  # placements simulated in all (Budget.placements overrides; paper, Table 1: 3.7-28.8 K)
     grouping: str = "metis:64"  # the units placed, a placer.grouping spec (paper, A.6: Merge-and-Colocate, merge:N)
     mirrors: bool = True  # metis:K runs on forward ops joined with their backward ops (paper: no such join)
-    devices: str = "auto"  # action space: gpus, all, or auto: the gpus unless no seed fits in memory (paper: gpus)
-    sweeps: int = 1  # n: visits of every group per episode (A.7: n = 1 or 2)
-    order: str = "topological"  # visiting order: topological or random (a permutation per sweep)
-    init: str = "single"  # episode start: single (all on the first candidate), random, given (paper: an arbitrary placement, random)
-    start: str = "seeds"  # search mode: start at the best classical seed, units cut along it; "init": as init (paper: init)
+    devices: Literal["auto", "gpus", "all"] = "auto"  # action space: gpus, all, or auto: the gpus unless no seed fits in memory (paper: gpus)
+    sweeps: Annotated[int, Range(">= 1")] = 1  # n: visits of every group per episode (A.7: n = 1 or 2)
+    order: Literal["topological", "random"] = "topological"  # visiting order: topological or random (a permutation per sweep)
+    init: Literal["single", "random"] = "single"  # episode start: single (all on the first candidate), random, given (paper: an arbitrary placement, random)
+    start: Literal["seeds", "init"] = "seeds"  # search mode: start at the best classical seed, units cut along it; "init": as init (paper: init)
     seeds: str = CHEAP_SEEDS  # the classical heuristics start="seeds" tries, comma-separated (those of local-search)
-    split_search: int = 72  # simulations searching the layer split's cuts, one of start="seeds"'s candidates
-    restart: str = "best"  # search and fine-tuning: episodes start at the best placement so far (paper: "start", always the start)
-    refine: int = 2  # search and fine-tuning: the rest of the budget on grouping N*refine cut along the best so far (paper: 1, off)
-    refine_at: float = 0.5  # ... after this fraction of the placement budget
-    reward: str = "intermediate"  # intermediate (r_t = R(p_t) - R(p_t+1), A.4) or terminal (-R(p_T))
-    workers: int = 8  # W: episodes per update, gradients summed (A.7: 8 workers)
-    episodes: int | None = None  # training episodes at most (None: as many as the placement budget allows)
-    rounds: int = 8  # k: message-passing rounds per direction (A.7: k = 4 or 8)
+    split_search: Annotated[int, Range(">= 1")] = 72  # simulations searching the layer split's cuts, one of start="seeds"'s candidates
+    restart: Literal["best", "start"] = "best"  # search and fine-tuning: episodes start at the best placement so far (paper: "start", always the start)
+    refine: Annotated[int, Range(">= 1")] = 2  # search and fine-tuning: the rest of the budget on grouping N*refine cut along the best so far (paper: 1, off)
+    refine_at: Annotated[float, Range("in (0, 1]")] = 0.5  # ... after this fraction of the placement budget
+    reward: Literal["intermediate", "terminal"] = "intermediate"  # intermediate (r_t = R(p_t) - R(p_t+1), A.4) or terminal (-R(p_T))
+    workers: Annotated[int, Range(">= 1")] = 8  # W: episodes per update, gradients summed (A.7: 8 workers)
+    episodes: Annotated[int | None, Range(">= 1")] = None  # training episodes at most (None: as many as the placement budget allows)
+    rounds: Annotated[int, Range(">= 1")] = 8  # k: message-passing rounds per direction (A.7: k = 4 or 8)
     keep_bias: float = 1.1  # initial logit bonus of a group's current device, learned (paper: no such term, 0)
-    lr_start: float = 1e-2  # Adam learning rate at the start (A.7: 1e-3 .. 1e-4) ...
-    lr_end: float = 1e-3  # ... decayed linearly to this (A.7: linear decay); 0 and 0: a frozen policy (ablation)
-    gamma: float = 0.9  # discount of the return-to-go (paper: 1, undiscounted)
-    entropy_start: float = 0.01  # entropy bonus at the start (A.7: high at first, value not given) ...
-    entropy_end: float = 2e-4  # ... decayed linearly to this (A.7: low at the end)
-    baseline_window: int = 10  # k: episodes in the per-step moving-average baseline (A.7: k = 10)
-    stop_window: int = 0  # A.7 stopping rule window in episodes, 0: the budget stops training (paper: 1000)
-    backend: str = "serial"  # rollout workers: serial, process or ray (results do not depend on it)
-    processes: int | None = None  # worker processes for the process / ray backends
+    lr_start: Annotated[float, Range(">= 0")] = 1e-2  # Adam learning rate at the start (A.7: 1e-3 .. 1e-4) ...
+    lr_end: Annotated[float, Range(">= 0")] = 1e-3  # ... decayed linearly to this (A.7: linear decay); 0 and 0: a frozen policy (ablation)
+    gamma: Annotated[float, Range("in (0, 1]")] = 0.9  # discount of the return-to-go (paper: 1, undiscounted)
+    entropy_start: Annotated[float, Range(">= 0")] = 0.01  # entropy bonus at the start (A.7: high at first, value not given) ...
+    entropy_end: Annotated[float, Range(">= 0")] = 2e-4  # ... decayed linearly to this (A.7: low at the end)
+    baseline_window: Annotated[int, Range(">= 1")] = 10  # k: episodes in the per-step moving-average baseline (A.7: k = 10)
+    stop_window: Annotated[int, Range(">= 0")] = 0  # A.7 stopping rule window in episodes, 0: the budget stops training (paper: 1000)
+    backend: Literal["serial", "process", "ray"] = "serial"  # rollout workers: serial, process or ray (results do not depend on it)
+    processes: Annotated[int | None, Range(">= 1")] = None  # worker processes for the process / ray backends
     policy: Any = None  # a trained policy to start from (placer.rl.policy.PlacetoPolicy or its state dict; None: search)
-    finetune: int = 0  # with a policy: episodes of fine-tuning on this graph before placing
-    place_episodes: int = 1  # with a policy: episodes that place the graph, the best wins (bench selection: 8)
+    finetune: Annotated[int, Range(">= 0")] = 0  # with a policy: episodes of fine-tuning on this graph before placing
+    place_episodes: Annotated[int, Range(">= 1")] = 1  # with a policy: episodes that place the graph, the best wins (bench selection: 8)
     greedy: bool = True  # with a policy: the most likely device (False: sample)
     progress: Any = None  # called with one record (a dict) per training episode (None: nothing)
 
@@ -94,33 +94,10 @@ class PlacetoConfig(PolicyFields, MethodConfig):
             object.__setattr__(self, "policy", PlacetoPolicy.from_state(self.policy))
 
     def checks(self):
-        return [(self.placements >= 1, "placements", ">= 1"),
-                (grouping_ok(self.grouping), "grouping", f"one of: {GROUPING_HELP}"),
-                (self.devices in ("auto", "gpus", "all"), "devices", "auto, gpus or all"),
-                (self.sweeps >= 1, "sweeps", ">= 1"),
-                (self.order in ("topological", "random"), "order", "topological or random"),
-                (self.init in ("single", "random"), "init", "single or random"),
-                (self.start in ("seeds", "init"), "start", "seeds or init"),
+        return [(grouping_ok(self.grouping), "grouping", f"one of: {GROUPING_HELP}"),
                 (seed_names_ok(self.seeds), "seeds", SEEDS_HELP),
-                (self.split_search >= 1, "split_search", ">= 1"),
-                (self.restart in ("best", "start"), "restart", "best or start"),
-                (self.refine >= 1, "refine", ">= 1"),
-                (0 < self.refine_at <= 1, "refine_at", "in (0, 1]"),
-                (self.reward in ("intermediate", "terminal"), "reward", "intermediate or terminal"),
-                (self.workers >= 1, "workers", ">= 1"),
-                (self.episodes is None or self.episodes >= 1, "episodes", ">= 1 or None"),
-                (self.rounds >= 1, "rounds", ">= 1"),
-                (self.lr_start >= 0 and self.lr_end >= 0, "lr_start", ">= 0 (and lr_end >= 0)"),
-                (0 < self.gamma <= 1, "gamma", "in (0, 1]"),
-                (self.entropy_start >= 0 and self.entropy_end >= 0, "entropy_start", ">= 0 (and entropy_end >= 0)"),
-                (self.baseline_window >= 1, "baseline_window", ">= 1"),
-                (self.stop_window >= 0, "stop_window", ">= 0"),
-                (self.backend in ("serial", "process", "ray"), "backend", "serial, process or ray"),
-                (self.processes is None or self.processes >= 1, "processes", ">= 1 or None"),
                 (self.policy is None or isinstance(self.policy, dict) or hasattr(self.policy, "state"), "policy",
                  "a trained policy, not a file name (from the command line: placer policy place -m placeto --policy FILE)"),
-                (self.finetune >= 0, "finetune", ">= 0"),
-                (self.place_episodes >= 1, "place_episodes", ">= 1"),
                 (self.progress is None or callable(self.progress), "progress", "a function of one record, or None")]
 
     # -- the trainer's pieces, built from this one config

@@ -25,13 +25,14 @@ search mode only (no train / place-with-policy, see :mod:`placer.methods.learned
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated, Literal
 
 import numpy as np
 
 from placer.errors import InputError
 from placer.grouping import GROUPING_HELP, Grouping, make_grouping
 from placer.grouping.parts import common_refinement, metis_parts
-from placer.methods.base import Evaluator, MethodConfig, register
+from placer.methods.base import Evaluator, MethodConfig, Range, register
 from placer.methods.layer_split import fastest_device, split_start
 from placer.methods.starts import CHEAP_SEEDS, RELIEVED, SEEDS_HELP, seed_names_ok, seeded_start
 from placer.grouping import grouping_ok
@@ -47,25 +48,25 @@ class PostConfig(MethodConfig):
     """Hyperparameters of Algorithm 1 with the paper's defaults (section 4)."""
 
     placements: int = 2400  # L: placements sampled in all (Budget.placements overrides)
-    placements_per_iter: int = 12  # K: placements per iteration (12 workers), one batch evaluation
-    ce_every: int = 5  # N = ce_every * K: a cross-entropy update every 5 iterations (N = 60)
-    rho: float = 0.1  # elite fraction: the best rho*N placements define Eq. 10's target (6 of 60)
-    ppo_steps: int = 10  # stochastic gradient ascent steps on Eq. 11 per K samples
-    lr: float = 1.0  # SGA learning rate (PPO steps and the PG step)
-    kl_beta: float = 1.0  # beta: KL penalty coefficient of Eq. 11
-    baseline_decay: float = 0.9  # b <- decay * b + (1 - decay) * mean T per iteration (rate unstated in the paper)
-    eps_start: float = 0.1  # uniform-mixing weight after each CE update at the start of the run ...
-    eps_end: float = 0.0  # ... decayed linearly to this at the end (of placements or seconds; section 4: 0.1 "linearly reduced to zero")
-    advantage: str = "relative"  # "relative": (b - T) / b; "seconds": b - T in seconds (paper: seconds)
-    oom_penalty_us: float = 1e8  # step time added to an out-of-memory placement's T (paper: 100 s)
-    start_mass: float = 0.9  # initial probability of each unit on the device its start favours (paper: uniform, i.e. 0; docs/methods/post.md)
-    oom_start_mass: float = 0.5  # start_mass instead when the seeded start overflows a device's memory (ours)
+    placements_per_iter: Annotated[int, Range(">= 1")] = 12  # K: placements per iteration (12 workers), one batch evaluation
+    ce_every: Annotated[int, Range(">= 1")] = 5  # N = ce_every * K: a cross-entropy update every 5 iterations (N = 60)
+    rho: Annotated[float, Range("in (0, 1]")] = 0.1  # elite fraction: the best rho*N placements define Eq. 10's target (6 of 60)
+    ppo_steps: Annotated[int, Range(">= 0")] = 10  # stochastic gradient ascent steps on Eq. 11 per K samples
+    lr: Annotated[float, Range(">= 0")] = 1.0  # SGA learning rate (PPO steps and the PG step)
+    kl_beta: Annotated[float, Range(">= 0")] = 1.0  # beta: KL penalty coefficient of Eq. 11
+    baseline_decay: Annotated[float, Range("in [0, 1)")] = 0.9  # b <- decay * b + (1 - decay) * mean T per iteration (rate unstated in the paper)
+    eps_start: Annotated[float, Range("in [0, 1]")] = 0.1  # uniform-mixing weight after each CE update at the start of the run ...
+    eps_end: Annotated[float, Range("in [0, 1]")] = 0.0  # ... decayed linearly to this at the end (of placements or seconds; section 4: 0.1 "linearly reduced to zero")
+    advantage: Literal["relative", "seconds"] = "relative"  # "relative": (b - T) / b; "seconds": b - T in seconds (paper: seconds)
+    oom_penalty_us: Annotated[float, Range(">= 0")] = 1e8  # step time added to an out-of-memory placement's T (paper: 100 s)
+    start_mass: Annotated[float, Range("in [0, 1)")] = 0.9  # initial probability of each unit on the device its start favours (paper: uniform, i.e. 0; docs/methods/post.md)
+    oom_start_mass: Annotated[float, Range("in [0, 1)")] = 0.5  # start_mass instead when the seeded start overflows a device's memory (ours)
     grouping: str = "metis:64"  # placement units, a placer.grouping spec (paper: one softmax per op, "ops"; docs/methods/post.md)
-    parts_per_device: int = 2  # units also split along a METIS partition into this many parts per device (ours; 0 = off, the paper's)
+    parts_per_device: Annotated[int, Range(">= 0")] = 2  # units also split along a METIS partition into this many parts per device (ours; 0 = off, the paper's)
     start_mode: bool = True  # the first batch's first sample is the start distribution's most likely placement (ours)
-    start: str = "seeds"  # the start each unit favours: "fastest" (one device), the "best" of it and the layer split, or "seeds" (ours)
+    start: Literal["fastest", "best", "seeds"] = "seeds"  # the start each unit favours: "fastest" (one device), the "best" of it and the layer split, or "seeds" (ours)
     seeds: str = CHEAP_SEEDS  # the classical heuristics start="seeds" also tries, comma-separated (those of local-search)
-    split_search: int = 72  # simulations searching the layer split's cuts over all piece counts (ours; docs/methods/post.md)
+    split_search: Annotated[int, Range(">= 1")] = 72  # simulations searching the layer split's cuts over all piece counts (ours; docs/methods/post.md)
 
     @classmethod
     def method_name(cls) -> str:
@@ -87,21 +88,7 @@ class PostConfig(MethodConfig):
         return cls(**{**dict(grouping="ops", parts_per_device=0, start_mass=0.0, advantage="seconds"), **overrides})
 
     def checks(self):
-        return [(self.placements >= 1, "placements", ">= 1"),
-                (self.placements_per_iter >= 1, "placements_per_iter", ">= 1"),
-                (self.ce_every >= 1, "ce_every", ">= 1"), (0 < self.rho <= 1, "rho", "in (0, 1]"),
-                (self.ppo_steps >= 0, "ppo_steps", ">= 0"), (self.lr >= 0, "lr", ">= 0"),
-                (self.kl_beta >= 0, "kl_beta", ">= 0"),
-                (0 <= self.baseline_decay < 1, "baseline_decay", "in [0, 1)"),
-                (0 <= self.eps_start <= 1, "eps_start", "in [0, 1]"), (0 <= self.eps_end <= 1, "eps_end", "in [0, 1]"),
-                (self.advantage in ("relative", "seconds"), "advantage", "'relative' or 'seconds'"),
-                (self.oom_penalty_us >= 0, "oom_penalty_us", ">= 0"),
-                (0 <= self.start_mass < 1, "start_mass", "in [0, 1)"),
-                (0 <= self.oom_start_mass < 1, "oom_start_mass", "in [0, 1)"),
-                (self.parts_per_device >= 0, "parts_per_device", ">= 0"),
-                (self.start in ("fastest", "best", "seeds"), "start", "'fastest', 'best' or 'seeds'"),
-                (seed_names_ok(self.seeds), "seeds", SEEDS_HELP),
-                (self.split_search >= 1, "split_search", ">= 1"),
+        return [(seed_names_ok(self.seeds), "seeds", SEEDS_HELP),
                 (grouping_ok(self.grouping), "grouping", f"one of: {GROUPING_HELP}")]
 
 
