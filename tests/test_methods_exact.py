@@ -8,6 +8,7 @@ answer, and on graphs where FIFO order is optimal all three are equal.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -120,8 +121,25 @@ def test_solve_respects_colocation():
                       compute_us={"gpu": [1, 6, 6, 1]}, colocation=coloc)
     pr = Problem(g, cluster(2))
     out = solve(pr, SimParams(), np.arange(4), 10)
-    assert out["placement"][0] == out["placement"][3]
+    assert out.placement[0] == out.placement[3]
 
+
+
+def test_solve_returns_a_typed_solution():
+    """build, solve_model and decode behind solve: a frozen Solution whose placement is the last (best)
+    of the improving solutions, each decoded to a device per op."""
+    from placer.methods.exact import Solution
+
+    g = OpGraph.build([f"o{i}" for i in range(4)], [(0, 1, 1.0), (0, 2, 1.0), (1, 3, 1.0), (2, 3, 1.0)],
+                      compute_us={"gpu": [1, 6, 6, 1]})
+    out = solve(Problem(g, cluster(2)), SimParams(), np.arange(4), 10)
+    assert isinstance(out, Solution) and out.status == "OPTIMAL" and out.tasks == 4
+    assert out.placement is out.solutions[-1] and all(len(p) == 4 for p in out.solutions)
+    assert list(out.values_us) == sorted(out.values_us, reverse=True)
+    assert out.model_makespan_us == pytest.approx(out.values_us[-1])
+    assert out.lower_bound_us <= out.model_makespan_us + 1e-9
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        out.status = "UNKNOWN"
 
 def _recording_solve(monkeypatch, replace=None):
     """Record every solve's (time limit, deterministic) and optionally replace its answer."""
@@ -164,7 +182,7 @@ def test_cp_sat_never_worse_than_its_warm_start(monkeypatch):
 
     def worst(problem, out):
         bad = np.full(problem.n_ops, cpu, dtype=np.int64)
-        return {**out, "placement": bad, "solutions": [bad]}
+        return dataclasses.replace(out, solutions=(bad,))
 
     _recording_solve(monkeypatch, worst)
     res = run_method("cp-sat", pr, Budget(), 0, max_groups=40, deterministic_s=0.2)
@@ -181,8 +199,7 @@ def test_cp_sat_without_a_solution_returns_the_warm_start(monkeypatch):
     pr = Problem(layered_training_graph(20, seed=4), preset("k80x2"))
 
     def nothing(problem, out):
-        return {**out, "status": "UNKNOWN", "placement": None, "solutions": [], "values_us": [],
-                "model_makespan_us": None}
+        return dataclasses.replace(out, status="UNKNOWN", solutions=(), values_us=(), model_makespan_us=None)
 
     _recording_solve(monkeypatch, nothing)
     res = run_method("cp-sat", pr, Budget(), 0, deterministic_s=0.2)
@@ -201,8 +218,7 @@ def test_cp_sat_returns_a_warm_start_when_its_seconds_ran_out_before_any(monkeyp
     from placer.zoo.synthetic import layered_training_graph
 
     pr = Problem(layered_training_graph(40, seed=4), preset("k80x2"))
-    _recording_solve(monkeypatch, lambda problem, out: {**out, "placement": None, "solutions": [],
-                                                         "status": "UNKNOWN"})
+    _recording_solve(monkeypatch, lambda problem, out: dataclasses.replace(out, solutions=(), status="UNKNOWN"))
     res = run_method("cp-sat", pr, Budget(seconds=1e-9), 0, max_groups=12)
     heft = heft_schedule(pr, SimParams(), gpu_devices(pr), comm="sim").placement
     assert res.cost.placements == 1 and any("no solution" in n for n in res.notes)

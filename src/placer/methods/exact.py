@@ -40,7 +40,7 @@ task's bus time is the sum of its remote transfers (a group sends each of its op
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 
@@ -144,11 +144,41 @@ def _interchangeable(problem, T: _Tasks, sim_params) -> list[list[int]]:
     return out
 
 
-def solve(problem, sim_params, group_of: np.ndarray, time_limit_s: float, seed: int = 0, hint=None,
-          workers: int = 1, resolution_us: float | None = None, memory: str = "params", cuts=(),
-          deterministic: bool = False):
-    """Build and solve the model; returns dict(status, placement (per op) or None, model_makespan_us,
-    lower_bound_us, solutions: list of per-op placements in the order found)."""
+@dataclass(frozen=True, eq=False)
+class Model:
+    """A built CP-SAT model of one grouped problem (:func:`build`) and what decoding its solutions needs."""
+
+    cp: Any  # the ortools.sat.python.cp_model.CpModel
+    x: list  # x[c][d]: placement class c on device d (a constant 0 where d cannot run all of c)
+    tasks: _Tasks  # the problem as the model sees it
+    resolution_us: float  # microseconds per tick of the model's integer times
+
+
+@dataclass(frozen=True, eq=False)
+class Solution:
+    """What one solve of a :class:`Model` found (:func:`solve_model`); compared by identity (it holds arrays)."""
+
+    status: str  # CP-SAT's status name: OPTIMAL, FEASIBLE, INFEASIBLE, UNKNOWN or MODEL_INVALID
+    solutions: tuple  # per-op placements (np.ndarray), in the order found: each better than the last
+    values_us: tuple  # the model's makespan of each, in microseconds
+    model_makespan_us: float | None  # the model's best makespan (None: no solution found)
+    lower_bound_us: float  # CP-SAT's proven bound on the model's makespan
+    resolution_us: float  # microseconds per tick of the model's integer times
+    tasks: int  # tasks (op groups) of the model
+    classes: int  # placement classes: tasks tied by a colocation group share one device
+    uniform_links: bool  # every link alike (else the model takes the fastest link: a relaxation)
+
+    @property
+    def placement(self) -> np.ndarray | None:
+        """The best solution found (per op), or None."""
+        return self.solutions[-1] if self.solutions else None
+
+
+def build(problem, sim_params, group_of: np.ndarray, hint=None, resolution_us: float | None = None,
+          memory: str = "params", cuts=()) -> Model:
+    """The model of the module docstring for ``problem`` with its ops grouped by ``group_of``;
+    ``hint``: a device per placement class for the solver to start from; ``cuts``: (classes,
+    devices) pairs, the classes never all on one of those devices (:func:`placer.methods.exact.cp_sat`)."""
     from ortools.sat.python import cp_model
 
     T = _Tasks(problem, group_of, sim_params, memory)
@@ -275,7 +305,23 @@ def solve(problem, sim_params, group_of: np.ndarray, time_limit_s: float, seed: 
             for d in range(D):
                 if T.ok[c, d]:
                     m.AddHint(x[c][d], int(d == hd))
+    return Model(m, x, T, resolution_us)
 
+
+def decode(model: Model, value) -> np.ndarray:
+    """The per-op placement of a solution, ``value(var)`` its value of a model variable."""
+    T = model.tasks
+    cls_dev = np.array([next(d for d in range(T.D) if T.ok[c, d] and value(model.x[c][d])) for c in range(T.C)])
+    return cls_dev[T.cls][T.group_of]
+
+
+def solve_model(model: Model, time_limit_s: float, seed: int = 0, workers: int = 1,
+                deterministic: bool = False) -> Solution:
+    """Solve ``model`` within ``time_limit_s`` seconds (``deterministic``: of CP-SAT's deterministic
+    time, reproducible), every improving solution decoded as it is found."""
+    from ortools.sat.python import cp_model
+
+    T, resolution_us = model.tasks, model.resolution_us
     solver = cp_model.CpSolver()
     if deterministic:  # CP-SAT's deterministic time: reproducible, but far slower than wall-clock here
         solver.parameters.max_deterministic_time = float(time_limit_s)
@@ -290,17 +336,22 @@ def solve(problem, sim_params, group_of: np.ndarray, time_limit_s: float, seed: 
 
     class _Cb(cp_model.CpSolverSolutionCallback):
         def on_solution_callback(self):
-            cls_dev = np.array([next(d for d in range(D) if T.ok[c, d] and self.Value(x[c][d])) for c in range(C)])
-            found.append(cls_dev[T.cls][group_of])
+            found.append(decode(model, self.Value))
             values.append(self.ObjectiveValue() * resolution_us)
 
-    status = solver.Solve(m, _Cb())
-    name = solver.StatusName(status)
-    out = {"status": name, "placement": found[-1] if found else None, "solutions": found, "values_us": values,
-           "model_makespan_us": float(solver.ObjectiveValue() * resolution_us) if found else None,
-           "lower_bound_us": float(solver.BestObjectiveBound() * resolution_us),
-           "resolution_us": resolution_us, "tasks": K, "classes": C, "uniform_links": bool(T.uniform)}
-    return out
+    status = solver.Solve(model.cp, _Cb())
+    return Solution(status=solver.StatusName(status), solutions=tuple(found), values_us=tuple(values),
+                    model_makespan_us=float(solver.ObjectiveValue() * resolution_us) if found else None,
+                    lower_bound_us=float(solver.BestObjectiveBound() * resolution_us),
+                    resolution_us=resolution_us, tasks=T.K, classes=T.C, uniform_links=bool(T.uniform))
+
+
+def solve(problem, sim_params, group_of: np.ndarray, time_limit_s: float, seed: int = 0, hint=None,
+          workers: int = 1, resolution_us: float | None = None, memory: str = "params", cuts=(),
+          deterministic: bool = False) -> Solution:
+    """:func:`build` the model, then :func:`solve_model` it."""
+    return solve_model(build(problem, sim_params, group_of, hint, resolution_us, memory, cuts), time_limit_s, seed,
+                       workers, deterministic)
 
 
 def class_hint(problem, group_of: np.ndarray, placement: np.ndarray, sim_params) -> np.ndarray:
@@ -388,8 +439,8 @@ def cp_sat(problem, seed: int, ev: Evaluator, cfg: CpSatConfig):
             best = ((bool(r.oom), float(r.objective_us)), p)
     h = class_hint(problem, group_of, best[1], ev.sim_params) if cfg.hint and best is not None else None
     out = solve(problem, ev.sim_params, group_of, limit(0.6), seed, h, cfg.workers, deterministic=not wall)
-    if out["placement"] is None:
-        notes.append(f"CP-SAT found no solution in its limit (status {out['status']}): the best warm start "
+    if out.placement is None:
+        notes.append(f"CP-SAT found no solution in its limit (status {out.status}): the best warm start "
                      "is returned")
         return _cp_result(problem, ev, best[1], out, notes, grouped, grouping)
 
@@ -405,9 +456,9 @@ def cp_sat(problem, seed: int, ev: Evaluator, cfg: CpSatConfig):
         return best
 
     overflowed: list = []
-    best = judge(out["solutions"], best, overflowed)
+    best = judge(out.solutions, best, overflowed)
 
-    simulate_oom = bool(overflowed) and overflowed[-1][0] is out["solutions"][-1]
+    simulate_oom = bool(overflowed) and overflowed[-1][0] is out.solutions[-1]
     cuts, rounds, T = [], 0, _Tasks(problem, group_of, ev.sim_params)
     while simulate_oom and rounds < cfg.memory_rounds and not ev.out_of_budget():
         # the model's best overflows in the simulator (activations, received copies): forbid the
@@ -424,10 +475,10 @@ def cp_sat(problem, seed: int, ev: Evaluator, cfg: CpSatConfig):
         again = solve(problem, ev.sim_params, group_of, limit(0.5), seed,
                       class_hint(problem, group_of, best[1], ev.sim_params), cfg.workers, cuts=cuts,
                       deterministic=not wall)
-        if not again["solutions"]:
+        if not again.solutions:
             break
-        best = judge(again["solutions"], best, overflowed)
-        simulate_oom = bool(overflowed) and overflowed[-1][0] is again["solutions"][-1]
+        best = judge(again.solutions, best, overflowed)
+        simulate_oom = bool(overflowed) and overflowed[-1][0] is again.solutions[-1]
     if rounds:
         notes.append(f"{rounds} memory-cut rounds ({len(cuts)} cuts) after simulated overflow")
     if best[0][0] and not ev.out_of_budget():
@@ -440,25 +491,25 @@ def cp_sat(problem, seed: int, ev: Evaluator, cfg: CpSatConfig):
     return _cp_result(problem, ev, best[1], out, notes, grouped, grouping, best[0])
 
 
-def _cp_result(problem, ev: Evaluator, placement, out, notes, grouped, grouping, key=None):
-    found = out["model_makespan_us"] is not None
-    slack_us = out["resolution_us"] * (out["tasks"] + 1)  # durations were rounded down to whole ticks
-    proven = (found and key is not None and out["status"] == "OPTIMAL" and not grouped and not key[0]
-              and key[1] <= out["lower_bound_us"] + slack_us)
+def _cp_result(problem, ev: Evaluator, placement, out: Solution, notes, grouped, grouping, key=None):
+    found = out.model_makespan_us is not None
+    slack_us = out.resolution_us * (out.tasks + 1)  # durations were rounded down to whole ticks
+    proven = (found and key is not None and out.status == "OPTIMAL" and not grouped and not key[0]
+              and key[1] <= out.lower_bound_us + slack_us)
     if found:
-        model_opt = out["status"] == "OPTIMAL"
-        what = (f"optimal for the grouped model ({out['tasks']} groups), not necessarily for the graph" if grouped and model_opt
+        model_opt = out.status == "OPTIMAL"
+        what = (f"optimal for the grouped model ({out.tasks} groups), not necessarily for the graph" if grouped and model_opt
                 else "optimal for the real problem (simulated time equals the proven bound)" if proven
                 else "optimal for the model (a relaxation: the simulated time is above its bound)" if model_opt
                 else "not proven optimal")
-        notes.append(f"status {out['status']}: {what}; model makespan {out['model_makespan_us']:.1f} us, proven lower "
-                     f"bound {out['lower_bound_us']:.1f} us" + (" (of the grouped problem)" if grouped else ""))
+        notes.append(f"status {out.status}: {what}; model makespan {out.model_makespan_us:.1f} us, proven lower "
+                     f"bound {out.lower_bound_us:.1f} us" + (" (of the grouped problem)" if grouped else ""))
     if grouped:
-        notes.append(f"coarsened {problem.n_ops} ops into {out['tasks']} groups ({grouping})")
-    if not out["uniform_links"]:
+        notes.append(f"coarsened {problem.n_ops} ops into {out.tasks} groups ({grouping})")
+    if not out.uniform_links:
         notes.append("links differ: the model uses the fastest link (a relaxation)")
     res = ev.result("cp-sat", placement, notes=notes)
-    res.cost.extra.update({k: out[k] for k in ("status", "model_makespan_us", "lower_bound_us", "tasks", "classes")})
+    res.cost.extra.update({k: getattr(out, k) for k in ("status", "model_makespan_us", "lower_bound_us", "tasks", "classes")})
     res.cost.extra["grouped"] = grouped
     # what was proven, and of what (the bench's marks, placer.bench.tables.optimality_mark): "optimal" and
     # "proven_optimal" only when the gap is closed on the real problem, the returned placement's simulated time
@@ -467,7 +518,7 @@ def _cp_result(problem, ev: Evaluator, placement, out, notes, grouped, grouping,
     # when CP-SAT proved its own model optimal (of the coarsened graph when grouped)
     res.cost.extra["optimal"] = bool(proven)
     res.cost.extra["proven_optimal"] = bool(proven)
-    res.cost.extra["proven_optimal_grouped"] = out["status"] == "OPTIMAL"
+    res.cost.extra["proven_optimal_grouped"] = out.status == "OPTIMAL"
     return res
 
 
