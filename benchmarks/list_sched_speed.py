@@ -35,6 +35,18 @@ OLD = "a5c1ab9"  # the list schedulers as they were before issue 55's rewrite
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _names_at_old() -> dict:
+    """The modules the old code imports, under the names they had at ``OLD`` (issue 67 moved them:
+    methods/sct_lp.py is list_scheduling/favourites.py, methods/support.py was split by role)."""
+    from placer.methods import devices, links, memory_repair
+    from placer.methods.list_scheduling import favourites, state
+
+    support = types.ModuleType("placer.methods.support")
+    for m in (links, devices, memory_repair, state):
+        support.__dict__.update({k: v for k, v in vars(m).items() if not k.startswith("_")})
+    return {"placer.methods.support": support, "placer.methods.sct_lp": favourites}
+
+
 def old_module():
     """The old list_scheduling module from git, without its registrations (None where git has no such commit)."""
     try:
@@ -45,7 +57,17 @@ def old_module():
     src = src[:src.index("# ---------------------------------------------------------------------- registered methods")]
     mod = types.ModuleType("list_scheduling_old")
     sys.modules[mod.__name__] = mod  # dataclasses look their module up
-    exec(compile(src, f"{OLD}:list_scheduling.py", "exec"), mod.__dict__)  # noqa: S102 (our own code from git)
+    names = _names_at_old()
+    saved = {k: sys.modules.get(k) for k in names}
+    sys.modules.update(names)
+    try:
+        exec(compile(src, f"{OLD}:list_scheduling.py", "exec"), mod.__dict__)  # noqa: S102 (our own code from git)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
     return mod
 
 
@@ -57,8 +79,8 @@ def timed(fn, clock, *args, **kw):
 
 def sct_parts(ls, pr, sp, gpus, clock):
     """m-SCT as its two parts: its favourite children (the registered default), then the ETF pass keeping them."""
-    from placer.methods.list_scheduling import SctConfig
-    from placer.methods.sct_lp import FAVOURITES
+    from placer.methods.list_scheduling.schedulers import SctConfig
+    from placer.methods.list_scheduling.favourites import FAVOURITES
 
     s = ls.State(pr, sp, gpus, "conservative")
     t_lp, fav = timed(FAVOURITES[SctConfig().favourites], clock, pr, s.mean_cost(), s.mean_edge_comm())
@@ -77,7 +99,7 @@ def main() -> None:
     ap.add_argument("--wall", action="store_true")
     a = ap.parse_args()
     from placer.cluster import preset
-    from placer.methods import list_scheduling as ls
+    from placer.methods.list_scheduling import schedulers as ls
     from placer.methods.devices import gpu_devices
     from placer.problem import Problem
     from placer.sim import SimParams

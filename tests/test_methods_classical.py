@@ -143,7 +143,7 @@ def test_search_stops_on_placements_not_the_clock(name, monkeypatch):
 def test_seeding_is_capped_in_placements_and_by_size(monkeypatch):
     """Seeds are paid in placements (at most seed_share of the budget) and the n^2 heuristics are
     skipped by a size rule on big graphs, never by a clock."""
-    from placer.methods import list_scheduling as ls
+    from placer.methods.list_scheduling import schedulers as ls
 
     def forbidden(*a, **k):
         raise AssertionError("an n^2 seeding heuristic ran on a graph above seed_max_ops")

@@ -213,7 +213,7 @@ def test_cp_sat_returns_a_warm_start_when_its_seconds_ran_out_before_any(monkeyp
     start is still simulated, so when the solver then finds nothing the run returns it (it raised
     "no warm start was evaluated" before)."""
     from placer.cluster import preset
-    from placer.methods.list_scheduling import heft_schedule
+    from placer.methods.list_scheduling.schedulers import heft_schedule
     from placer.methods.devices import gpu_devices
     from placer.zoo.synthetic import layered_training_graph
 

@@ -8,13 +8,13 @@ import pytest
 from placer.cluster import Device, make_cluster
 from placer.graph import OpGraph
 from placer.methods import Budget, run_method
-from placer.methods.list_scheduling import (
+from placer.methods.list_scheduling.schedulers import (
     etf_schedule,
     heft_schedule,
     sct_schedule,
     topo_placement,
 )
-from placer.methods.sct_lp import favourite_children
+from placer.methods.list_scheduling.favourites import favourite_children
 from placer.problem import Problem
 from placer.sim import simulate
 
@@ -114,7 +114,7 @@ def test_critical_path_favourites_follow_the_longest_paths():
     """m-SCT's default favourites: edges taken from the longest path through them down, each op at
     most one favourite child, each op at most one favourite parent."""
     from placer.cluster import preset
-    from placer.methods.sct_lp import critical_path_favourites
+    from placer.methods.list_scheduling.favourites import critical_path_favourites
     from placer.zoo.synthetic import layered_training_graph
 
     # the fork-join above: a -> c (10) is on the longest path (1 + 10 + 5 + 1 + 1 = 18); then c -> d
@@ -142,7 +142,7 @@ def test_critical_path_favourites_follow_the_longest_paths():
 def test_m_sct_favourites_option():
     """m-SCT version 2 picks its favourites by the greedy matching; favourites="lp" is the LP
     form (version 1's placements, pinned below); both keep a favourite child with its parent here."""
-    from placer.methods.list_scheduling import SctConfig
+    from placer.methods.list_scheduling.schedulers import SctConfig
 
     assert SctConfig().favourites == "critical-path"
     g = OpGraph.build(["a", "b", "c", "d"], [("a", "b", 1.0), ("a", "c", 10.0), ("b", "d", 1.0), ("c", "d", 1.0)],
@@ -293,7 +293,7 @@ def test_slots_find_the_gap_the_step_by_step_scan_finds():
     earliest-gap query as the linear scan does, zero-length intervals and gaps included."""
     import bisect
 
-    from placer.methods.list_state import BLOCK, Slots
+    from placer.methods.list_scheduling.state import BLOCK, Slots
 
     rng = np.random.default_rng(0)
     for trial in range(4):

@@ -13,12 +13,12 @@ from conftest import run_cli
 from placer.cluster import preset
 from placer.grouping import colocation_units
 from placer.methods import Budget, run_method
-from placer.methods import list_scheduling as ls
+from placer.methods.list_scheduling import schedulers as ls
 from placer.methods.base import Evaluator
 from placer.methods.local_search import critical_path
 from placer.methods.partitioning import metis_placement
 from placer.methods.starts import seed_placements
-from placer.methods.list_scheduling import shared_schedule
+from placer.methods.list_scheduling.schedulers import shared_schedule
 from placer.methods.start_cache import computed, shared
 from placer.methods.devices import gpu_devices
 from placer.problem import Problem

@@ -339,7 +339,7 @@ def embed_np(net, c: Ctx, tensors) -> np.ndarray:
 # ---------------------------------------------------------------------- Stage I: imitation (section 4.2)
 def teacher_record(c: Ctx, net, cfg: DopplerConfig, sim_params=None) -> Record:
     """The critical-path teacher's trajectory on the nodes, replayed through the MDP."""
-    from placer.methods.list_scheduling import etf_schedule, heft_schedule
+    from placer.methods.list_scheduling.schedulers import etf_schedule, heft_schedule
 
     schedule = heft_schedule if cfg.teacher == "heft" else etf_schedule
     s = schedule(c.P, sim_params, [int(d) for d in c.devices], "conservative", comm="sim")

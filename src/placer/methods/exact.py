@@ -385,7 +385,7 @@ class CpSatConfig(MethodConfig):
 def _warm_starts(problem, ev: Evaluator, seed: int) -> list[np.ndarray]:
     """The placements CP-SAT starts from: HEFT and m-ETF (simulator's communication), METIS, and
     every op on the first GPU when it can run them all."""
-    from placer.methods import list_scheduling as ls
+    from placer.methods.list_scheduling import schedulers as ls
     from placer.methods.partitioning import metis_placement
     from placer.methods.devices import gpu_devices
 

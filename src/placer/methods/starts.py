@@ -23,7 +23,7 @@ from placer.grouping import colocation_units
 from placer.methods.base import Evaluator, NotApplicable
 from placer.methods.expert import shared_expert
 from placer.methods.layer_split import split_start
-from placer.methods.list_scheduling import shared_schedule, shared_topo
+from placer.methods.list_scheduling.schedulers import shared_schedule, shared_topo
 from placer.methods.partitioning import shared_metis
 from placer.methods.devices import gpu_devices
 from placer.methods.memory_repair import relieve_oom, repair_memory

@@ -30,13 +30,13 @@ checks) and says so in a note. Every registered method then finishes with the sh
 :func:`placer.methods.memory_repair.relieve_oom` repair, which moves units off a device whose simulated
 peak overflows while that helps, so a memory-feasible placement is returned when one is found.
 
-Speed (issue 55). The state (:mod:`placer.methods.list_state`) is kept incrementally: busy
+Speed (issue 55). The state (:mod:`placer.methods.list_scheduling.state`) is kept incrementally: busy
 intervals of every bus and device in blocked gap lists, data-ready times recomputed only when a
 booking touches what they read, received bytes cached per op; m-ETF picks each step's (op, device)
 in one vectorised pass over the ready set. The placements are the ones the rescanning code gave
 (tests/fixtures/list_sched_placements.json); ``benchmarks/list_sched_speed.py`` times the three
 against it. m-SCT picks its favourite children by a greedy matching along the longest paths
-(:mod:`placer.methods.sct_lp`; version 2), near-linear where the favourite-child LP solved by HiGHS
+(:mod:`placer.methods.list_scheduling.favourites`; version 2), near-linear where the favourite-child LP solved by HiGHS
 (version 1, ``favourites="lp"``) grew about with the square of the graph.
 """
 
@@ -48,18 +48,18 @@ from typing import Literal
 import numpy as np
 
 from placer.methods.base import Evaluator, MethodConfig, register
-from placer.methods.list_state import COMM, Schedule, Slots, State  # noqa: F401 (COMM, Schedule: public here)
-from placer.methods.sct_lp import FAVOURITES
-from placer.methods.start_cache import device_key, shared  # computed once per Problem, shared with the seeds
 from placer.methods.devices import gpu_devices
-from placer.methods.list_state import bottom_level
+from placer.methods.list_scheduling.favourites import FAVOURITES
+from placer.methods.list_scheduling.state import (  # noqa: F401 (COMM, Schedule: public here)
+    COMM, Schedule, Slots, State, bottom_level)
 from placer.methods.memory_repair import relieve_oom
+from placer.methods.start_cache import device_key, shared  # computed once per Problem, shared with the seeds
 
 BAECHI = "Jeon et al., Baechi: Fast Device Placement of Machine Learning Graphs, SoCC 2020"
 HEFT_PAPER = "Topcuoglu, Hariri, Wu, Performance-Effective and Low-Complexity Task Scheduling, IEEE TPDS 2002"
 
 
-# the scheduler state (costs, pins, memory, the buses kept incrementally) lives in list_state.py
+# the scheduler state (costs, pins, memory, the buses kept incrementally) lives in state.py
 _Scheduler = State
 
 
@@ -111,7 +111,7 @@ def etf_schedule(problem, sim_params=None, devices: list[int] | None = None, mem
 
     Each step is one vectorised pass over the ready ops and devices (start times, memory
     eligibility); data-ready times and received bytes are kept per op and recomputed only when
-    what they read changed (:mod:`placer.methods.list_state`)."""
+    what they read changed (:mod:`placer.methods.list_scheduling.state`)."""
     s = State(problem, sim_params, devices, memory, comm)
     s.track = s.sim_comm
     g = problem.graph
@@ -195,7 +195,7 @@ def sct_schedule(problem, sim_params=None, devices: list[int] | None = None, mem
     list scheduler that keeps a favourite child on its parent's device (Baechi section 4.3).
     ``favourites``: ``"lp"``, the rounded relaxed SCT linear program solved by HiGHS, as the paper
     (and the search methods' ``m-sct`` seed) has it, or ``"critical-path"``, the greedy matching
-    along the longest paths the registered method uses by default (:mod:`placer.methods.sct_lp`)."""
+    along the longest paths the registered method uses by default (:mod:`placer.methods.list_scheduling.favourites`)."""
     s = State(problem, sim_params, devices, memory)
     fav = FAVOURITES[favourites](problem, s.mean_cost(), s.mean_edge_comm())
     sched = etf_schedule(problem, sim_params, devices, memory, favourite_child=fav, comm=comm)
@@ -329,7 +329,7 @@ def shared_schedule(kind: str, problem, sim_params=None, devices=None, memory: s
 
 
 def shared_topo(problem, devices=None, memory: str = "conservative"):
-    """m-TOPO's placement (:func:`placer.methods.list_scheduling.topo_placement`), once per Problem."""
+    """m-TOPO's placement (:func:`placer.methods.list_scheduling.schedulers.topo_placement`), once per Problem."""
     return shared(problem, ("m-topo", device_key(devices), memory), lambda: topo_placement(problem, devices, memory))
 
 

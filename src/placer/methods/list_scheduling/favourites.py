@@ -37,7 +37,7 @@ import numpy as np
 from scipy.optimize import linprog
 from scipy.sparse import coo_matrix
 
-from placer.methods.list_state import bottom_level
+from placer.methods.list_scheduling.state import bottom_level
 
 
 def top_level(problem, cost_us: np.ndarray, edge_comm_us: np.ndarray) -> np.ndarray:
