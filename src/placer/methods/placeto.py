@@ -7,14 +7,10 @@ by group, trained with REINFORCE. Read top to bottom:
   :mod:`placer.nn.placeto`), REINFORCE (A.1 eq. 1, A.7; :mod:`placer.rl.reinforce`, its loss in
   :mod:`placer.rl.loss`) and the units it places (A.6; :mod:`placer.grouping`);
 * :func:`build_trainer`, the one place a trainer is assembled from that config;
-* :class:`Placeto`, the learned-method protocol (:mod:`placer.methods.learned`) on the shared
-  driver (:class:`placer.methods.learned_support.StatePolicyMethod`, whose ``run`` is the registered
-  method): *search mode* (:meth:`Placeto.search`), a policy trained on the one graph it is given
-  within the budget (every simulated placement counts, never more than the budget), from a seeded
-  start, with restarts from the best placement and a second phase on finer units, the best
-  placement evaluated the result; with a trained ``policy`` (an object, never a file) it places
-  with it instead, after ``finetune`` episodes of fine-tuning when asked; train on several graphs,
-  policy state in and out.
+* :class:`Placeto`, the learned-method protocol on the shared driver (``StatePolicyMethod.run`` is
+  the registered method): *search mode* trains on the one graph within the budget, from a seeded
+  start, restarting at the best placement, then on finer units; with a ``policy`` (an object) it
+  places with it, fine-tuned first when asked; train on several graphs; policy state in and out.
 
 Why each default departs from the paper, with the measurements that decided it: docs/methods/placeto.md.
 """
@@ -291,15 +287,13 @@ def seeded_task(gp, start: np.ndarray, seed: int):
 
 
 class Placeto(StatePolicyMethod):
-    """Placeto as a learned method (:class:`placer.methods.learned.LearnedMethod`) on the shared
-    driver (:class:`placer.methods.learned_support.StatePolicyMethod`: its ``run`` is the registered
-    method); its policy is a :class:`placer.rl.policy.PlacetoPolicy`."""
+    """Placeto's learned-method protocol; its policy is a :class:`placer.rl.policy.PlacetoPolicy`."""
 
     name = "placeto"
 
     def search(self, problem, seed: int, ev: Evaluator, cfg: PlacetoConfig, *, policy=None,
                progress: Progress | None = None):
-        """Search mode (the module docstring); returns (the result, the policy training ended with)."""
+        """Search mode; returns (the result, the policy training ended with)."""
         cfg = cfg if progress is None or progress is cfg.progress else replace(cfg, progress=progress)
         env, initial = cfg.env(), None
         got = seeded_start(problem, ev, cfg.seeds, cfg.split_search) if cfg.start == "seeds" else None
@@ -319,10 +313,8 @@ class Placeto(StatePolicyMethod):
     def train(self, problems: list, cfg: PlacetoConfig, seed: int, sim_params=None, *, placements: int | None = None,
               progress: Progress | None = None):
         """Policy mode: REINFORCE over ``problems`` (each worker's episode on a graph of them, A.7),
-        until ``cfg.episodes`` episodes or ``placements`` placements (None: no limit but the episodes,
-        or ``cfg.placements`` when the episodes are not limited either); the policy holds the trainer's
-        whole state (its counters and best placements included). With ``cfg.policy``, that policy's
-        training resumes where it stopped (its whole state: the same graphs and settings)."""
+        until ``cfg.episodes`` episodes or ``placements`` placements (both None: ``cfg.placements``);
+        the policy holds the trainer's whole state. With ``cfg.policy``: its training resumed."""
         from placer.errors import InputError
         from placer.rl.task import candidate_devices
 
@@ -349,7 +341,7 @@ class Placeto(StatePolicyMethod):
         return self.policy_of(tr)
 
     def check_fits(self, problem, cfg: PlacetoConfig) -> None:
-        """The policy chooses among a fixed number of devices: refuse a cluster that offers another number."""
+        """Refuse a cluster that offers another number of devices than the policy chooses among."""
         from placer.errors import InputError
         from placer.rl.task import candidate_devices
 
@@ -384,16 +376,13 @@ class Placeto(StatePolicyMethod):
         return policy.state
 
     def load_policy(self, state, where: str = "policy"):
-        """The policy of a state dict (checked, labelled ``where``); a policy object as it is."""
+        """The checked policy of a state dict, labelled ``where`` (a policy: itself)."""
         from placer.rl.policy import PlacetoPolicy
 
         return state if isinstance(state, PlacetoPolicy) else PlacetoPolicy.from_state(state, where, label=where)
 
     def policy_key(self, cfg: PlacetoConfig, problems: list) -> dict:
-        """What a trained policy's cache key holds of ``cfg`` and ``problems``: the trainer settings
-        (:func:`trainer_key`) and, off two devices, the number of candidates (the keep bias grows with
-        ln(A - 1)). No ``"method"`` entry: Placeto's policies were keyed before other methods had any,
-        and the committed ones keep their hash."""
+        """:func:`trainer_key`, and the candidates' number off two (no ``"method"``: committed keys stay)."""
         from placer.rl.task import candidate_devices
 
         key = {"trainer": trainer_key(cfg)}
@@ -403,8 +392,7 @@ class Placeto(StatePolicyMethod):
         return key
 
     def trained(self, policy) -> dict:
-        """What the policy keeps of its training: episodes, placements and simulator calls, and the
-        best objective per training graph (None where no episode visited it yet)."""
+        """Its episodes, placements, simulator calls and best objective per graph (None: not visited)."""
         s = policy.state
         return {"episodes": s["episode"], "placements": s["placements"], "sim_calls": s["sim_calls"],
                 "best_objective_us": [b["objective_us"] if math.isfinite(b["objective_us"]) else None
@@ -422,10 +410,8 @@ SEARCH_ONLY = ("restart", "refine", "refine_at")  # fields that training a polic
 
 
 def trainer_key(cfg: PlacetoConfig) -> dict:
-    """A policy's trainer settings as its cache key sees them: the config without :data:`SEARCH_ONLY`,
-    so a field added for search alone keeps the trained policies cached; the devices as training reads
-    them (:meth:`PlacetoConfig.candidates`). The ``progress`` callback stands as ``log``, None, the log
-    file it replaced, so that committed policies keep their hash."""
+    """The trainer settings a policy's cache key holds: not :data:`SEARCH_ONLY`, devices as training
+    reads them, ``log: None`` for ``progress`` (the committed policies' keys)."""
     key = {k: v for k, v in cfg.to_dict().items() if k != "progress"}
     return {k: v for k, v in {**key, "log": None, "devices": cfg.candidates()}.items() if k not in SEARCH_ONLY}
 
