@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 import placer.grouping as grouping
-from placer.cli import load_problem
+from placer.cli.common import load_problem
 from placer.grouping.parts import metis_parts
 from placer.grouping.quotient import Quotient
 

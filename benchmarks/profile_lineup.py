@@ -123,9 +123,10 @@ def main(argv=None):
     t_all = time.perf_counter()
     from placer.compare import compare_methods, default_methods, out_of_range, scaled_budgets  # noqa: F401
     from placer.compare import _run_one
-    from placer.cli import _warm_up_simulator, sim_params
+    from placer.cli.common import sim_params
     from placer.problem import Problem
     from placer.resolve import default_graph_name, resolve_cluster, resolve_graph
+    from placer.sim import warm_up
     from placer.sim.single import over_single, single_device
 
     t_import = time.perf_counter() - t_all
@@ -139,7 +140,7 @@ def main(argv=None):
     skip = out_of_range(P, names) if args.methods == "default" else {}
     scaled = scaled_budgets(P, names) if args.methods == "default" else {}
     sp = sim_params("default", P)
-    step("simulator warm-up", lambda: _warm_up_simulator(P, sp), "numba compile or cache load")
+    step("simulator warm-up", lambda: warm_up(P, sp), "numba compile or cache load")
     results = {}
     for name in names:
         if name in skip:

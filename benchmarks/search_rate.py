@@ -84,7 +84,7 @@ def main(argv=None):
     if not 1 <= args.placements <= 100_000:
         ap.error("--placements: 1 to 100,000")
 
-    from placer.cli import load_problem
+    from placer.cli.common import load_problem
     from placer.methods import Budget, run_method
     from placer.sim import SimParams, evaluate_many
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from conftest import run_cli
-from placer.cli import load_problem
+from placer.cli.common import load_problem
 from placer.lowerbound import lower_bound
 from placer.sim import SimParams
 

@@ -82,7 +82,7 @@ def test_compare_progress_display_names_running_methods(tmp_path, capsys, monkey
     never the old ``method (k/n)`` of the first queued method."""
     from rich.console import Console
 
-    import placer.cli as cli
+    import placer.cli.compare as cli
 
     buf = io.StringIO()
     monkeypatch.setattr(cli, "err_console", Console(file=buf, force_terminal=True, width=120))

@@ -28,3 +28,62 @@ def test_library_errors_name_the_parameter(call, where):
     with pytest.raises(InputError) as e:
         call()
     assert str(e.value).startswith(where) and "--" not in str(e.value) and "placer " not in str(e.value)
+
+
+def _facts_and_cli_line(call):
+    """The library's error for ``call`` and the line the command line prints for it."""
+    from placer.cli.advice import line
+
+    with pytest.raises(InputError) as e:
+        call()
+    return e.value, line(e.value)
+
+
+@pytest.mark.parametrize("call, library, cli", [
+    (lambda: __import__("placer.cluster").cluster.preset("k80x3"), "cluster: preset 'k80x3'",
+     "--cluster: preset 'k80x3'"),
+    (lambda: __import__("placer.resolve").resolve.resolve_cluster("k80x3"), "cluster: preset 'k80x3'",
+     "--cluster: preset 'k80x3'"),
+    (lambda: __import__("placer.runtime.detect").runtime.detect.parse_here("here:"), "cluster: 'here:'",
+     "--cluster: 'here:': is not here or here:cpus=N; e.g. --cluster here:cpus=2"),
+    (lambda: __import__("placer.sim").sim.SimParams.preset("fast"), "sim: 'fast'", "--sim: 'fast'"),
+    (lambda: __import__("placer.runtime.devices").runtime.devices.parse_map("gpu0", contract_problem().cluster),
+     "map: 'gpu0'", "--map: 'gpu0': is not CLUSTER_DEVICE=REAL_DEVICE; e.g. --map gpu:0=cuda:0,cpu:0=cpu"),
+])
+def test_library_states_facts_and_the_cli_names_its_option(call, library, cli):
+    """Issue 67: the library names its parameter; the command line's guard puts the option there."""
+    e, said = _facts_and_cli_line(call)
+    assert str(e).startswith(library) and "--" not in str(e) and "placer " not in str(e) and e.kind
+    assert said.startswith(cli) and said.partition(";")[0].endswith(str(e).partition(";")[0].partition(": ")[2])
+
+
+def test_module_map_errors_give_the_cli_advice_only_on_the_command_line():
+    """A placement of a graph without module paths, or one that splits a module: the library says
+    what is wrong; `placer export` / `placer run --apply` add the command to run."""
+    import numpy as np
+
+    from placer.cli.advice import module_split
+    from placer.cluster import preset
+    from placer.export import device_map, unit_devices
+    from placer.grouping.modules import module_units
+    from placer.problem import Problem
+
+    P = contract_problem()
+    e, said = _facts_and_cli_line(lambda: device_map(P, np.zeros(P.n_ops, int), ["cuda:0", "cuda:1", "cpu"], 1))
+    assert e.kind == "no-module-map" and "placer " not in str(e) and "(placer optimize -o)" in said
+    torch = pytest.importorskip("torch")
+    from placer.frontends.torch import capture_training_step
+
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    g = capture_training_step(net, [torch.zeros(2, 4)], name="mlp")
+    P = Problem(g, preset("k80x2"))
+    mu = module_units(P, 1)
+    split = np.flatnonzero((mu.op_unit == mu.names.index("0")) & ~mu.glue & (g.colocation < 0))
+    p = np.zeros(P.n_ops, dtype=np.int64)
+    p[split[-1]] = 1  # one op of module '0' on gpu:1
+    with pytest.raises(InputError) as got:
+        unit_devices(P, p, 1)
+    assert got.value.kind == "module-split" and "--" not in str(got.value) and "placer " not in str(got.value)
+    said = str(module_split(got.value, "g.json", 1))
+    assert said.partition(";")[0] == str(got.value).partition(";")[0]
+    assert "`placer optimize g.json --grouping module:1`" in said

@@ -168,5 +168,5 @@ def preset(name: str) -> Cluster:
     try:
         return PRESETS[name.lower()]()
     except KeyError:
-        raise InputError("--cluster", f"preset '{name}'", "is not a known cluster preset",
-                         f"use one of {', '.join(PRESETS)} or a cluster JSON file") from None
+        raise InputError("cluster", f"preset '{name}'", "is not a known cluster preset",
+                         f"use one of {', '.join(PRESETS)} or a cluster JSON file", kind="cluster") from None

@@ -47,12 +47,21 @@ def kind_of(value: object) -> str:
 
 
 class InputError(ValueError):
-    """Bad user input: a file, a graph item, a placement entry or an option."""
+    """Bad user input: a file, a graph item, a placement entry or an option.
 
-    def __init__(self, where: str, item: str, problem: str, fix: str):
-        self.where, self.item, self.problem, self.fix = where, item, problem, fix
+    The library states facts: ``where`` is a file or the library's own parameter (``cluster``,
+    ``sim``, ``method``), never a command-line flag. ``kind``, when given, names the kind of error
+    so that a front end can say it its own way: the command line (``placer.cli.advice``) puts the
+    option that carried the value in ``where`` and its own advice in ``fix``."""
+
+    def __init__(self, where: str, item: str, problem: str, fix: str, *, kind: str | None = None):
+        self.where, self.item, self.problem, self.fix, self.kind = where, item, problem, fix, kind
         super().__init__(f"{printable(where)}: {printable(item)}: {printable(problem)}; {printable(fix)}")
 
     def at(self, where: str) -> "InputError":
         """The same error attributed to a file (used when a validator did not know the path)."""
-        return InputError(where, self.item, self.problem, self.fix)
+        return InputError(where, self.item, self.problem, self.fix, kind=self.kind)
+
+    def advised(self, fix: str, where: str | None = None) -> "InputError":
+        """The same facts with another advice (and, given, another ``where``): a front end's words."""
+        return InputError(self.where if where is None else where, self.item, self.problem, fix, kind=self.kind)

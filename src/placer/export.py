@@ -27,20 +27,19 @@ def units_of(problem: Problem, depth: int, where: str = "export") -> ModuleUnits
     mu = None if why else module_units(problem, depth)
     if mu is None:
         raise InputError(where, f"graph '{problem.graph.name}'", f"{why or 'records no module paths'}, so a placement "
-                         "of it is no module map", f"use the placement file itself (placer optimize -o), or {NO_MODULES_FIX}")
+                         "of it is no module map", f"use the placement itself, or {NO_MODULES_FIX}", kind="no-module-map")
     return mu
 
 
-def unit_devices(problem: Problem, placement, depth: int = DEFAULT_DEPTH, where: str = "placement",
-                 graph_arg: str = "GRAPH") -> tuple[ModuleUnits, np.ndarray]:
-    """(units, device index of every unit), or InputError naming the first module the placement
-    splits (or the first tie it breaks)."""
+def unit_devices(problem: Problem, placement, depth: int = DEFAULT_DEPTH,
+                 where: str = "placement") -> tuple[ModuleUnits, np.ndarray]:
+    """(units, device index of every unit), or InputError (kind ``module-split``) naming the first
+    module the placement splits (or the first tie it breaks)."""
     mu = units_of(problem, depth, where)
     p = np.asarray(placement, dtype=np.int64)
     names = problem.cluster.device_names
     dev = np.full(mu.n_units, -1, dtype=np.int64)
-    how = (f"get a module-level placement with `placer optimize {graph_arg} --grouping module:{depth}` (or "
-           f"`--method accelerate-auto` / `param-balanced`), or export it at a shallower depth (--depth)")
+    how = f"place the ops of each module at depth {depth} on one device, or export it at a shallower depth"
     own = ~mu.glue
     for u in range(mu.n_units):
         ops = np.flatnonzero((mu.op_unit == u) & own)
@@ -53,22 +52,24 @@ def unit_devices(problem: Problem, placement, depth: int = DEFAULT_DEPTH, where:
             raise InputError(where, f"module '{mu.names[u]}'",
                              f"is split over {names[ds[main]]} and {', '.join(other)} "
                              f"({len(ops) - int(counts[main])} of its {len(ops)} ops off {names[ds[main]]}), "
-                             f"so no module -> device map at depth {depth} expresses this placement", how)
+                             f"so no module -> device map at depth {depth} expresses this placement", how,
+                             kind="module-split")
         dev[u] = ds[0]
     for t in np.unique(mu.tie):
         us = np.flatnonzero(mu.tie == t)
         if len(np.unique(dev[us])) > 1:
             a, b = us[0], us[np.flatnonzero(dev[us] != dev[us[0]])[0]]
             raise InputError(where, f"modules '{mu.names[a]}' and '{mu.names[b]}'",
-                             f"share a parameter and are on {names[dev[a]]} and {names[dev[b]]}", how)
+                             f"share a parameter and are on {names[dev[a]]} and {names[dev[b]]}", how,
+                             kind="module-split")
     return mu, dev
 
 
 def device_map(problem: Problem, placement, real: list[str], depth: int = DEFAULT_DEPTH,
-               where: str = "placement", graph_arg: str = "GRAPH") -> dict:
+               where: str = "placement") -> dict:
     """The ``device-map`` export: ``{"device_map": {module: real device}, ...}`` with the cluster
     device of every module beside it (``real``: the real device of every cluster device)."""
-    mu, dev = unit_devices(problem, placement, depth, where, graph_arg)
+    mu, dev = unit_devices(problem, placement, depth, where)
     order = dataflow_order(problem.graph, mu)
     pbytes = np.bincount(mu.op_unit, weights=problem.graph.param_bytes, minlength=mu.n_units)
     devices = []
@@ -114,12 +115,12 @@ def _cluster_device(cluster, value, module: str, path: str) -> int:
         if k < len(gpus):
             return gpus[k]
         raise InputError(path, f"module '{module}'", f"is on {text}, but cluster '{cluster.name}' has "
-                         f"{len(gpus)} GPU(s)", "give a cluster with as many GPUs (--cluster)")
+                         f"{len(gpus)} GPU(s)", "give a cluster with as many GPUs", kind="cluster-gpus")
     if text == "cpu":
         if cpus:
             return cpus[0]
         raise InputError(path, f"module '{module}'", f"is on the CPU, but cluster '{cluster.name}' has no CPU device",
-                         "give a cluster with a CPU (--cluster), or map the module to a GPU")
+                         "give a cluster with a CPU, or map the module to a GPU", kind="cluster-cpu")
     if isinstance(value, str) and value in names:
         return names.index(value)
     raise InputError(path, f"module '{module}'", f"is on {str(value)[:40]!r}, which names no device of cluster "
@@ -167,14 +168,14 @@ def placement_from_map(doc, problem: Problem, path: str = "device map") -> np.nd
 
 
 def pipeline(problem: Problem, placement, real: list[str], depth: int = DEFAULT_DEPTH, sim_params=None,
-             where: str = "placement", graph_arg: str = "GRAPH") -> dict:
+             where: str = "placement") -> dict:
     """The ``pipeline`` export: units in forward order cut where the device changes; each stage its
     device, modules, parameter bytes (weights and optimizer state) and its device's simulated peak
     memory; ``split_points``: the first module of every stage after the first, for
     ``torch.distributed.pipelining.pipeline(..., split_spec={name: SplitPoint.BEGINNING})``."""
     from placer.sim import simulate
 
-    mu, dev = unit_devices(problem, placement, depth, where, graph_arg)
+    mu, dev = unit_devices(problem, placement, depth, where)
     g = problem.graph
     order = dataflow_order(g, mu)
     _check_stages(g, mu, dev, order, problem.cluster.device_names, where)
@@ -225,8 +226,8 @@ def _check_stages(g, mu: ModuleUnits, dev: np.ndarray, order: list[int], names, 
         if not runs or dev[runs[-1]] != dev[u]:
             runs.append(u)
         stage[u] = len(runs) - 1
-    fix = "export it as --format device-map (placer.apply runs any module-level placement), or place contiguous " \
-          "stages (--method param-balanced, or --objective pipeline)"
+    fix = "export it as a device map (placer.apply runs any module-level placement), or place contiguous " \
+          "stages (param-balanced, or the pipeline objective)"
     seen: dict[int, int] = {}
     for k, u in enumerate(runs):
         d = int(dev[u])
@@ -239,11 +240,11 @@ def _check_stages(g, mu: ModuleUnits, dev: np.ndarray, order: list[int], names, 
                 a, b = tied[0]
                 raise InputError(where, f"modules '{mu.names[a]}' and '{mu.names[b]}'", "share a parameter, so "
                                  f"{names[d]} holds both and the modules between them run elsewhere: split points "
-                                 "give a pipeline stage one contiguous run of modules", "export it as --format "
-                                 "device-map (placer.apply runs any module-level placement)")
+                                 "give a pipeline stage one contiguous run of modules", "export it as a device map "
+                                 "(placer.apply runs any module-level placement)", kind="pipeline-tie")
             raise InputError(where, f"device {names[d]}", f"holds modules before and after '{mu.names[between]}' "
                              f"(on {names[dev[between]]}): its modules are not contiguous in data-flow order, "
-                             "so no split point makes them one pipeline stage", fix)
+                             "so no split point makes them one pipeline stage", fix, kind="pipeline-order")
         seen[d] = k
     fwd = (g.role[g.edge_src] == FORWARD) & (g.role[g.edge_dst] == FORWARD) & ~mu.glue[g.edge_src] & ~mu.glue[g.edge_dst]
     su, du = mu.op_unit[g.edge_src[fwd]], mu.op_unit[g.edge_dst[fwd]]
@@ -251,4 +252,5 @@ def _check_stages(g, mu: ModuleUnits, dev: np.ndarray, order: list[int], names, 
     if len(back):
         a, b = int(su[back[0]]), int(du[back[0]])
         raise InputError(where, f"module '{mu.names[a]}'", f"(stage {stage[a]}) feeds '{mu.names[b]}' of an "
-                         f"earlier stage ({stage[b]}), so split points cannot express this placement", fix)
+                         f"earlier stage ({stage[b]}), so split points cannot express this placement", fix,
+                         kind="pipeline-order")

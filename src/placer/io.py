@@ -69,7 +69,8 @@ def human_size(n: float) -> str:
 
 def _too_big(path: str, what: str, limit: int) -> InputError:
     return InputError(path, "file", f"{what} more than the input limit of {human_size(limit)}",
-                      f"raise the limit with `placer --max-input-size 2GiB ...` or ${MAX_INPUT_ENV} if the file is genuine")
+                      f"raise the limit (set_max_input_bytes, or ${MAX_INPUT_ENV}) if the file is genuine",
+                      kind="input-limit")
 
 
 def read_input_bytes(path: str | os.PathLike) -> bytes:

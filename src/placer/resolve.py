@@ -91,9 +91,9 @@ def resolve_cluster(spec: str, graph: OpGraph | None = None, graph_spec: str | N
     if Path(spec).exists():
         from placer.frontends.native import load_cluster
         return load_cluster(spec)
-    raise InputError("--cluster", f"preset '{spec}'", "is not a known cluster preset or file",
+    raise InputError("cluster", f"preset '{spec}'", "is not a known cluster preset or file",
                      did_you_mean(spec, PRESETS) + f"use one of {', '.join(PRESETS)}, here, here:cpus=N "
-                     "or a cluster JSON file")
+                     "or a cluster JSON file", kind="cluster")
 
 
 def here_cluster(spec: str) -> Cluster:
@@ -105,6 +105,6 @@ def here_cluster(spec: str) -> Cluster:
 
     cpus = parse_here(spec)
     if importlib.util.find_spec("torch") is None:
-        raise InputError("--cluster", f"'{spec}'", "measures this machine with torch, which is not installed",
-                         "pip install 'placer[torch]', or give a preset or a cluster file")
+        raise InputError("cluster", f"'{spec}'", "measures this machine with torch, which is not installed",
+                         "pip install 'placer[torch]', or give a preset or a cluster file", kind="cluster")
     return detected(cpus)

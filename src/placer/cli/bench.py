@@ -14,7 +14,8 @@ from typing import Optional
 
 import typer
 
-from placer.cli import app, console, err_console
+from placer.cli import app
+from placer.cli.common import console, err_console
 from placer.cli.options import MAX_SEED, at_least, bounded, existing_folder, output_file, output_folder
 from placer.errors import InputError
 

@@ -10,8 +10,9 @@ from typing import Optional
 
 import typer
 
-from placer.cli import ClusterOpt, GraphArg, JsonOpt, SimOpt, _emit, _us, app, console, load_problem, safe, sim_params
-from placer.cli.options import bounded
+from placer.cli import app
+from placer.cli.common import console, emit, load_problem, safe, sim_params, us
+from placer.cli.options import ClusterOpt, GraphArg, JsonOpt, SimOpt, bounded
 
 
 @app.command()
@@ -35,14 +36,14 @@ def bound(graph: str = GraphArg, cluster: str = ClusterOpt,
             **b.as_dict()}
 
     def render(d):
-        console.print(f"lower bound {_us(d['value_us'])} on the step time of every placement that fits in memory "
-                      f"({safe(d['source'])}); {_us(d['any_placement_us'])} on every placement; "
-                      f"the old bound {_us(d['old_us'])}")
+        console.print(f"lower bound {us(d['value_us'])} on the step time of every placement that fits in memory "
+                      f"({safe(d['source'])}); {us(d['any_placement_us'])} on every placement; "
+                      f"the old bound {us(d['old_us'])}")
         if d["best_known_us"] is not None:
-            console.print(f"best placement seen {_us(d['best_known_us'])}"
+            console.print(f"best placement seen {us(d['best_known_us'])}"
                           + (": proven optimal" if d["proven_optimal"] else ""))
         for c in d["candidates"]:
-            console.print(f"  {safe(c['name']):<15} {_us(c['value_us']):>14}  {c['seconds']:7.2f} s"
+            console.print(f"  {safe(c['name']):<15} {us(c['value_us']):>14}  {c['seconds']:7.2f} s"
                           f"{'  (placements that fit)' if c['memory'] else ''}  {safe(c['note'])}")
 
-    _emit(data, as_json, render)
+    emit(data, as_json, render)

@@ -13,7 +13,8 @@ from typing import Optional
 
 import typer
 
-from placer.cli import app, console, err_console
+from placer.cli import app
+from placer.cli.common import console, err_console
 from placer.cli.options import at_least, bounded, output_file, output_folder, seed_option
 from placer.errors import InputError, printable
 
@@ -124,7 +125,7 @@ def capture(ctx: typer.Context, source: str = typer.Argument(..., help="FILE.py:
         recipe = {"kind": "factory", "target": target, "kwargs": kw, "inputs": specs, "loss": loss,
                   "optimizer": optimizer, "seed": seed}
         default_name = Path(file_part).stem if file_part.endswith(".py") else file_part.rsplit(".", 1)[-1]
-    from placer.cli import safe
+    from placer.cli.common import safe
     from placer.cli.guard import user_code
 
     chose: list[str] = []

@@ -10,8 +10,9 @@ from typing import Optional
 
 import typer
 
-from placer.cli import JsonOpt, app, console, safe
-from placer.cli.options import at_least, output_file
+from placer.cli import app
+from placer.cli.common import console, safe
+from placer.cli.options import JsonOpt, at_least, output_file
 
 cluster_app = typer.Typer(no_args_is_help=True, help="This machine as a cluster (measured), and any cluster shown "
                           "or written as a cluster file.")

@@ -14,9 +14,11 @@ from typing import Optional
 
 import typer
 
-from placer.cli import ClusterOpt, GraphArg, JsonOpt, SimOpt, _emit, app, console, err_console, load_problem, \
-    placement_arg, safe, sim_params
-from placer.cli.options import at_least, one_of, output_file
+from placer.cli import app
+from placer.cli.advice import module_split
+from placer.cli.common import console, emit, err_console, load_problem, placement_arg, safe, sim_params
+from placer.cli.options import ClusterOpt, GraphArg, JsonOpt, SimOpt, at_least, one_of, output_file
+from placer.errors import InputError
 
 
 @app.command()
@@ -46,10 +48,13 @@ def export(graph: str = GraphArg, cluster: str = ClusterOpt,
     P = load_problem(graph, cluster)
     p = placement_arg(P, placement)
     real = target_devices(P.cluster, parse_map(map_, P.cluster, present=False))
-    if fmt == "device-map":
-        data = ex.device_map(P, p, real, depth, where=placement, graph_arg=graph)
-    else:
-        data = ex.pipeline(P, p, real, depth, sim_params(sim, P), where=placement, graph_arg=graph)
+    try:
+        if fmt == "device-map":
+            data = ex.device_map(P, p, real, depth, where=placement)
+        else:
+            data = ex.pipeline(P, p, real, depth, sim_params(sim, P), where=placement)
+    except InputError as e:
+        raise module_split(e, graph, depth) from None
     if out is not None:
         write_text_atomic(out, json.dumps(data, indent=1) + "\n")
 
@@ -76,4 +81,4 @@ def export(graph: str = GraphArg, cluster: str = ClusterOpt,
         if out is not None:
             err_console.print(f"wrote {safe(out)}")
 
-    _emit(data, as_json, render)
+    emit(data, as_json, render)

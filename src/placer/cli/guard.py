@@ -176,7 +176,9 @@ def run_guarded(app: Any, args: list[str] | None = None, setup: Callable[[], Non
             rv = app(args=args, prog_name="placer", standalone_mode=False)
         return rv if isinstance(rv, int) else 0
     except InputError as e:
-        error_line(str(e))
+        from placer.cli.advice import line
+
+        error_line(line(e))  # the library's facts, the command line's option and advice
         return EXIT_BAD_INPUT
     except (Interrupted, KeyboardInterrupt):
         return interrupted()

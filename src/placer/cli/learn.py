@@ -15,8 +15,9 @@ from typing import List, Optional
 
 import typer
 
-from placer.cli import GroupingOpt, app
-from placer.cli.options import at_least, finite_at_least_zero, fraction, one_of, output_file, positive_finite, seed_option
+from placer.cli import app
+from placer.cli.options import (GroupingOpt, at_least, finite_at_least_zero, fraction, one_of, output_file,
+                                positive_finite, seed_option)
 from placer.errors import InputError
 
 DEVICE_SETS = ("gpus", "all")

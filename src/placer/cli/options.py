@@ -4,6 +4,8 @@ the same way (an :class:`~placer.errors.InputError` naming the option, before an
 
     budget: Optional[int] = typer.Option(None, callback=at_least(1))
     out: Optional[str] = typer.Option(None, "--out", callback=output_file)
+
+The options several commands share (GraphArg, ClusterOpt, SimOpt, ...) are declared here once.
 """
 
 from __future__ import annotations
@@ -213,3 +215,22 @@ def objective_spec(ctx: typer.Context, param: typer.CallbackParam, value):
     except InputError as e:  # the library names its parameter; here it is the option
         raise e.at(_name(param)) from None
     return value
+
+
+# ---------------------------------------------------------------------- options several commands share
+GraphArg = typer.Argument(..., help="graph file (native JSON, PipeDream graph.txt, dnn-partitioning JSON) or built-in name")
+ClusterOpt = typer.Option("auto", "--cluster", "-c", help="preset name, cluster JSON file, 'here' or 'here:cpus=N' "
+                          "(this machine, measured: `placer cluster detect`), or 'auto'")
+JsonOpt = typer.Option(False, "--json", help="print machine-readable JSON")
+GROUPING_DEFAULT = "metis:64"  # PlacetoConfig's default grouping (a test keeps them equal)
+GroupingOpt = typer.Option(GROUPING_DEFAULT, "--grouping", callback=grouping_spec,
+                           help="op groups: ops, colocate, merge:N, metis:K or contiguous:N")
+SimOpt = typer.Option("default", "--sim", help="'default' (cluster links, no gaps, the cluster's communication model), "
+                      "'placeto' (reference constants), or a communication model: p2p, giph, link (docs/simulator.md)",
+                      callback=one_of("default", "placeto", "p2p", "giph", "link"))
+SeedOpt = typer.Option(0, help="random seed, 0 to 2**32-1 (same seed, same placement)", callback=seed_option)
+BudgetOpt = typer.Option(None, help="placements the method may sample (1 to 10,000,000)", callback=budget_option)
+OutOpt = typer.Option(None, "--out", "-o", help="write the placement JSON here", callback=output_file)
+ObjectiveOpt = typer.Option("sim", "--objective", help="what to minimise: 'sim' (the event simulator), 'latency' or "
+                            "'throughput' (Tarnawski et al. 2020's models; latency:pieces=N|any, "
+                            "throughput:contiguous=false), 'pipeline' (PipeDream 1F1B)", callback=objective_spec)

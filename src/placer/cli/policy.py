@@ -16,8 +16,9 @@ from typing import List, Optional
 import typer
 from typer.core import TyperGroup
 
-from placer.cli import BudgetOpt, SimOpt, _emit, _us, app, console, err_console, load_problem, method_params, sim_params
-from placer.cli.options import output_file, seed_option
+from placer.cli import app
+from placer.cli.common import console, emit, err_console, load_problem, method_params, sim_params, us
+from placer.cli.options import BudgetOpt, SimOpt, output_file, seed_option
 from placer.errors import InputError
 
 def learned_names() -> list[str]:
@@ -100,7 +101,7 @@ def placed_summary(P, res, out, params) -> dict:
 
 def _render_placed(method: str, out):
     def render(d):
-        console.print(f"{method}: step time {_us(d['step_time_us'])} (lower bound {_us(d['lower_bound_us'])})"
+        console.print(f"{method}: step time {us(d['step_time_us'])} (lower bound {us(d['lower_bound_us'])})"
                       f"{'  OOM' if d['oom'] else ''}; {d['placements_sampled']:,} placements, {d['wall_s']:.2f} s"
                       + "".join(f"; {n}" for n in d.get("notes", [])))
         if out is not None:
@@ -172,7 +173,7 @@ def train_policy(method: str, out: str, graphs: list[str], family: str | None, c
         err_console.print(f"trained {method} on {len(problems)} problem(s) ({len(set(d['graphs']))} graph(s) x "
                           f"{len(clusters)} cluster(s)){': ' + done if done else ''}; wrote {out}")
 
-    _emit(data, as_json, render)
+    emit(data, as_json, render)
 
 
 @policy_app.command("place")
@@ -215,7 +216,7 @@ def place_policy(graph: str, method: str, policy: str, cluster: str, budget: int
     with console.status(f"{method} policy on {P.graph.name} ...", spinner="dots"):
         sp = sim_params(sim, P)
         res = run_method(method, P, Budget(budget), seed, sp, config=cfg)
-    _emit(placed_summary(P, res, out, sp), as_json, _render_placed(method, out))
+    emit(placed_summary(P, res, out, sp), as_json, _render_placed(method, out))
 
 
 @policy_app.command("finetune")
@@ -252,4 +253,4 @@ def finetune(graph: str = typer.Argument(..., help="graph file or built-in name"
         _render_placed(method, placement)(d)
         err_console.print(f"wrote {out}")
 
-    _emit(data, as_json, render)
+    emit(data, as_json, render)

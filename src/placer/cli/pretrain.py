@@ -13,7 +13,8 @@ from typing import List, Optional
 
 import typer
 
-from placer.cli import _emit, app, console, err_console, load_problem
+from placer.cli import app
+from placer.cli.common import console, emit, err_console, load_problem
 from placer.cli.options import bounded, one_of, output_file, positive_finite, seed_option
 from placer.errors import InputError
 
@@ -112,4 +113,4 @@ def pretrain(family: Optional[List[str]] = typer.Option(None, "--family", "-f",
                           f"{a['accuracy']:.1%}, real {a['real_score']:.3f} vs corrupted {a['corrupted_score']:.3f}")
         err_console.print(f"wrote {d['out']}")
 
-    _emit(data, as_json, render)
+    emit(data, as_json, render)

@@ -16,9 +16,9 @@ from typing import Optional
 
 import typer
 
-from placer.cli import (ClusterOpt, GraphArg, JsonOpt, SimOpt, _emit, _gib, _us, app, console, load_problem,
-                        placement_arg, safe, sim_params)
-from placer.cli.options import at_least
+from placer.cli import app
+from placer.cli.common import console, emit, gib, load_problem, placement_arg, safe, sim_params, us
+from placer.cli.options import ClusterOpt, GraphArg, JsonOpt, SimOpt, at_least
 from placer.errors import InputError
 
 
@@ -86,9 +86,14 @@ def run(graph: str = GraphArg, cluster: str = ClusterOpt,
         check_code(recipe, graph, allowed, allow_any_code)
     applied = None
     if apply_:  # refused before anything runs when the placement is not module-level
+        from placer.cli.advice import module_split
         from placer.export import device_map as module_map
+        from placer.grouping.modules import DEFAULT_DEPTH
 
-        applied = module_map(P, p, real, where=placement, graph_arg=graph)["device_map"]
+        try:
+            applied = module_map(P, p, real, DEFAULT_DEPTH, where=placement)["device_map"]
+        except InputError as e:
+            raise module_split(e, graph, DEFAULT_DEPTH) from None
     with console.status(f"running {safe(P.graph.name)} on {', '.join(sorted(set(real)))} ...", spinner="dots"), \
             user_code(graph, "recipe factory"):
         rep = run_placement(P.graph, P.cluster, p, real, steps=steps, warmup=warmup, threads=threads,
@@ -104,18 +109,18 @@ def run(graph: str = GraphArg, cluster: str = ClusterOpt,
     def render(d):
         from rich.table import Table
 
-        console.print(f"{safe(d['graph'])} on {safe(d['cluster'])}: measured {_us(d['measured_median_us'])} per step "
-                      f"(median of {d['steps']}, min {_us(d['measured_min_us'])}, max {_us(d['measured_max_us'])}, "
-                      f"{d['clock']}); simulator {_us(d['predicted_us'])} "
+        console.print(f"{safe(d['graph'])} on {safe(d['cluster'])}: measured {us(d['measured_median_us'])} per step "
+                      f"(median of {d['steps']}, min {us(d['measured_min_us'])}, max {us(d['measured_max_us'])}, "
+                      f"{d['clock']}); simulator {us(d['predicted_us'])} "
                       f"(predicted / measured {d['predicted_over_measured']}); loss {d['loss']:.5g}; "
                       f"{d['transfers']} transfers")
         t = Table("device", "runs on", "ops", "peak memory (counted)", "predicted peak", "cuda max allocated")
         for dv in d["devices"]:
-            t.add_row(safe(dv["name"]), dv["real"], f"{dv['ops']:,}", _gib(dv["peak_bytes"]), _gib(dv["predicted_peak_bytes"]),
-                      _gib(dv["cuda_peak_bytes"]) if "cuda_peak_bytes" in dv else "")
+            t.add_row(safe(dv["name"]), dv["real"], f"{dv['ops']:,}", gib(dv["peak_bytes"]), gib(dv["predicted_peak_bytes"]),
+                      gib(dv["cuda_peak_bytes"]) if "cuda_peak_bytes" in dv else "")
         console.print(t)
         if "applied_median_us" in d:
-            console.print(f"eager step with the module map applied (placer.apply): {_us(d['applied_median_us'])} "
+            console.print(f"eager step with the module map applied (placer.apply): {us(d['applied_median_us'])} "
                           f"(median of {d['applied_steps']}), loss {d['applied_loss']:.5g}")
 
-    _emit(data, as_json, render)
+    emit(data, as_json, render)

@@ -10,7 +10,8 @@ from typing import Optional
 
 import typer
 
-from placer.cli import app, console, err_console
+from placer.cli import app
+from placer.cli.common import console, err_console
 from placer.cli.options import at_least, output_file
 from placer.errors import InputError
 

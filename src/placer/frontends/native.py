@@ -28,8 +28,8 @@ def _header(doc: Any, path: str, kind: str) -> None:
         raise InputError(path, "top level", "is not a JSON object", f"give a placer {kind} file")
     if doc.get("format") == "device-map" or (kind == "placement" and "format" not in doc and doc):
         raise InputError(path, "top level", f"is a module -> device map, not a placer {kind} file",
-                         "give it as --placement with the graph it maps, or `placer convert MAP.json OUT.json "
-                         "--graph GRAPH --cluster CLUSTER` for a placement file")
+                         "read it with the graph and cluster it maps (placer.export.placement_from_map)",
+                         kind="device-map")
     if doc.get("format") != FORMAT:
         raise InputError(path, "format", f"is {doc.get('format')!r}, not 'placer'",
                          "convert it first with `placer convert` (PipeDream and dnn-partitioning files are imported)")

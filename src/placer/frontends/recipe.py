@@ -190,7 +190,8 @@ def build_factory(recipe: dict, device: str = "cpu"):
     if recipe.get("inputs"):
         inputs = make_inputs(recipe["inputs"], recipe.get("seed", 0), device)
     elif inputs is None:
-        raise InputError(recipe["target"], "inputs", "are not given", "give inputs as SHAPE[:DTYPE] (the CLI's --input) or return (module, inputs) from the factory")
+        raise InputError(recipe["target"], "inputs", "are not given", "give inputs as SHAPE[:DTYPE] or return (module, inputs) from the factory",
+                         kind="inputs")
     else:
         inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
     made.train()

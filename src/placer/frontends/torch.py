@@ -284,8 +284,8 @@ def _check_dtypes(gm, model: str) -> None:
         if len(dtypes) > 1:
             names = " and ".join(str(d).replace("torch.", "") for d in dtypes)
             raise InputError("capture", model, f"op {node.name} ({packet.__name__}) mixes {names} tensors, which a real "
-                             "step cannot run", "give each input the dtype the model expects (e.g. --input 3x32x32 "
-                             "for float32, SHAPE:int64:HIGH only for token ids)")
+                             "step cannot run", "give each input the dtype the model expects (e.g. 3x32x32 for "
+                             "float32, SHAPE:int64:HIGH only for token ids)", kind="input-dtype")
 
 
 # ---------------------------------------------------------------------- fx graph -> OpGraph

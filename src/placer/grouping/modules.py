@@ -110,7 +110,7 @@ OTHER_LABELS = {
     "dnn-partitioning": "a dnn-partitioning input, whose ops carry the file's node names",
     "giph": "a GiPH task graph, whose ops carry the generator's levels",
 }
-NO_MODULES_FIX = "capture the model from PyTorch (placer capture, hf:NAME, the zoo) for module-level placement"
+NO_MODULES_FIX = "capture the model from PyTorch (its factory, hf:NAME, the zoo) for module-level placement"
 
 
 def no_module_paths(graph: OpGraph) -> str | None:
@@ -213,7 +213,8 @@ def module_grouping(source, depth: int = DEFAULT_DEPTH) -> Grouping:
     mu = None if why else module_units(source, depth)
     if mu is None:
         raise InputError("grouping", f"module:{depth}", f"graph '{g.name}' {why or 'records no module paths'}",
-                         f"group it otherwise (metis:K, merge:N, contiguous:N or colocate), or {NO_MODULES_FIX}")
+                         f"group it otherwise (metis:K, merge:N, contiguous:N or colocate), or {NO_MODULES_FIX}",
+                         kind="no-module-paths")
     return mu.grouping()
 
 
@@ -231,7 +232,8 @@ def auto_depth(problem: Problem) -> tuple[int, str]:
     why = no_module_paths(g)
     if why:
         raise InputError("grouping", "module:auto", f"graph '{g.name}' {why}",
-                         f"group it otherwise (metis:K, merge:N, contiguous:N or colocate), or {NO_MODULES_FIX}")
+                         f"group it otherwise (metis:K, merge:N, contiguous:N or colocate), or {NO_MODULES_FIX}",
+                         kind="no-module-paths")
     root = module_root(g)
     deepest = max(len(levels(relative(m, root))) for m in g.modules)
     work, share, smallest = problem.fastest_us, float(problem.fastest_us.sum()) / problem.n_devices, \

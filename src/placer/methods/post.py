@@ -235,7 +235,8 @@ def run_post(problem, seed: int, ev: Evaluator, cfg: PostConfig, variant: str = 
     """Algorithm 1 (``variant="post"``) or one of its ablations ``ce``, ``ppo``, ``pg``. The units
     are those of ``cfg.grouping``, or of ``grouping`` when given (a Grouping built by the caller)."""
     if variant not in VARIANTS:
-        raise InputError("--method", f"variant '{variant}'", "is not a Post variant", f"use one of {VARIANTS}")
+        raise InputError("method", f"variant '{variant}'", "is not a Post variant", f"use one of {VARIANTS}",
+                         kind="method")
     rng = np.random.default_rng(seed)
     units = placement_units(problem, grouping if grouping is not None else cfg.grouping, seed)
     ev.tick()  # --seconds: a grouping of a large graph takes seconds, so the time limit is checked after each

@@ -596,21 +596,22 @@ def parse_here(spec: str) -> int | None:
         return None
     head, sep, rest = spec.partition(":")
     if head != "here" or not sep or not rest.strip():
-        raise InputError("--cluster", f"'{spec}'", "is not here or here:cpus=N", "e.g. --cluster here:cpus=2")
+        raise InputError("cluster", f"'{spec}'", "is not here or here:cpus=N", "e.g. here:cpus=2", kind="cluster")
     got: dict[str, str] = {}
     for item in rest.split(","):
         key, eq, value = (p.strip() for p in item.partition("="))
         if key not in HERE_KEYS or not eq:
-            raise InputError("--cluster", f"'{spec}': '{item}'", "is not a setting of here",
-                             f"use {', '.join(k + '=N' for k in HERE_KEYS)}, e.g. here:cpus=2")
+            raise InputError("cluster", f"'{spec}': '{item}'", "is not a setting of here",
+                             f"use {', '.join(k + '=N' for k in HERE_KEYS)}, e.g. here:cpus=2", kind="cluster")
         if key in got:
-            raise InputError("--cluster", f"'{spec}'", f"gives {key} twice", f"give it once, e.g. here:{key}={value}")
+            raise InputError("cluster", f"'{spec}'", f"gives {key} twice", f"give it once, e.g. here:{key}={value}",
+                             kind="cluster")
         got[key] = value
     text = got["cpus"]
     cores = usable_cores()
     if not re.fullmatch(r"\d{1,9}", text) or not 1 <= int(text) <= cores:
-        raise InputError("--cluster", f"'{spec}': cpus={text}", f"must be a whole number from 1 to {cores} "
-                         "(the cores this process may use)", f"e.g. here:cpus={min(2, cores)}")
+        raise InputError("cluster", f"'{spec}': cpus={text}", f"must be a whole number from 1 to {cores} "
+                         "(the cores this process may use)", f"e.g. here:cpus={min(2, cores)}", kind="cluster")
     return int(text)
 
 

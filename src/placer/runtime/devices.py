@@ -35,15 +35,17 @@ def parse_map(text: str | None, cluster, present: bool = True) -> dict[str, str]
         src, sep, dst = item.partition("=")
         src, dst = src.strip(), dst.strip()
         if not sep or not src or not dst:
-            raise InputError("--map", f"'{item}'", "is not CLUSTER_DEVICE=REAL_DEVICE", "e.g. --map gpu:0=cuda:0,cpu:0=cpu")
+            raise InputError("map", f"'{item}'", "is not CLUSTER_DEVICE=REAL_DEVICE", "e.g. gpu:0=cuda:0,cpu:0=cpu", kind="map")
         if src not in names:
-            raise InputError("--map", f"'{src}'", f"is not a device of cluster '{cluster.name}'", f"use one of {', '.join(names)}")
+            raise InputError("map", f"'{src}'", f"is not a device of cluster '{cluster.name}'",
+                             f"use one of {', '.join(names)}", kind="map")
         if dst == "cuda":
             dst = "cuda:0"
         if seen is None:
             dst = _parsed(dst)
         elif dst not in seen:
-            raise InputError("--map", f"'{dst}'", "is not a device torch sees here", f"use one of {', '.join(seen)}")
+            raise InputError("map", f"'{dst}'", "is not a device torch sees here", f"use one of {', '.join(seen)}",
+                             kind="map")
         out[src] = dst
     return out
 
@@ -58,8 +60,8 @@ def _parsed(dst: str) -> str:
     except (RuntimeError, ValueError, TypeError):
         d = None
     if d is None or d.type == "meta" or (d.type == "cpu" and d.index not in (None, 0)):
-        raise InputError("--map", f"'{dst}'", "is not a device name torch parses (or holds no data)",
-                         "use cpu, cuda:K, mps or xpu:K")
+        raise InputError("map", f"'{dst}'", "is not a device name torch parses (or holds no data)",
+                         "use cpu, cuda:K, mps or xpu:K", kind="map")
     return "cpu" if d.type == "cpu" else f"{d.type}:{d.index or 0}" if d.type in ("cuda", "xpu") else str(d)
 
 

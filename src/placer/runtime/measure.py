@@ -129,7 +129,7 @@ def run_placement(graph, cluster, placement, real: list[str], *, steps: int = 10
     from placer.sim import simulate
 
     if steps < 1 or warmup < 1:
-        raise InputError("run", f"steps={steps}, warmup={warmup}", "need at least one of each", "use --steps 1 --warmup 1 or more")
+        raise InputError("run", f"steps={steps}, warmup={warmup}", "need at least one of each", "use steps=1, warmup=1 or more")
     t0 = time.perf_counter()
     cap, module, inputs = rebuilt or rebuild(graph)
     rebuild_s = time.perf_counter() - t0

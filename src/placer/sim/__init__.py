@@ -69,7 +69,7 @@ from placer.sim.result import SimParams, SimResult, memory_first
 VERSION = 1
 
 __all__ = ["VERSION", "SimParams", "SimResult", "simulate", "objective", "evaluate", "evaluate_many", "BatchResult",
-           "Engine", "memory_first", "engine", "simulate_reference"]
+           "Engine", "memory_first", "engine", "simulate_reference", "warm_up"]
 
 
 def objective(makespan_us: float, peak: np.ndarray, capacity: np.ndarray, params: SimParams) -> tuple[float, bool]:
@@ -87,3 +87,16 @@ def simulate(problem, placement, params: SimParams | None = None) -> SimResult:
     """Simulate one training step of ``problem.graph`` placed by ``placement`` (an int array or a
     Placement) on ``problem.cluster``. Raises InputError for an invalid placement."""
     return engine(problem, params).result(placement)
+
+
+def warm_up(problem, params: SimParams | None = None) -> float:
+    """Compile the simulator's kernels (numba), or load them from its cache, by simulating one
+    placement alone and in a batch (each op on the device that runs it fastest); return the
+    seconds it took, so that callers can keep them out of any method's time."""
+    import time
+
+    t0 = time.perf_counter()
+    p = np.tile(np.argmin(problem.compute_us, axis=1).astype(np.int64), (2, 1))  # each op where it can run
+    simulate(problem, p[0], params)
+    evaluate_many(problem, p, params)
+    return time.perf_counter() - t0

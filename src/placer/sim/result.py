@@ -74,7 +74,8 @@ class SimParams:
             return cls(comm_model=name)
         from placer.errors import InputError
 
-        raise InputError("--sim", repr(name)[:80], "is not a simulator preset", f"use one of {', '.join(cls.PRESETS)}")
+        raise InputError("sim", repr(name)[:80], "is not a simulator preset", f"use one of {', '.join(cls.PRESETS)}",
+                         kind="sim")
 
     @classmethod
     def placeto(cls, **kw) -> "SimParams":

@@ -1,0 +1,60 @@
+"""What the command line adds to a library's error. The library states facts: what is wrong, with
+which item, naming its own parameter (``cluster``, ``sim``, ``method``) and a ``kind``; here each
+kind gets the option that carried the value and advice in the command line's words (a flag, a
+command to run). :func:`line` is what the guard prints for every :class:`InputError`."""
+
+from __future__ import annotations
+
+from placer.errors import InputError
+from placer.io import MAX_INPUT_ENV
+
+# a library parameter -> the option that carries it (an error of that kind about that parameter)
+OPTIONS = {"cluster": "--cluster", "sim": "--sim", "method": "--method", "map": "--map"}
+
+# a graph without module paths: how the command line captures one with them
+CAPTURE = "capture the model from PyTorch (placer capture, hf:NAME, the zoo) for module-level placement"
+
+# an error's kind -> the command line's advice, in place of the library's
+FIXES = {
+    "cluster-gpus": "give a cluster with as many GPUs (--cluster)",
+    "cluster-cpu": "give a cluster with a CPU (--cluster), or map the module to a GPU",
+    "pipeline-order": "export it as --format device-map (placer.apply runs any module-level placement), or place "
+                      "contiguous stages (--method param-balanced, or --objective pipeline)",
+    "pipeline-tie": "export it as --format device-map (placer.apply runs any module-level placement)",
+    "input-limit": f"raise the limit with `placer --max-input-size 2GiB ...` or ${MAX_INPUT_ENV} if the file is genuine",
+    "input-dtype": "give each input the dtype the model expects (e.g. --input 3x32x32 for float32, SHAPE:int64:HIGH "
+                   "only for token ids)",
+    "inputs": "give inputs as SHAPE[:DTYPE] (--input) or return (module, inputs) from the factory",
+    "device-map": "give it as --placement with the graph it maps, or `placer convert MAP.json OUT.json --graph GRAPH "
+                  "--cluster CLUSTER` for a placement file",
+}
+
+
+def for_command_line(e: InputError) -> InputError:
+    """``e`` as the command line says it: the option in place of the library's parameter, its advice
+    in place of the library's (unchanged for a kind it does not know)."""
+    if e.kind in OPTIONS and e.where == e.kind:  # an example of the value becomes an example of the option
+        option = OPTIONS[e.kind]
+        return e.advised(f"e.g. {option} {e.fix[5:]}" if e.fix.startswith("e.g. ") else e.fix, option)
+    if e.kind in ("no-module-map", "no-module-paths"):
+        from placer.grouping.modules import NO_MODULES_FIX
+
+        fix = e.fix.replace(NO_MODULES_FIX, CAPTURE)
+        return e.advised(fix.replace("use the placement itself", "use the placement file itself (placer optimize -o)"))
+    if e.kind in FIXES:
+        return e.advised(FIXES[e.kind])
+    return e
+
+
+def line(e: InputError) -> str:
+    """The one line the command line prints for ``e``."""
+    return str(for_command_line(e))
+
+
+def module_split(e: InputError, graph: str, depth: int) -> InputError:
+    """A placement that splits a module (kind ``module-split``) told how to get one that does not,
+    with the command's own graph argument and depth; any other error unchanged."""
+    if e.kind != "module-split":
+        return e
+    return e.advised(f"get a module-level placement with `placer optimize {graph} --grouping module:{depth}` (or "
+                     f"`--method accelerate-auto` / `param-balanced`), or export it at a shallower depth (--depth)")
