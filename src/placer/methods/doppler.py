@@ -12,10 +12,10 @@ the real system during deployment).
   features (compute cost, output size, degrees, and the critical-path top level and bottom level
   with mean compute and communication costs, which the paper gives SEL as context); messages flow
   along and against the edges, summed and averaged at each node (a PyG ``MessagePassing`` layer,
-  :mod:`placer.nn.doppler`). SEL scores a
-  schedulable node from its embedding and its dynamic features (earliest start and finish over the
-  devices given the partial assignment, its levels); PLC scores each device from the node's
-  embedding, the device's own embedding (the mean embedding of the nodes assigned to it so far) and
+  :mod:`placer.nn.doppler`). SEL scores a schedulable node from its embedding and its dynamic
+  features (earliest start and finish over the devices given the partial assignment, its levels);
+  PLC scores each device from the node's embedding, the device's own embedding (the mean embedding
+  of the nodes assigned to it so far) and
   per-device state (when it is free, when the node's inputs would reach it, the node's cost and
   earliest finish there, its load, the share of the node's inputs already there). PLC's weights are
   shared by the devices, so a policy places clusters of any size.
