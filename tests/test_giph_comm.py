@@ -134,9 +134,9 @@ def test_the_bench_runs_each_row_under_its_clusters_model(tmp_path):
     says each row's model; ``sim="placeto"`` overrides every cluster."""
     plan = make_plan(_experiment(), "quick", tmp_path)
     by_row = {c.row.row.label: c for c in plan.cells if c.method.label == "random"}
-    assert {k: c.task["spec"]["sim"]["comm_model"] for k, c in by_row.items()} == \
+    assert {k: c.task.spec["sim"]["comm_model"] for k, c in by_row.items()} == \
         {"giph": "giph", "bus": "placeto", "k80": "placeto"}
-    assert by_row["k80"].task["spec"]["sim"] == dataclasses.asdict(SimParams())  # as every experiment-wide doc was
+    assert by_row["k80"].task.spec["sim"] == dataclasses.asdict(SimParams())  # as every experiment-wide doc was
     assert by_row["giph"].hash != by_row["bus"].hash
     run_plan(plan)
     for c in plan.cells:
@@ -151,8 +151,8 @@ def test_the_bench_runs_each_row_under_its_clusters_model(tmp_path):
     k = cols.index("comm model")
     assert [[x.strip() for x in r.strip("|").split("|")][k] for r in rows] == ["giph", "placeto", "placeto"]
     fixed = make_plan(_experiment("placeto"), "quick", tmp_path / "fixed")
-    assert {c.task["spec"]["sim"]["comm_model"] for c in fixed.cells} == {"placeto"}
-    assert all(c.task["spec"]["sim"] == dataclasses.asdict(SimParams.placeto()) for c in fixed.cells)
+    assert {c.task.spec["sim"]["comm_model"] for c in fixed.cells} == {"placeto"}
+    assert all(c.task.spec["sim"] == dataclasses.asdict(SimParams.placeto()) for c in fixed.cells)
     assert "comm model" not in render_table(fixed)[0].splitlines()[0]  # every row Placeto's: no column
 
 

@@ -29,16 +29,22 @@ def _fake_ray():
     return ray
 
 
+@dataclass(frozen=True)
+class _Task:  # the fields of the runner's RunTask this stand-in reads: where the file goes, and the outcome
+    out: str
+    status: str
+
+
 @dataclass
 class _Cell:
-    task: dict
+    task: _Task
 
 
-def _execute(task: dict) -> dict:
-    doc = {"status": task["status"], "name": Path(task["out"]).name}
-    if task["status"] != "error":  # as the runner: a run file for ok and does-not-apply only
-        Path(task["out"]).parent.mkdir(parents=True, exist_ok=True)
-        Path(task["out"]).write_text(json.dumps(doc, separators=(",", ":")) + "\n")
+def _execute(task: _Task) -> dict:
+    doc = {"status": task.status, "name": Path(task.out).name}
+    if task.status != "error":  # as the runner: a run file for ok and does-not-apply only
+        Path(task.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(task.out).write_text(json.dumps(doc, separators=(",", ":")) + "\n")
     return doc
 
 
@@ -47,7 +53,7 @@ def test_run_files_written_by_the_driver(tmp_path, monkeypatch):
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "node"))  # the node's scratch folder
-    cells = [_Cell({"out": str(tmp_path / "runs" / f"{s}.json"), "status": s}) for s in ("ok", "does not apply", "error")]
+    cells = [_Cell(_Task(str(tmp_path / "runs" / f"{s}.json"), s)) for s in ("ok", "does not apply", "error")]
     seen = []
     run_cells_ray(cells, 1, None, lambda cell, doc: seen.append(doc["status"]), execute=_execute)
     assert seen == ["ok", "does not apply", "error"]

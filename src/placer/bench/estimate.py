@@ -20,7 +20,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from placer.bench.runner import Plan, identity
+from placer.bench.runner import Plan, RunTask, identity
 from placer.bench.spec import slug
 from placer.errors import InputError
 from placer.io import read_json
@@ -134,9 +134,9 @@ def policy_seconds(experiment: str, sources: list[Path], name: str, placements: 
     return statistics.median(prices) if prices else None
 
 
-def _price(docs: list[dict], task: dict) -> float | None:
+def _price(docs: list[dict], task: RunTask) -> float | None:
     """The median of ``docs``' prices at ``task``'s budget (None without one)."""
-    prices = [s for s in (scaled_seconds(d, task["placements"], task["seconds"]) for d in docs) if s is not None]
+    prices = [s for s in (scaled_seconds(d, task.placements, task.seconds) for d in docs) if s is not None]
     return statistics.median(prices) if prices else None
 
 
@@ -152,7 +152,7 @@ def estimate(plan: Plan, sources: list[Path], jobs: int = 1) -> Estimate:
     for c in todo:
         mc = costs[c.method.label]
         mc.to_run += 1
-        mc.placements += c.task["placements"] or 0
+        mc.placements += c.task.placements or 0
         key = _cell_key(c.path.name)
         s = _price(refs.get(key, []), c.task)
         if s is not None:

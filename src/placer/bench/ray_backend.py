@@ -14,6 +14,7 @@ Without ``--address`` (and no ``RAY_ADDRESS`` in the environment) a local Ray ru
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Callable
@@ -22,14 +23,14 @@ from placer.errors import InputError
 from placer.io import write_bytes_atomic
 
 
-def _execute_remote(execute: Callable[[dict], dict], task: dict) -> tuple[dict, bytes | None]:
+def _execute_remote(execute: Callable, task) -> tuple[dict, bytes | None]:
     """``execute(task)`` with the run file in the node's scratch folder: the document and the run
     file's bytes (None where the run wrote none, an error)."""
     import tempfile
 
-    scratch = Path(tempfile.gettempdir()) / "placer-ray-runs" / os.path.basename(task["out"])
+    scratch = Path(tempfile.gettempdir()) / "placer-ray-runs" / os.path.basename(task.out)
     scratch.unlink(missing_ok=True)  # a file left by an earlier run must not pass for this one's
-    doc = execute({**task, "out": str(scratch)})
+    doc = execute(dataclasses.replace(task, out=str(scratch)))
     return doc, (scratch.read_bytes() if scratch.exists() else None)
 
 
@@ -55,8 +56,8 @@ def ray_init(jobs: int, address: str | None = None):
 
 
 def run_cells_ray(cells: list, jobs: int, address: str | None, finish: Callable[[object, dict], None],
-                  execute: Callable[[dict], dict]) -> None:
-    """Execute ``cells`` (each with a ``task``) as Ray tasks running ``execute`` (the runner's); call
+                  execute: Callable) -> None:
+    """Execute ``cells`` (each with a ``task``, a :class:`placer.bench.runner.RunTask`) as Ray tasks running ``execute`` (the runner's); call
     ``finish(cell, doc)`` as each completes (in completion order), after writing its run file, when
     the run wrote one, where the driver wants it."""
     ray, started = ray_init(jobs, address)
@@ -69,7 +70,7 @@ def run_cells_ray(cells: list, jobs: int, address: str | None, finish: Callable[
                 cell = pending.pop(ref)
                 doc, data = ray.get(ref)
                 if data is not None:
-                    out = Path(cell.task["out"])
+                    out = Path(cell.task.out)
                     out.parent.mkdir(parents=True, exist_ok=True)
                     write_bytes_atomic(out, data)
                 finish(cell, doc)

@@ -52,6 +52,32 @@ class RowContext:
     sim: Any = None  # the SimParams its runs use: the experiment's sim on this row's cluster (sim_params)
 
 
+@dataclass(frozen=True)
+class RunTask:
+    """Everything one run needs, sent to a worker process (pickled) and read by :func:`execute`: the
+    row's graph and cluster, the method, its parameters (a policy as its object once trained), seed and
+    budget, the experiment's simulator settings and objective, the spec whose hash names the run, and
+    where its file goes, with what the run file records about its row and the code that made it."""
+
+    graph: Any  # the row's OpGraph
+    cluster: Any  # the row's Cluster
+    method: str
+    label: str  # the method's column label
+    params: dict
+    seed: int
+    placements: int
+    seconds: float | None
+    sim: str  # the experiment's simulator settings ("default" or "placeto"; :func:`sim_params`)
+    objective: str
+    spec: dict
+    hash: str
+    out: str  # the run file's path
+    experiment: str
+    row: str
+    graph_spec: str | None
+    source: dict | None  # :func:`placer.bench.versions.source_commit` of the planning process
+
+
 @dataclass
 class Cell:
     row: RowContext
@@ -64,7 +90,7 @@ class Cell:
     doc: dict | None = None  # the run JSON when status is ok
     cached: bool = False
     stale: bool = False  # a left-out cell showing a run made at older versions (see make_plan)
-    task: dict | None = field(default=None, repr=False)
+    task: RunTask | None = field(default=None, repr=False)
     policies: list = field(default_factory=list, repr=False)  # PolicyContexts the run starts from
 
 
@@ -259,14 +285,14 @@ def make_plan(exp: Experiment, level: str, results_dir: Path, seeds: tuple[int, 
                     cell.reason = "left out (--methods / --rows) of the command that wrote this table, and not cached"
                     continue
                 cell.policies = pols
-                cell.task = {
-                    "graph": ctx.graph, "cluster": ctx.cluster, "method": m.method, "label": m.label,
-                    "params": pol.substitute(params, policies),
-                    "seed": seed, "placements": m.budget_for(level, lv), "seconds": m.seconds_for(level, lv),
-                    "sim": exp.sim, "objective": objective,
-                    "spec": spec, "hash": cell.hash, "out": str(cell.path), "experiment": exp.name,
-                    "row": row.label, "graph_spec": ctx.spec_used, "source": source,
-                }
+                cell.task = RunTask(
+                    graph=ctx.graph, cluster=ctx.cluster, method=m.method, label=m.label,
+                    params=pol.substitute(params, policies),
+                    seed=seed, placements=m.budget_for(level, lv), seconds=m.seconds_for(level, lv),
+                    sim=exp.sim, objective=objective,
+                    spec=spec, hash=cell.hash, out=str(cell.path), experiment=exp.name,
+                    row=row.label, graph_spec=ctx.spec_used, source=source,
+                )
     return Plan(exp, level, seeds, methods, rows, cells, runs_dir, filtered=bool(only_methods or only_rows),
                 policies=policies)
 
@@ -325,7 +351,7 @@ def run_host() -> dict:
     return {"cpu": cpu_name(), "cpus": os.cpu_count(), "torch": package_version("torch")}
 
 
-def execute(task: dict) -> dict:
+def execute(task: RunTask) -> dict:
     """Run one cell and write its JSON; returns the run document (status ok or error). Runs in a
     worker process, so everything it needs travels in ``task``."""
     from placer.methods import Budget, run_method
@@ -333,17 +359,17 @@ def execute(task: dict) -> dict:
     from placer.problem import Problem
 
     t0 = time.perf_counter()
-    P = Problem(task["graph"], task["cluster"])
-    sp = sim_params(task["sim"], P.cluster)
-    base = {"harness": HARNESS_VERSION, "hash": task["hash"], "spec": task["spec"], "experiment": task["experiment"],
-            "row": task["row"], "method_label": task["label"], "method": task["method"], "seed": task["seed"],
-            "graph": {"name": P.graph.name, "spec": task["graph_spec"], "ops": P.n_ops, "edges": P.graph.n_edges,
-                      "fingerprint": task["spec"]["graph_fp"]},
+    P = Problem(task.graph, task.cluster)
+    sp = sim_params(task.sim, P.cluster)
+    base = {"harness": HARNESS_VERSION, "hash": task.hash, "spec": task.spec, "experiment": task.experiment,
+            "row": task.row, "method_label": task.label, "method": task.method, "seed": task.seed,
+            "graph": {"name": P.graph.name, "spec": task.graph_spec, "ops": P.n_ops, "edges": P.graph.n_edges,
+                      "fingerprint": task.spec["graph_fp"]},
             "cluster": {"name": P.cluster.name, "devices": list(P.cluster.device_names)},
-            "lower_bound_us": float(P.lower_bound_us), "host": run_host(), "source": task.get("source")}
+            "lower_bound_us": float(P.lower_bound_us), "host": run_host(), "source": task.source}
     try:
-        res = run_method(task["method"], P, Budget(task["placements"], task["seconds"]), task["seed"], sp,
-                         objective=task.get("objective", "sim"), **task["params"])
+        res = run_method(task.method, P, Budget(task.placements, task.seconds), task.seed, sp,
+                         objective=task.objective, **task.params)
     except Exception as e:  # a method that fails on one problem must not sink the experiment
         # only NotApplicable, raised on purpose (e.g. cpu-only on a graph with no CPU costs), is a
         # fact about the problem and cached; anything else is a failure worth reading, never cached
@@ -351,7 +377,7 @@ def execute(task: dict) -> dict:
         reason = str(e) if status == DOES_NOT_APPLY else f"{type(e).__name__}: {e}"
         doc = {**base, "status": status, "reason": reason.strip(), "seconds": time.perf_counter() - t0}
         if status == DOES_NOT_APPLY:  # as deterministic as a result: cached like one (errors are not)
-            _write(task["out"], doc)
+            _write(task.out, doc)
         return doc
     curve = [[int(x), _finite(y)] for x, y in res.curve]
     summary = res.summary()
@@ -366,7 +392,7 @@ def execute(task: dict) -> dict:
            "placement": encode_placement(res.placement.devices, P.n_devices),
            "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": time.perf_counter() - t0}
     doc["result"]["objective"] = _finite(doc["result"]["objective"])
-    _write(task["out"], doc)
+    _write(task.out, doc)
     return doc
 
 
@@ -399,7 +425,8 @@ def run_plan(plan: Plan, jobs: int = 1, on_done: Callable[[Cell, int, int], None
     total = len(todo)
     for cell in todo:  # the policies exist now: hand each run its policy object, not the reference
         if cell.policies:
-            cell.task["params"] = pol.substitute(cell.task["params"], {p.name: p for p in cell.policies})
+            cell.task = dataclasses.replace(cell.task, params=pol.substitute(cell.task.params,
+                                                                            {p.name: p for p in cell.policies}))
 
     def finish(cell: Cell, doc: dict) -> None:
         nonlocal done
