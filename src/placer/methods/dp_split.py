@@ -121,6 +121,28 @@ def segment_comm(order, bptr, bops, block_of, succ_ptr, succ_idx, pred_ptr, pred
 
 
 @njit(cache=True)
+def _last_segment(prev, best, d, j, work_acc, mem, cap, comm, allowed_acc, summed):
+    """The best last segment on accelerator ``d`` ending before block ``j``: blocks ``i..j-1``, ``i``
+    from ``j - 1`` down while they fit in its memory (and are allowed there), each worth ``prev[i]``
+    and the segment's time (``summed``: their sum, for :func:`dp_sum`; else their max, for
+    :func:`dp_maxload`). Returns (value, i) of the last ``i`` that beat ``best``, else (best, -1)."""
+    arg = -1
+    for i in range(j - 1, -1, -1):
+        if mem[d, j] - mem[d, i] > cap[d]:
+            break
+        if not allowed_acc[d, i, j]:
+            continue
+        if summed:
+            v = prev[i] + work_acc[d, j] - work_acc[d, i] + comm[i, j]
+        else:
+            v = max(prev[i], work_acc[d, j] - work_acc[d, i] + comm[i, j])
+        if v < best:
+            best = v
+            arg = i
+    return best, arg
+
+
+@njit(cache=True)
 def dp_maxload(work_acc, work_cpu, mem, cap, comm, allowed_acc, allowed_cpu):
     """dp over (j blocks, a accelerators, c CPUs): min max segment load. work_* are prefix sums
     (devices x B+1); returns (value, choice arrays) for backtracking."""
@@ -143,16 +165,10 @@ def dp_maxload(work_acc, work_cpu, mem, cap, comm, allowed_acc, allowed_cpu):
                     best = dp[a, c - 1, j]
                     kind[a, c, j] = 1
                 if a > 0:
-                    for i in range(j - 1, -1, -1):
-                        if mem[a - 1, j] - mem[a - 1, i] > cap[a - 1]:
-                            break
-                        if not allowed_acc[a - 1, i, j]:
-                            continue
-                        v = max(dp[a - 1, c, i], work_acc[a - 1, j] - work_acc[a - 1, i] + comm[i, j])
-                        if v < best:
-                            best = v
-                            kind[a, c, j] = 2
-                            arg[a, c, j] = i
+                    best, i = _last_segment(dp[a - 1, c], best, a - 1, j, work_acc, mem, cap, comm, allowed_acc, False)
+                    if i >= 0:
+                        kind[a, c, j] = 2
+                        arg[a, c, j] = i
                 if c > 0:
                     for i in range(j - 1, -1, -1):
                         if not allowed_cpu[c - 1, i, j]:
@@ -185,16 +201,10 @@ def dp_sum(work_acc, cpu_block, mem, cap, comm, allowed_acc):
                 best = dp[a - 1, j]
                 kind[a, j] = 0
             if a > 0:
-                for i in range(j - 1, -1, -1):
-                    if mem[a - 1, j] - mem[a - 1, i] > cap[a - 1]:
-                        break
-                    if not allowed_acc[a - 1, i, j]:
-                        continue
-                    v = dp[a - 1, i] + work_acc[a - 1, j] - work_acc[a - 1, i] + comm[i, j]
-                    if v < best:
-                        best = v
-                        kind[a, j] = 2
-                        arg[a, j] = i
+                best, i = _last_segment(dp[a - 1], best, a - 1, j, work_acc, mem, cap, comm, allowed_acc, True)
+                if i >= 0:
+                    kind[a, j] = 2
+                    arg[a, j] = i
             dp[a, j] = best
     return dp, arg, kind
 
