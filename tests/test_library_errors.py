@@ -47,6 +47,8 @@ def _facts_and_cli_line(call):
     (lambda: __import__("placer.runtime.detect").runtime.detect.parse_here("here:"), "cluster: 'here:'",
      "--cluster: 'here:': is not here or here:cpus=N; e.g. --cluster here:cpus=2"),
     (lambda: __import__("placer.sim").sim.SimParams.preset("fast"), "sim: 'fast'", "--sim: 'fast'"),
+    (lambda: __import__("placer.resolve").resolve.check_method("randon"), "method: method 'randon'",
+     "--method: method 'randon'"),
     (lambda: __import__("placer.runtime.devices").runtime.devices.parse_map("gpu0", contract_problem().cluster),
      "map: 'gpu0'", "--map: 'gpu0': is not CLUSTER_DEVICE=REAL_DEVICE; e.g. --map gpu:0=cuda:0,cpu:0=cpu"),
 ])

@@ -309,7 +309,8 @@ def time_applied(graph, device_map: dict[str, str], *, steps: int = 10, warmup: 
 
     recipe = recipe_of(graph)
     if recipe is None:
-        raise InputError("--apply", f"graph '{graph.name}'", "has no model to rebuild", "capture it from PyTorch")
+        raise InputError("apply", f"graph '{graph.name}'", "has no model to rebuild", "capture it from PyTorch",
+                         kind="apply")
     from placer.runtime.trust import check_code, check_recipe
 
     check_recipe(recipe, graph.name)  # as placer.runtime.measure.rebuild: never code in Python's installation

@@ -177,7 +177,7 @@ def compare_methods(problem, names: Sequence[str] | None, budget: int | None, se
     processes too): what a progress display shows; it decides nothing."""
     names = line_up(names)
     for n in names:
-        check_method(n, "--methods")
+        check_method(n, "methods")
     skip, scaled = dict(skip or {}), dict(scaled or {})
     todo = [(n, scaled.get(n, budget), n in scaled) for n in names if n not in skip]
     rows = []

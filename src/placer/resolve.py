@@ -38,15 +38,14 @@ def resolve_graph(spec: str) -> OpGraph:
                      did_you_mean(spec, BUILTIN) + f"give a path, hf:NAME or one of {', '.join(BUILTIN)}")
 
 
-def check_method(name: str, where: str = "--method") -> str:
+def check_method(name: str, where: str = "method") -> str:
     """``name`` when it is a registered method; else the one-line error, naming the method it most
     likely mistypes."""
     from placer.methods import METHODS
 
     if name not in METHODS:
         raise InputError(where, f"method '{name}'", "is not a known method",
-                         did_you_mean(name, METHODS)
-                         + f"use one of {', '.join(sorted(METHODS))} (see `placer methods`)")
+                         did_you_mean(name, METHODS) + f"use one of {', '.join(sorted(METHODS))}", kind="method")
     return name
 
 

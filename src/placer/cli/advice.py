@@ -8,8 +8,9 @@ from __future__ import annotations
 from placer.errors import InputError
 from placer.io import MAX_INPUT_ENV
 
-# a library parameter -> the option that carries it (an error of that kind about that parameter)
-OPTIONS = {"cluster": "--cluster", "sim": "--sim", "method": "--method", "map": "--map"}
+# a library parameter -> the option that carries it (in ``where`` of an error with a kind)
+OPTIONS = {"cluster": "--cluster", "sim": "--sim", "method": "--method", "methods": "--methods", "map": "--map",
+           "html": "--html", "apply": "--apply"}
 
 # a graph without module paths: how the command line captures one with them
 CAPTURE = "capture the model from PyTorch (placer capture, hf:NAME, the zoo) for module-level placement"
@@ -25,25 +26,34 @@ FIXES = {
     "input-dtype": "give each input the dtype the model expects (e.g. --input 3x32x32 for float32, SHAPE:int64:HIGH "
                    "only for token ids)",
     "inputs": "give inputs as SHAPE[:DTYPE] (--input) or return (module, inputs) from the factory",
+    "encoder": "give the encoder `placer pretrain --out` wrote",
     "device-map": "give it as --placement with the graph it maps, or `placer convert MAP.json OUT.json --graph GRAPH "
                   "--cluster CLUSTER` for a placement file",
 }
 
+# an error's kind -> what the command line adds after the advice
+SEE = {"method": " (see `placer methods`)"}
+
 
 def for_command_line(e: InputError) -> InputError:
-    """``e`` as the command line says it: the option in place of the library's parameter, its advice
-    in place of the library's (unchanged for a kind it does not know)."""
-    if e.kind in OPTIONS and e.where == e.kind:  # an example of the value becomes an example of the option
-        option = OPTIONS[e.kind]
-        return e.advised(f"e.g. {option} {e.fix[5:]}" if e.fix.startswith("e.g. ") else e.fix, option)
+    """``e`` as the command line says it: the option in place of the library's parameter (an example
+    of the value made an example of the option), its advice in place of the library's; unchanged
+    for an error without a kind."""
+    if not e.kind:
+        return e
+    where, fix = e.where, e.fix
+    param = where.partition(" ")[0]  # "cluster here": the parameter and what of it
+    if param in OPTIONS and e.kind in (param, param.rstrip("s")):  # "methods": a list of kind "method"
+        where = OPTIONS[param] + where[len(param):]
+        if fix.startswith("e.g. "):
+            fix = f"e.g. {OPTIONS[param]} {fix[5:]}"
     if e.kind in ("no-module-map", "no-module-paths"):
         from placer.grouping.modules import NO_MODULES_FIX
 
-        fix = e.fix.replace(NO_MODULES_FIX, CAPTURE)
-        return e.advised(fix.replace("use the placement itself", "use the placement file itself (placer optimize -o)"))
-    if e.kind in FIXES:
-        return e.advised(FIXES[e.kind])
-    return e
+        fix = fix.replace(NO_MODULES_FIX, CAPTURE).replace("use the placement itself",
+                                                           "use the placement file itself (placer optimize -o)")
+    fix = FIXES.get(e.kind, fix) + SEE.get(e.kind, "")
+    return e.advised(fix, where)
 
 
 def line(e: InputError) -> str:

@@ -170,12 +170,12 @@ def check_encoder_state(state: dict) -> dict:
     """``state`` when it is an encoder state made by :func:`encoder_state` (read from a file with
     :func:`placer.io.read_checkpoint`); InputError otherwise (attribute it to a file with
     :meth:`InputError.at`)."""
-    fix = "give the encoder `placer pretrain --out` wrote"
+    fix = "give the encoder state placer.nn.pretrain.encoder_state made"
     if isinstance(state, (str, bytes)) or hasattr(state, "__fspath__"):
         raise InputError("pre-trained encoder", str(state), "is a file name, not an encoder state (a method reads no "
                          "files)", "read the file with placer.io.read_checkpoint and give the state it returns")
     if not isinstance(state, dict) or state.get("format") != ENCODER_FORMAT:
-        raise InputError("pre-trained encoder", "state", "is not a placer encoder checkpoint", fix)
+        raise InputError("pre-trained encoder", "state", "is not a placer encoder checkpoint", fix, kind="encoder")
     for key in ("encoder_config", "encoder"):
         if not isinstance(state.get(key), dict):
             raise InputError("pre-trained encoder", f"'{key}'", "is missing or of the wrong type (a damaged or foreign "

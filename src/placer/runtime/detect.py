@@ -166,8 +166,8 @@ def cpu_memory() -> tuple[float, float, float]:
     avail = float(info.get("MemAvailable", total))
     usable = avail - max(CPU_RESERVE_MIN_BYTES, CPU_RESERVE_FRACTION * total)
     if usable <= 0:
-        raise InputError("--cluster here", "CPU memory", f"only {avail / GiB:.2f} GiB of {total / GiB:.2f} GiB are "
-                         "available, less than the reserve a run needs", "free memory, then detect again")
+        raise InputError("cluster here", "CPU memory", f"only {avail / GiB:.2f} GiB of {total / GiB:.2f} GiB are "
+                         "available, less than the reserve a run needs", "free memory, then detect again", kind="cluster")
     return total, avail, usable
 
 
@@ -415,8 +415,9 @@ def gpu_memory(k: int) -> tuple[float, float, float]:
     free, total = torch.cuda.mem_get_info(k)
     usable = free - max(GPU_RESERVE_MIN_BYTES, GPU_RESERVE_FRACTION * total)
     if usable <= 0:
-        raise InputError("--cluster here", f"cuda:{k}", f"has {free / GiB:.2f} GiB free of {total / GiB:.2f} GiB, "
-                         "less than the reserve a run needs", "free the GPU or hide it with CUDA_VISIBLE_DEVICES")
+        raise InputError("cluster here", f"cuda:{k}", f"has {free / GiB:.2f} GiB free of {total / GiB:.2f} GiB, "
+                         "less than the reserve a run needs", "free the GPU or hide it with CUDA_VISIBLE_DEVICES",
+                         kind="cluster")
     return float(total), float(free), float(usable)
 
 
@@ -485,8 +486,8 @@ def check_settings(cpus: int | None, repeats: int, sizes) -> None:
     """Bounds on what a caller asks for, checked before any measurement."""
     cores = usable_cores()
     if cpus is not None and not (isinstance(cpus, int) and not isinstance(cpus, bool) and 1 <= cpus <= cores):
-        raise InputError("--cluster here", f"cpus={cpus!r}", f"must be a whole number from 1 to {cores} "
-                         "(the cores this process may use)", f"e.g. here:cpus={min(2, cores)}")
+        raise InputError("cluster here", f"cpus={cpus!r}", f"must be a whole number from 1 to {cores} "
+                         "(the cores this process may use)", f"e.g. here:cpus={min(2, cores)}", kind="cluster")
     if not (isinstance(repeats, int) and 3 <= repeats <= MAX_REPEATS):
         raise InputError("detect", f"repeats={repeats!r}", f"must be 3 to {MAX_REPEATS}", "a median needs a few")
     sizes = list(sizes)

@@ -192,7 +192,7 @@ def _plotly_js() -> str:
     except ModuleNotFoundError:
         from placer.errors import InputError
 
-        raise InputError("--html", "plotly", "is not installed", "pip install 'placer[plot]'") from None
+        raise InputError("html", "plotly", "is not installed", "pip install 'placer[plot]'", kind="html") from None
     return get_plotlyjs()
 
 
