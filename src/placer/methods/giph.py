@@ -299,26 +299,20 @@ class Baseline:
         return G - b
 
 
-def returns(rewards: list[float], gamma: float) -> np.ndarray:
-    """G_t = sum_{k >= t} gamma^(k - t) r_k."""
-    G, acc = np.zeros(len(rewards)), 0.0
-    for t in range(len(rewards) - 1, -1, -1):
-        acc = rewards[t] + gamma * acc
-        G[t] = acc
-    return G
-
-
 CHUNK_PAIRS = 40_000  # pairs per forward pass when an episode is re-scored for its update (memory)
 
 
 def reinforce_loss(net, opt, steps: list[tuple[GpNet, int]], rewards: list[float], baseline: Baseline, cfg) -> float:
     """One REINFORCE update on an episode: loss = -mean_t log pi(a_t | s_t) A_t - entropy * mean_t H_t,
-    A_t = (G_t - b_t) / std (ours: normalised per episode), gradients clipped. Returns the loss."""
+    A_t = (G_t - b_t) / std (ours: normalised per episode; G_t the discounted return-to-go,
+    :func:`placer.rl.loss.returns_to_go`), gradients clipped. Returns the loss."""
     import torch
+
+    from placer.rl.loss import returns_to_go
 
     if not steps:
         return 0.0
-    A = baseline.advantages(returns(rewards, cfg.gamma))
+    A = baseline.advantages(returns_to_go(rewards, cfg.gamma))
     if len(A) > 1:
         A = A / (A.std() + 1e-8)
     A = torch.as_tensor(A, dtype=torch.float32)
