@@ -105,14 +105,14 @@ def classical(P: Problem, sim: SimParams, placements: int, seed: int) -> dict:
 
 
 def _grouping(b: Budgets) -> str:
-    from placer.methods.placeto import PlacetoConfig
+    from placer.methods.learned.placeto import PlacetoConfig
 
     kind = PlacetoConfig().grouping.split(":")[0]
     return f"{kind}:{b.groups}"
 
 
 def trainer_for(gps, b: Budgets, episodes: int, seed: int, sim: SimParams):
-    from placer.methods.placeto import PlacetoConfig
+    from placer.methods.learned.placeto import PlacetoConfig
     from placer.rl.reinforce import Trainer
 
     cfg = PlacetoConfig(workers=b.workers)  # the method's settings, written once

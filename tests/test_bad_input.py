@@ -82,7 +82,7 @@ def checkpoint(t: Path, **state) -> str:
 def policy_for_devices(t: Path, n: int) -> str:
     from placer.nn.placeto import PolicyConfig
     from placer.rl.env import EnvConfig
-    from placer.methods.placeto import PlacetoConfig
+    from placer.methods.learned.placeto import PlacetoConfig
 
     return policy_file(t, PolicyConfig(n_actions=n))
 
@@ -90,7 +90,7 @@ def policy_for_devices(t: Path, n: int) -> str:
 def policy_file(t: Path, cfg=None, weights=None, edit=None) -> str:
     """A Placeto checkpoint with network settings ``cfg`` (default the paper's) and ``weights`` (default a
     fresh network's for ``cfg``); ``edit(state)`` spoils it."""
-    from placer.methods.placeto import PlacetoConfig
+    from placer.methods.learned.placeto import PlacetoConfig
     from placer.nn.placeto import PlacetoNet, PolicyConfig
     from placer.rl.env import EnvConfig
 

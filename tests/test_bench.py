@@ -256,7 +256,7 @@ def test_a_run_that_places_with_a_policy_also_depends_on_the_policy_mode_version
     mode beside the method's; a search-mode run does not, so bumping only the policy mode redoes only
     the runs that place with a policy. A method without a policy mode has none to carry."""
     from placer.bench.versions import versions
-    from placer.methods import learned
+    from placer.methods.learned import protocol as learned
 
     search, placed = versions("placeto"), versions("placeto", policy=True)
     assert "policy" not in search and placed == {**search, "policy": learned.policy_version("placeto")}
@@ -442,7 +442,7 @@ def test_a_policys_trainer_overrides_key_only_that_policy_and_reach_its_training
     from placer.bench.spec import PolicySpec
     from placer.errors import InputError
     from placer.bench.versions import versions
-    from placer.methods.placeto import SEARCH_ONLY, PlacetoConfig
+    from placer.methods.learned.placeto import SEARCH_ONLY, PlacetoConfig
     from placer.rl.checkpoint import load_checkpoint
 
     gpath = tmp_path / "g.json"

@@ -17,8 +17,8 @@ import pytest
 pytest.importorskip("torch_geometric")
 
 from placer.methods import Budget, run_method
-from placer.methods import doppler as D
-from placer.methods import doppler_rollout as R
+from placer.methods.learned import doppler as D
+from placer.methods.learned import doppler_rollout as R
 from placer.problem import Problem
 from placer.resolve import resolve_cluster, resolve_graph
 from placer.zoo.synthetic import layered_training_graph
@@ -106,7 +106,7 @@ def test_a_tiny_budget_compiles_nothing_and_places_as_the_kernel_does(tmp_path):
     code = f"""
 import json, numpy as np
 from placer.methods import Budget, run_method
-from placer.methods import doppler as D, doppler_rollout as R
+from placer.methods.learned import doppler as D, doppler_rollout as R
 from placer.problem import Problem
 from placer.resolve import resolve_cluster, resolve_graph
 P = Problem(resolve_graph({str(path)!r}), resolve_cluster("k80x4"))

@@ -160,7 +160,7 @@ def test_compare_says_oom_when_single_gpu_runs_out_and_gives_units(capsys, monke
 def test_one_grouping_flag_for_every_grouping_method(capsys, monkeypatch, tmp_path):
     """--grouping goes through placer.grouping's one parser and reaches the method's config."""
     from placer.cli.options import GROUPING_DEFAULT
-    from placer.methods.placeto import PlacetoConfig
+    from placer.methods.learned.placeto import PlacetoConfig
 
     assert GROUPING_DEFAULT == PlacetoConfig().grouping
     code, out, err = run_cli(capsys, monkeypatch, "optimize", "synthetic", "-c", "k80x2", "--method", "post",

@@ -1,4 +1,4 @@
-"""ColocRL (placer.methods.colocrl, placer.methods.seq2seq_reinforce): groups and features, rewards,
+"""ColocRL (placer.methods.learned.colocrl, placer.methods.learned.seq2seq_reinforce): groups and features, rewards,
 valid placements, the obvious best placement found, determinism, progress lines, checkpoint resume
 equality, fine-tuning from a policy state."""
 
@@ -13,8 +13,8 @@ from placer.cluster import Device, make_cluster  # noqa: E402
 from placer.io import read_checkpoint, write_checkpoint  # noqa: E402
 from placer.methods import Budget, run_method  # noqa: E402
 from placer.methods.base import Evaluator  # noqa: E402
-from placer.methods.colocrl import COLOCRL, ColocRLConfig, ColocRLTrainer, group_features  # noqa: E402
-from placer.methods.seq2seq_reinforce import op_table, reward  # noqa: E402
+from placer.methods.learned.colocrl import COLOCRL, ColocRLConfig, ColocRLTrainer, group_features  # noqa: E402
+from placer.methods.learned.seq2seq_reinforce import op_table, reward  # noqa: E402
 from placer.problem import Problem  # noqa: E402
 from placer.sim import simulate  # noqa: E402
 from placer.zoo.synthetic import layered_training_graph  # noqa: E402
@@ -120,7 +120,7 @@ def test_checkpoint_resume_equals_an_uninterrupted_run(tmp_path):
 
 def test_finetune_from_a_policy_state():
     from placer.errors import InputError
-    from placer.methods.hierarchical import HIERARCHICAL, HierarchicalConfig
+    from placer.methods.learned.hierarchical import HIERARCHICAL, HierarchicalConfig
 
     P = obvious_problem()
     _, state = COLOCRL.search(P, 0, Evaluator(P, limit=40), ColocRLConfig(**SMALL))

@@ -1,4 +1,4 @@
-"""DOPPLER (placer.methods.doppler) and its workloads (placer.zoo.doppler): the dual policy picks only
+"""DOPPLER (placer.methods.learned.doppler) and its workloads (placer.zoo.doppler): the dual policy picks only
 schedulable nodes and feasible devices, imitation moves it toward the teacher, search mode keeps the
 contract, a policy state round-trips and places another cluster size, and the zoo graphs have the
 paper's node counts."""
@@ -13,7 +13,7 @@ pytest.importorskip("torch_geometric")
 from placer.cluster import preset
 from placer.errors import InputError
 from placer.methods import Budget, run_method
-from placer.methods import doppler as D
+from placer.methods.learned import doppler as D
 from placer.nn.threads import one_thread
 from placer.problem import Problem
 from placer.zoo import BUILTIN

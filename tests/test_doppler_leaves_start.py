@@ -14,8 +14,8 @@ pytest.importorskip("torch_geometric")
 
 from placer.cluster import preset
 from placer.methods import Budget, run_method
-from placer.methods import doppler as D
-from placer.methods import doppler_rollout as R
+from placer.methods.learned import doppler as D
+from placer.methods.learned import doppler_rollout as R
 from placer.problem import Problem
 from placer.sim.single import single_device
 from placer.zoo.synthetic import layered_training_graph

@@ -1,4 +1,4 @@
-"""GDP (placer.methods.gdp, placer.methods.graph_ppo): segments, the Transformer-XL style memory, the
+"""GDP (placer.methods.learned.gdp, placer.methods.learned.graph_ppo): segments, the Transformer-XL style memory, the
 method contract clauses that matter for a learned placer (budget, same seed same placement), batch
 training across graphs reused on an unseen graph, policy states (written and read as checkpoint
 files), fine-tuning, resume equality, progress lines."""
@@ -16,9 +16,9 @@ from placer.errors import InputError  # noqa: E402
 from placer.io import read_checkpoint, write_checkpoint  # noqa: E402
 from placer.methods import Budget, get_method, run_method  # noqa: E402
 from placer.methods.base import Evaluator  # noqa: E402
-from placer.methods.gdp import GDP, GDP_METHOD, GDPConfig, make_gdp_net  # noqa: E402
-from placer.methods.graph_ppo import check_policy, graph_ctx, policy_state, train  # noqa: E402
-from placer.methods.mars import MARS  # noqa: E402
+from placer.methods.learned.gdp import GDP, GDP_METHOD, GDPConfig, make_gdp_net  # noqa: E402
+from placer.methods.learned.graph_ppo import check_policy, graph_ctx, policy_state, train  # noqa: E402
+from placer.methods.learned.mars import MARS  # noqa: E402
 from placer.nn.encoder import segments  # noqa: E402
 from placer.problem import Problem  # noqa: E402
 from placer.zoo.synthetic import layered_training_graph  # noqa: E402
@@ -206,7 +206,7 @@ def test_the_anchor_prior_gives_the_anchor_its_mass_and_the_method_learns_past_i
     where the start is not optimal (before the anchor, GDP's samples were several times slower than
     the start and Mars's all gathered on one GPU: both returned the start itself,
     docs/methods/gdp.md, docs/methods/mars.md)."""
-    from placer.methods.graph_ppo import anchor_prior, graph_ctx
+    from placer.methods.learned.graph_ppo import anchor_prior, graph_ctx
 
     P = problem(60, cluster="k80x4")
     ctx = graph_ctx(P, 1024)

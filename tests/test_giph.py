@@ -1,4 +1,4 @@
-"""GiPH (placer.methods.giph) and its workloads (placer.zoo.giph): the generators are deterministic
+"""GiPH (placer.methods.learned.giph) and its workloads (placer.zoo.giph): the generators are deterministic
 and exact (compute time = work / speed), the changing cluster keeps its survivors, the gpNet has one
 node per feasible (task, device) pair and the paper's edges, the method keeps the contract (budget,
 same seed, never worse), one policy trained on clusters of different sizes places a third size
@@ -16,7 +16,7 @@ from placer.errors import InputError
 from placer.io import read_checkpoint, write_checkpoint
 from placer.methods import Budget, run_method
 from placer.methods.base import Evaluator
-from placer.methods.giph import GIPH_METHOD, GiPHConfig, gpnet, make_ctx, start_actions
+from placer.methods.learned.giph import GIPH_METHOD, GiPHConfig, gpnet, make_ctx, start_actions
 from placer.problem import Problem
 from placer.sim import simulate
 from placer.zoo.giph import device_network, task_graph

@@ -18,8 +18,8 @@ pytest.importorskip("torch_geometric")
 from placer.cluster import preset
 from placer.methods import Budget, run_method
 from placer.methods.base import Evaluator
-from placer.methods.giph import GiPHConfig, make_ctx
-from placer.methods.graph_ppo import node_actions
+from placer.methods.learned.giph import GiPHConfig, make_ctx
+from placer.methods.learned.graph_ppo import node_actions
 from placer.methods.starts import seeded_start
 from placer.problem import Problem
 from placer.sim.single import single_device

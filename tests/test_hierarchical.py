@@ -1,4 +1,4 @@
-"""The Hierarchical Planner (placer.methods.hierarchical): the Grouper's groupings always expand to
+"""The Hierarchical Planner (placer.methods.learned.hierarchical): the Grouper's groupings always expand to
 valid placements, group embeddings as section 2 builds them, the obvious best placement found,
 determinism, checkpoint resume equality."""
 
@@ -11,9 +11,9 @@ torch = pytest.importorskip("torch")
 
 from placer.methods import Budget, run_method  # noqa: E402
 from placer.methods.base import Evaluator  # noqa: E402
-from placer.methods.hierarchical import (HIERARCHICAL, HierarchicalConfig, HierarchicalTrainer,  # noqa: E402
+from placer.methods.learned.hierarchical import (HIERARCHICAL, HierarchicalConfig, HierarchicalTrainer,  # noqa: E402
                                          group_embeddings, op_adjacency)
-from placer.methods.seq2seq_reinforce import op_table  # noqa: E402
+from placer.methods.learned.seq2seq_reinforce import op_table  # noqa: E402
 from tests.test_colocrl import best_objective, obvious_problem, resumed_equals_straight  # noqa: E402
 from tests.test_method_contract import contract_problem  # noqa: E402
 
@@ -112,7 +112,7 @@ def test_split_start_cuts_the_topological_order_at_equal_compute():
 
 
 def test_placer_warm_start_reaches_its_mass_and_best_start_is_simulated_once_each():
-    from placer.methods.hierarchical import choose_start
+    from placer.methods.learned.hierarchical import choose_start
 
     P = obvious_problem(40)
     cfg = HierarchicalConfig(**SMALL)
@@ -147,9 +147,9 @@ def test_the_split_start_is_the_layer_split_methods_result():
     """The Placer's split start is found as the layer-split method finds it (best over 1..G GPUs);
     on this graph that is 2 of the 4 GPUs, where the split over all 4 (the old start) is slower."""
     from placer.cluster import preset
-    from placer.methods.hierarchical import joint_units, split_pieces
+    from placer.methods.learned.hierarchical import joint_units, split_pieces
     from placer.methods.layer_split import tune_split
-    from placer.methods.seq2seq_reinforce import base_units
+    from placer.methods.learned.seq2seq_reinforce import base_units
     from placer.problem import Problem
     from placer.sim import simulate
     from placer.zoo.synthetic import layered_training_graph

@@ -117,8 +117,8 @@ def test_learned_starts_search_the_split_as_local_search_does_on_four_gpus():
     stayed near equal compute on this graph: 78.09 against 76.75 ms."""
     from placer.methods.layer_split import split_start
     from placer.methods.starts import SPLIT_SEARCH
-    from placer.methods.placeto import PlacetoConfig
-    from placer.methods.post import PostConfig
+    from placer.methods.learned.placeto import PlacetoConfig
+    from placer.methods.learned.post import PostConfig
 
     P = Problem(layered_training_graph(200, seed=0), preset("k80x4"))
 

@@ -1,4 +1,4 @@
-"""Mars (placer.methods.mars) and PPO (placer.rl.ppo): the clipped objective against a hand
+"""Mars (placer.methods.learned.mars) and PPO (placer.rl.ppo): the clipped objective against a hand
 computation, the segment-level placer (segments in order, state carried across them, teacher forcing
 reproducing sampling), pre-training on / off / from a given encoder state, same seed same placement,
 policy states, fine-tune and checkpoint resume equality."""
@@ -18,8 +18,8 @@ from placer.errors import InputError  # noqa: E402
 from placer.io import read_checkpoint, write_checkpoint  # noqa: E402
 from placer.methods import Budget, get_method, run_method  # noqa: E402
 from placer.methods.base import Evaluator  # noqa: E402
-from placer.methods.graph_ppo import check_policy, graph_ctx, policy_state, train  # noqa: E402
-from placer.methods.mars import MARS, MARS_METHOD, MarsConfig, make_mars_net  # noqa: E402
+from placer.methods.learned.graph_ppo import check_policy, graph_ctx, policy_state, train  # noqa: E402
+from placer.methods.learned.mars import MARS, MARS_METHOD, MarsConfig, make_mars_net  # noqa: E402
 from placer.nn.encoder import EncoderConfig, graph_data, placement_nodes  # noqa: E402
 from placer.nn.pretrain import PretrainConfig, check_encoder_state, encoder_state, pretrain  # noqa: E402
 from placer.problem import Problem  # noqa: E402

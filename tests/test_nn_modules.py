@@ -95,7 +95,7 @@ def test_parameter_counts_and_state_dict_keys_are_the_saved_policies():
 
 
 def test_the_method_factories_build_the_nn_classes():
-    from placer.methods import doppler, gdp, giph, mars
+    from placer.methods.learned import doppler, gdp, giph, mars
 
     assert isinstance(doppler.make_net(doppler.DopplerConfig(hidden=8, layers=1)), DopplerNet)
     assert isinstance(giph.make_net(8, 1), GiPHNet)

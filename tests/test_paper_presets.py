@@ -10,12 +10,12 @@ from dataclasses import fields
 import pytest
 
 from placer.methods import METHODS, Budget, run_method
-from placer.methods.colocrl import ColocRLConfig
-from placer.methods.gdp import GDPConfig
-from placer.methods.hierarchical import HierarchicalConfig
-from placer.methods.mars import MarsConfig
-from placer.methods.placeto import PlacetoConfig
-from placer.methods.post import PostConfig
+from placer.methods.learned.colocrl import ColocRLConfig
+from placer.methods.learned.gdp import GDPConfig
+from placer.methods.learned.hierarchical import HierarchicalConfig
+from placer.methods.learned.mars import MarsConfig
+from placer.methods.learned.placeto import PlacetoConfig
+from placer.methods.learned.post import PostConfig
 from tests.test_method_contract import contract_problem
 
 BUDGET = 16
@@ -52,7 +52,7 @@ def test_paper_differs_from_the_defaults_in_the_named_fields(name):
 
 
 def test_post_preset_is_the_uniform_per_op_start():
-    from placer.methods.post import initial_logits, placement_units, unit_feasible
+    from placer.methods.learned.post import initial_logits, placement_units, unit_feasible
 
     pr = contract_problem()
     cfg = PostConfig.paper()

@@ -57,7 +57,7 @@ def test_never_overruns_its_budget(problem, budget):
 
 def test_config_defaults_are_written_once():
     """The small-budget hyperparameters live in PlacetoConfig only: the trainer built from it uses them."""
-    from placer.methods.placeto import PlacetoConfig
+    from placer.methods.learned.placeto import PlacetoConfig
 
     cfg = PlacetoConfig()
     rl = cfg.reinforce(seed=3)
@@ -78,7 +78,7 @@ def test_config_defaults_are_written_once():
 def test_no_config_field_holds_a_path(tmp_path):
     """Methods know no files: a policy is an object (or its state dict), progress a callback."""
     from placer.errors import InputError
-    from placer.methods.placeto import PlacetoConfig
+    from placer.methods.learned.placeto import PlacetoConfig
 
     for field in ("policy", "progress"):
         with pytest.raises(InputError, match=field):
@@ -112,7 +112,7 @@ def test_train_then_place_with_and_without_finetuning(tmp_path, capsys, monkeypa
     assert d["episodes"] == 6 and len(d["graphs"]) == 2 and ckpt.exists()
     assert len(log.read_text().splitlines()) == 6
     # the network is PlacetoConfig's, as the method's (it was PolicyConfig's paper defaults: no keep bias)
-    from placer.methods.placeto import PlacetoConfig
+    from placer.methods.learned.placeto import PlacetoConfig
     from placer.rl.checkpoint import load_checkpoint
 
     pc = load_checkpoint(ckpt)["policy_config"]
@@ -167,7 +167,7 @@ def test_default_units_let_placeto_split_a_seq2seq_graph_within_a_small_budget()
     where the earlier default of 64 contiguous chunks of the topological order, each cutting through
     the parallel encoder and decoder, stopped at 470.9 ms (13%)."""
     from placer.bench.graphs import family_graphs
-    from placer.methods.placeto import PlacetoConfig
+    from placer.methods.learned.placeto import PlacetoConfig
 
     assert PlacetoConfig().grouping == "metis:64" and PlacetoConfig().mirrors
     P = Problem(family_graphs("nmt", "test")[1], preset("k80x2"))
@@ -185,7 +185,7 @@ def test_default_units_keep_each_layer_forward_and_backward_together(shared_grap
     units (``mirrors``) never split a forward op from the ops that mirror it."""
     from placer.grouping import make_grouping
     from placer.grouping.mirrors import mirror_units
-    from placer.methods.placeto import PlacetoConfig
+    from placer.methods.learned.placeto import PlacetoConfig
     from placer.resolve import resolve_graph
 
     g = resolve_graph(str(shared_graphs / "pipedream" / "vgg16.txt"))
@@ -201,7 +201,7 @@ def test_search_starts_at_the_best_classical_seed_with_units_cut_along_it():
     """start="seeds" (the default in search mode): the seeds are simulated through the evaluator
     first, the units are cut along the best of them and episodes start there (later ones at the best
     placement found so far, ``restart="best"``); the result is never worse than that seed."""
-    from placer.methods.placeto import PlacetoConfig, seeded_task
+    from placer.methods.learned.placeto import PlacetoConfig, seeded_task
     from placer.methods.starts import seeded_start
     from placer.methods.base import Evaluator
 
@@ -264,8 +264,8 @@ def test_finetuning_refines_too_within_its_episodes(tmp_path):
     """Fine-tuning a policy is search on the graph: with episodes to spare it also moves to the finer
     units for the second half of the budget (``refine=1``: never); ``finetune=N`` stays N episodes
     in all, so a short fine-tuning ends before the second phase and places with the policy."""
-    from placer.methods.placeto import PlacetoConfig
-    from placer.methods.placeto import PLACETO
+    from placer.methods.learned.placeto import PlacetoConfig
+    from placer.methods.learned.placeto import PLACETO
 
     P = Problem(layered_training_graph(70, seed=7), preset("k80x2"))
     cfg = PlacetoConfig(grouping="contiguous:8", episodes=4)
@@ -287,9 +287,9 @@ def test_a_refining_finetune_returns_the_weights_its_second_phase_ended_with(mon
     weights the second ended with, not the first's (which dropped the second phase's training)."""
     import torch
 
-    from placer.methods import placeto as mod
+    from placer.methods.learned import placeto as mod
     from placer.methods.base import Evaluator
-    from placer.methods.placeto import PLACETO, PlacetoConfig
+    from placer.methods.learned.placeto import PLACETO, PlacetoConfig
 
     P = Problem(layered_training_graph(70, seed=7), preset("k80x2"))
     policy = PLACETO.train([P], PlacetoConfig(grouping="contiguous:8", episodes=4), 0, SimParams.placeto())
@@ -315,7 +315,7 @@ def test_family_policies_keep_exploring_where_the_per_graph_entropy_collapses_on
     from placer.bench import experiments as E
     from placer.bench import graphs as G
     from placer.methods import METHODS
-    from placer.methods.placeto import PLACETO, PlacetoConfig
+    from placer.methods.learned.placeto import PLACETO, PlacetoConfig
     from placer.sim import SimParams
 
     family = dict(E.EXPERIMENTS["generalization"].policies["nmt"].trainer)
@@ -336,7 +336,7 @@ def test_auto_devices_add_the_cpu_when_no_seed_fits_the_gpus():
     every device and returns a placement that fits (on the CPU's memory); restricted to the GPUs
     (the paper's action space), it cannot."""
     from placer.cluster import Device, make_cluster
-    from placer.methods.placeto import PlacetoConfig
+    from placer.methods.learned.placeto import PlacetoConfig
 
     g = layered_training_graph(120, seed=5)
     k80 = preset("k80x2")
@@ -360,7 +360,7 @@ def test_a_learning_rate_of_zero_freezes_the_policy(problem, lr):
     runs as usual, and the network's weights never change; at a positive rate they do."""
     import torch
 
-    from placer.methods.placeto import PlacetoConfig, build_trainer
+    from placer.methods.learned.placeto import PlacetoConfig, build_trainer
 
     cfg = PlacetoConfig(grouping="contiguous:8", workers=2, lr_start=lr, lr_end=lr)
     tr = build_trainer(cfg, [cfg.task(problem, 0)], 0, SimParams.placeto())
@@ -378,15 +378,15 @@ def test_a_learning_rate_of_zero_freezes_the_policy(problem, lr):
 
 
 def test_placeto_follows_the_learned_method_protocol(tmp_path):
-    """methods/learned.py: train -> policy object, its plain state round-trips through a file
+    """methods/learned/protocol.py: train -> policy object, its plain state round-trips through a file
     (the caller's job, placer.io), placing with it through the common contract is the protocol's
     place, and fine-tuning returns a result and a policy with other weights."""
     import torch
 
     from placer.io import read_checkpoint, write_checkpoint
     from placer.methods.base import Evaluator
-    from placer.methods.learned import LearnedMethod, learned_method
-    from placer.methods.placeto import PlacetoConfig
+    from placer.methods.learned.protocol import LearnedMethod, learned_method
+    from placer.methods.learned.placeto import PlacetoConfig
 
     m = learned_method("placeto")
     assert isinstance(m, LearnedMethod)
@@ -485,7 +485,7 @@ def test_the_aliases_say_they_are_deprecated_and_run_the_policy_commands(tmp_pat
 
 
 def test_policy_help_lists_every_learned_method_of_the_registry(capsys, monkeypatch):
-    from placer.methods.learned import LEARNED
+    from placer.methods.learned.protocol import LEARNED
 
     code, out, err = run_cli(capsys, monkeypatch, "policy", "--help")
     assert code == 0, err

@@ -193,7 +193,7 @@ def test_the_method_keeps_a_unit_as_often_on_any_number_of_candidates():
     """PlacetoConfig's network adds keep_bias + ln(A - 1) to the current device's logit, so the
     untrained policy keeps a unit where it is about as often (0.75 at keep_bias 1.1) on 2, 4 and 8
     candidates; the plain bonus of 1.1 keeps it about 50% and 30% of the time on 4 and 8."""
-    from placer.methods.placeto import PlacetoConfig
+    from placer.methods.learned.placeto import PlacetoConfig
 
     def kept(pc, A):
         torch.manual_seed(0)

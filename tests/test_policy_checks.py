@@ -22,7 +22,7 @@ pytest.importorskip("torch_geometric")
 from placer.errors import InputError  # noqa: E402
 from placer.io import read_checkpoint, write_checkpoint  # noqa: E402
 from placer.methods import METHODS, Budget, run_method  # noqa: E402
-from placer.methods.learned import LEARNED  # noqa: E402
+from placer.methods.learned.protocol import LEARNED  # noqa: E402
 
 SMALL = {"doppler": {"hidden": 16}, "giph": {"hidden": 8}, "gdp": {"hidden": 16, "heads": 2}, "mars": {"hidden": 16},
          "colocrl": {"hidden": 16}, "hierarchical": {"hidden": 16}, "placeto": {}}  # small networks: fast tests

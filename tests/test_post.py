@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from placer.cluster import preset
 from placer.graph import OpGraph
 from placer.methods import Budget, get_method, run_method
-from placer.methods.post import (PostConfig, advantage_table, ce_update, elite_indices, initial_logits, logits_of,
+from placer.methods.learned.post import (PostConfig, advantage_table, ce_update, elite_indices, initial_logits, logits_of,
                                  mix_uniform, pg_update, placement_units, ppo_gradient, ppo_surrogate, ppo_update,
                                  sample_units, softmax, unit_feasible)
 from placer.problem import Problem
@@ -402,7 +402,7 @@ def test_no_nan_under_a_published_objective(variant, objective):
 
 
 def test_step_times_of_rejected_placements():
-    from placer.methods.post import step_times
+    from placer.methods.learned.post import step_times
 
     obj = np.array([5.0, np.inf, 7.0, np.inf])
     oom = np.array([False, True, True, False])

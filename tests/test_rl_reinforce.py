@@ -15,7 +15,7 @@ from placer.cluster import Device, make_cluster, preset  # noqa: E402
 from placer.graph import OpGraph  # noqa: E402
 from placer.problem import Problem  # noqa: E402
 from placer.io import JsonLines, write_checkpoint  # noqa: E402
-from placer.methods.placeto import PlacetoConfig, build_trainer  # noqa: E402
+from placer.methods.learned.placeto import PlacetoConfig, build_trainer  # noqa: E402
 from placer.rl.checkpoint import load_checkpoint, load_policy  # noqa: E402
 from placer.nn.placeto import PlacetoNet, PolicyConfig  # noqa: E402
 from placer.rl.env import EnvConfig  # noqa: E402

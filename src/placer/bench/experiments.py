@@ -125,7 +125,7 @@ experiment(Experiment(
         "episodes start on one GPU as the policy's did, while Placeto (scratch) starts them at the best of local "
         "search's cheap seeding heuristics and the layer split, its units cut along that placement, later rounds "
         "at the best placement found so far, and spends the second half of its budget on twice as many units cut "
-        "along that best (ours; the paper starts from an arbitrary placement; see placer.methods.placeto).",
+        "along that best (ours; the paper starts from an arbitrary placement; see placer.methods.learned.placeto).",
         "Placeto, frozen policy (ablation) is ours: the same search as Placeto (scratch) with learning rate 0, so "
         "its network is never updated and the gap to scratch is what the learning buys over the search around it "
         "(seeded start, restarts at the best, finer units in the second half).",
@@ -250,7 +250,7 @@ experiment(Experiment(
         "Post and its ablations run on METIS units (metis:64, refined by 2 METIS parts per device) instead of one "
         "softmax per op, and start at the best of local search's cheap seeding heuristics and the layer-wise split "
         "(each simulated once, counted in the budget), their units also cut along that start and each unit at "
-        "probability 0.9 on its device there; the paper starts uniform over ops (see placer.methods.post for the "
+        "probability 0.9 on its device there; the paper starts uniform over ops (see placer.methods.learned.post for the "
         "measurements). CE only and Post are within 0.2% of each other on average over seeds 0 and 1 at 600 "
         "placements (CE better on 4 rows, worse on 1); the paper's Figure 2 has Post ahead.",
         "No updates (ablation) is ours: Post's start distribution (each unit at 0.9 on its device in the seeded "

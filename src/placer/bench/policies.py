@@ -3,7 +3,7 @@ GiPH's unseen clusters).
 
 A method parameter ``"@policy:<name>"`` names one of the experiment's :class:`PolicySpec`. Before
 the runs that need it, the policy is trained once by its method's trainer (``train`` of
-:mod:`placer.methods.learned`, the same path for every learned method) on its graphs
+:mod:`placer.methods.learned.protocol`, the same path for every learned method) on its graphs
 (or on the training half of a generated family), on one cluster or several, and saved as
 ``results/<exp>/policies/<name>__<hash>.pt``, cached by a hash of what decides it, exactly like a
 run; a run then gets the loaded policy object in place of the reference (:func:`substitute`: the
@@ -46,7 +46,7 @@ class PolicyContext:
         """The trained policy (read once from its checkpoint by its method, labelled with its path)."""
         if self.policy is None:
             from placer.io import read_checkpoint
-            from placer.methods.learned import learned_method
+            from placer.methods.learned.protocol import learned_method
 
             state = read_checkpoint(str(self.path), "policy", "train it again: delete the file")
             self.policy = learned_method(self.spec.method).load_policy(state, where=str(self.path))
@@ -75,7 +75,7 @@ def prepare(exp: Experiment, name: str, level: str, results_dir: Path, sim: str)
     ``sim``: the experiment's simulator preset, on the training clusters as :func:`training_params` says;
     what its method adds to the key: :meth:`placer.methods.learned.LearnedMethod.policy_key`."""
     from placer.bench.versions import versions
-    from placer.methods.learned import learned_method
+    from placer.methods.learned.protocol import learned_method
     from placer.problem import Problem
 
     spec = exp.policies.get(name)
@@ -154,7 +154,7 @@ def train(ctx: PolicyContext, sim_name: str) -> dict:
     from placer.bench.versions import source_commit
     from placer.io import dumps, write_checkpoint, write_text_atomic
     from placer.methods.base import Evaluator
-    from placer.methods.learned import learned_method
+    from placer.methods.learned.protocol import learned_method
 
     t0 = time.perf_counter()
     prm = training_params(ctx.problems, sim_name, ctx.name)

@@ -91,7 +91,7 @@ class Row:
 @dataclass(frozen=True)
 class PolicySpec:
     """A learned policy some method columns start from (Placeto's transfer and generalization, GiPH's
-    unseen clusters): trained once per level by ``method``'s own trainer (:mod:`placer.methods.learned`)
+    unseen clusters): trained once per level by ``method``'s own trainer (:mod:`placer.methods.learned.protocol`)
     on ``graphs`` (graph specs as in :class:`Row`) or on the training half of ``family``, each on
     ``cluster`` or, when ``clusters`` is given, on every one of those, cached by a hash like a run."""
 

@@ -18,7 +18,7 @@ def versions(method: str, objective=None, policy: bool = False) -> dict[str, int
     from placer import cost, sim
     from placer.methods import METHODS
 
-    from placer.methods.learned import policy_version
+    from placer.methods.learned.protocol import policy_version
 
     out = {"method": METHODS[method].version, "sim": sim.VERSION, "cost": cost.VERSION}
     mode = policy_version(method) if policy else None

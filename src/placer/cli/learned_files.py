@@ -13,7 +13,7 @@ def open_learned_params(method: str, params: dict[str, str]) -> dict:
     """``params`` with the file parameters above replaced by what the method takes."""
     from placer.io import check_output_path, read_checkpoint
     from placer.methods import METHODS
-    from placer.methods.learned import LEARNED
+    from placer.methods.learned.protocol import LEARNED
 
     out = dict(params)
     fields = set(METHODS[method].config.__dataclass_fields__) if method in METHODS else set()

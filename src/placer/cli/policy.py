@@ -1,4 +1,4 @@
-"""`placer policy train|place|finetune`: the learned-method protocol (:mod:`placer.methods.learned`)
+"""`placer policy train|place|finetune`: the learned-method protocol (:mod:`placer.methods.learned.protocol`)
 for every learned method with a transferable policy (those in
 :data:`placer.methods.learned.LEARNED`; `placer policy --help` lists them): train a policy on one
 or more graphs (on one or more clusters, or a generated family) and write its state, place a graph
@@ -24,7 +24,7 @@ from placer.errors import InputError
 def learned_names() -> list[str]:
     """The learned methods' names, from the registry (importing every method module)."""
     import placer.methods  # noqa: F401  (registers them)
-    from placer.methods.learned import LEARNED
+    from placer.methods.learned.protocol import LEARNED
 
     return sorted(LEARNED)
 
@@ -47,7 +47,7 @@ MethodOpt = typer.Option(..., "--method", "-m", help="a learned method (`placer 
 def _learned(method: str):
     """The learned method ``method`` (InputError when it is none, or cannot run here)."""
     from placer.methods import METHODS
-    from placer.methods.learned import LEARNED, learned_method
+    from placer.methods.learned.protocol import LEARNED, learned_method
 
     try:
         m = learned_method(method)

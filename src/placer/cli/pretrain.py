@@ -56,7 +56,7 @@ def pretrain(family: Optional[List[str]] = typer.Option(None, "--family", "-f",
              seed: int = typer.Option(0, callback=seed_option),
              as_json: bool = typer.Option(False, "--json")):
     """Pre-train Mars's graph encoder with Deep Graph Infomax and write it."""
-    from placer.methods.graph_ppo import torch_geometric_available
+    from placer.methods.learned.graph_ppo import torch_geometric_available
 
     from placer.io import check_outputs_spare_inputs
 

@@ -1,4 +1,6 @@
-"""Placement methods, one module each, all with the contract of :mod:`placer.methods.base`.
+"""Placement methods, one module each, all with the contract of :mod:`placer.methods.base`: the
+classical ones here and in :mod:`placer.methods.list_scheduling`, the learned ones in
+:mod:`placer.methods.learned`.
 
 Importing this package registers every method; ``placer methods`` lists them.
 """
@@ -12,14 +14,7 @@ from placer.methods import local_search  # noqa: F401
 from placer.methods import exact  # noqa: F401
 from placer.methods import dp_split  # noqa: F401
 from placer.methods import exact_published  # noqa: F401
-from placer.methods import post  # noqa: F401
-from placer.methods import placeto  # noqa: F401
-from placer.methods import colocrl  # noqa: F401
-from placer.methods import hierarchical  # noqa: F401
-from placer.methods import gdp  # noqa: F401
-from placer.methods import mars  # noqa: F401
-from placer.methods import doppler  # noqa: F401
-from placer.methods import giph  # noqa: F401
+from placer.methods import learned  # noqa: F401  (Post, Placeto, ColocRL, HP, GDP, Mars, DOPPLER, GiPH)
 from placer.methods import incumbents  # noqa: F401
 from placer.methods.base import METHODS, Budget, Evaluator, get_method, register, run_method
 

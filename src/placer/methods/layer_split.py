@@ -35,7 +35,7 @@ topological cut 894; 162 simulations), NMT 4-layer 688 (712; expert 801), NMT 2-
 expert 1,714), GNMT 2,015 (2,162; expert 1,467, single GPU 3,189), RNNLM 575 (631; expert 585, single
 GPU 747), Inception-V3 b32 on 2 GPUs 534 (539; expert 554), BERT-base on 4 GPUs 942 (1,010; single
 GPU 1,017), ResNet-50 on 2 GPUs 415 (single GPU 419). Under 3 s per graph. It is also the start the Hierarchical Planner's Placer is pulled toward
-(:mod:`placer.methods.hierarchical`).
+(:mod:`placer.methods.learned.hierarchical`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""DOPPLER's networks (Yao et al. 2026, section 4.1; the method: :mod:`placer.methods.doppler`): a
+"""DOPPLER's networks (Yao et al. 2026, section 4.1; the method: :mod:`placer.methods.learned.doppler`): a
 node embedding by ``layers`` rounds of message passing along and against the edges
 (:class:`EdgeSum`, PyG), then SEL's head (scores a schedulable node) and PLC's head (scores a
 device for it). The heads' weights are also read by the rollout kernel
-(:mod:`placer.methods.doppler_rollout`), which evaluates them itself.
+(:mod:`placer.methods.learned.doppler_rollout`), which evaluates them itself.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""GDP's network (Zhou et al. 2019, sections 3.1-3.3; the method: :mod:`placer.methods.gdp`):
+"""GDP's network (Zhou et al. 2019, sections 3.1-3.3; the method: :mod:`placer.methods.learned.gdp`):
 GraphSAGE-pool embedding (PyG ``SAGEConv``, :class:`placer.nn.encoder.GraphEncoder`), a
 segment-recurrent attention placer in the style of Transformer-XL (:class:`XLLayer`), and the
 superposition gates conditioned on the graph's mean embedding. It reads a graph context with
 ``data`` (:class:`placer.nn.encoder.GraphData`), ``n``, ``feasible`` ((N, A) bool) and ``prior``
-((N, A) logit prior or None): :class:`placer.methods.graph_ppo.GraphCtx`.
+((N, A) logit prior or None): :class:`placer.methods.learned.graph_ppo.GraphCtx`.
 """
 
 from __future__ import annotations

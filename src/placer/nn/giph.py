@@ -1,5 +1,5 @@
 """GiPH's network (Hu et al. 2023, sections 4.3-4.4; the gpNet it reads and the method:
-:mod:`placer.methods.giph`): ``mp_steps`` rounds of PyG message passing (:class:`EdgeMP`) along the
+:mod:`placer.methods.learned.giph`): ``mp_steps`` rounds of PyG message passing (:class:`EdgeMP`) along the
 task graph's direction and as many against it over the gpNet's (task, device) pairs, then one logit
 per pair from the pair's two embeddings, their mean over the pair's task and over its gpNet.
 """

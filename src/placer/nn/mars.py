@@ -1,8 +1,8 @@
-"""Mars's network (Lan et al. 2021; the method, its pre-training and notes: :mod:`placer.methods.mars`):
+"""Mars's network (Lan et al. 2021; the method, its pre-training and notes: :mod:`placer.methods.learned.mars`):
 a GCN encoder (PyG ``GCNConv``, :class:`placer.nn.encoder.GraphEncoder`) and the segment-level
 seq2seq placer (:mod:`placer.nn.seq2seq`), each segment starting from the recurrent state the
 previous one ended with. It reads a graph context with ``data``, ``n``, ``feasible`` and ``prior``
-(:class:`placer.methods.graph_ppo.GraphCtx`).
+(:class:`placer.methods.learned.graph_ppo.GraphCtx`).
 """
 
 from __future__ import annotations

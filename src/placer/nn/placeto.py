@@ -11,7 +11,7 @@
    One learned scalar ``keep`` is added to the logit of the device the group is on now (initialised
    to ``PolicyConfig.keep_bias``; the paper has none, i.e. 0): with it the untrained policy keeps most
    groups where they are, so an episode is a walk of a few moves near its start rather than a fresh
-   random placement (:class:`placer.methods.placeto.PlacetoConfig`; measured in docs/methods/placeto.md).
+   random placement (:class:`placer.methods.learned.placeto.PlacetoConfig`; measured in docs/methods/placeto.md).
 
 Every operation is a per-node map or a sum over a set of nodes, so the output for a node does not
 depend on how the nodes are numbered, and the weights do not depend on the number of nodes: one
@@ -31,7 +31,7 @@ from placer.nn.features import N_STATIC, GraphTensors, pool_pairs, state_feature
 @dataclass(frozen=True)
 class PolicyConfig:
     """The network's shape. Placeto builds it from its one config
-    (:meth:`placer.methods.placeto.PlacetoConfig.policy_config` sets ``n_actions``, ``rounds`` and
+    (:meth:`placer.methods.learned.placeto.PlacetoConfig.policy_config` sets ``n_actions``, ``rounds`` and
     ``keep_bias``); the defaults here are the paper's network (A.7)."""
 
     n_actions: int = 2  # devices the policy chooses between (paper: 2 K80 GPUs)

@@ -20,7 +20,7 @@ The network, for a batch of B sequences of length L with F features and D device
   W_h h_t))``, context ``c_t = sum_j a_tj e_j``;
 * logits ``u_t = W_o [h_t; c_t]``, then ``C tanh(u_t / T)`` (HP section 3: tanh constant and
   temperature), plus a caller's per-position logit ``prior`` when given (Mars holds its samples near
-  an anchor placement this way, :class:`placer.methods.graph_ppo.Anchor`), devices an input cannot
+  an anchor placement this way, :class:`placer.methods.learned.graph_ppo.Anchor`), devices an input cannot
   run on set to -inf, and ``d_t`` drawn from the softmax (or its argmax when greedy).
 
 Where the papers are silent and we chose:

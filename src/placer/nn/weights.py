@@ -1,5 +1,5 @@
 """The one check of a loaded policy's weights, used by every learned method's policy loader (Placeto's
-:meth:`placer.rl.policy.PlacetoPolicy.from_state` and :meth:`placer.methods.learned_support.
+:meth:`placer.rl.policy.PlacetoPolicy.from_state` and :meth:`placer.methods.learned.driver.
 StatePolicyMethod.load_policy` for the others): every weight is a tensor of finite values, and, given
 the network the policy's stored settings describe, the weights are exactly that network's (the same
 names, the same shapes). Anything else is refused in one line naming the file (``where``) and the

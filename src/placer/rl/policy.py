@@ -1,6 +1,6 @@
 """A trained Placeto policy and placing a graph with it, greedily or by sampling (paper section 3,
 "Generalizability": a policy trained on some graphs places unseen ones, zero-shot or after
-fine-tuning from its parameters, :func:`placer.methods.placeto.build_trainer`)."""
+fine-tuning from its parameters, :func:`placer.methods.learned.placeto.build_trainer`)."""
 
 from __future__ import annotations
 

@@ -160,7 +160,7 @@ class PolicyTrainer:
     def __init__(self, policy, graphs: list, scorers: list, settings: TrainSettings, *,
                  progress: Callable[[dict], None] | None = None, log_every: int = 10, logger=None, label: str = "ppo",
                  clock_start: float | None = None):
-        """``progress`` gets one record per update (:mod:`placer.methods.learned`: methods know no
+        """``progress`` gets one record per update (:mod:`placer.methods.learned.protocol`: methods know no
         files; the CLI writes the records with :class:`placer.io.JsonLines`)."""
         import logging
         import time

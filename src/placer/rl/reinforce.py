@@ -16,7 +16,7 @@ episode stops before the step that would simulate one placement too many).
 
 The loss of one episode (eq. 1 with the entropy bonus) is :func:`placer.rl.loss.reinforce_loss`;
 the workers (:mod:`placer.rl.workers`) roll out and call it. :class:`ReinforceConfig` is a plain
-view of the Placeto method's config (:meth:`placer.methods.placeto.PlacetoConfig.reinforce`), the
+view of the Placeto method's config (:meth:`placer.methods.learned.placeto.PlacetoConfig.reinforce`), the
 one place where the hyperparameters and their defaults are written; only the settings that config
 does not carry have defaults here.
 
@@ -46,7 +46,7 @@ CHECKPOINT_FORMAT = "placer-placeto-1"
 
 @dataclass(frozen=True, kw_only=True)
 class ReinforceConfig:
-    """REINFORCE's settings, built from :class:`placer.methods.placeto.PlacetoConfig` (which holds
+    """REINFORCE's settings, built from :class:`placer.methods.learned.placeto.PlacetoConfig` (which holds
     the defaults and the paper's values) or read back from a checkpoint."""
 
     episodes: int  # training episodes in all (each worker's rollout is one episode)
@@ -91,7 +91,7 @@ class Trainer:
     def __init__(self, graphs: list[PlacementTask], policy: PolicyConfig, env: EnvConfig, rl: ReinforceConfig, *,
                  sim_params: SimParams | None = None, backend: str = "serial", processes: int | None = None,
                  progress: Callable[[dict], None] | None = None, initial: list | None = None):
-        """Assembled by :func:`placer.methods.placeto.build_trainer` from the method's one config;
+        """Assembled by :func:`placer.methods.learned.placeto.build_trainer` from the method's one config;
         ``progress`` gets one record per episode (:meth:`_log_line`)."""
         if not graphs:
             raise ValueError("training needs at least one graph")

@@ -1,6 +1,6 @@
 """The gradient step of every policy-gradient trainer in placer, written once: REINFORCE (Placeto's
 :mod:`placer.rl.reinforce`, ColocRL's and the Hierarchical Planner's
-:class:`placer.methods.seq2seq_reinforce.Seq2SeqRLTrainer`, DOPPLER, GiPH) and PPO
+:class:`placer.methods.learned.seq2seq_reinforce.Seq2SeqRLTrainer`, DOPPLER, GiPH) and PPO
 (:mod:`placer.rl.ppo`: GDP, Mars). Each trainer computes its own loss (the estimators differ: see
 docs/architecture.md); the step after it is this one."""
 

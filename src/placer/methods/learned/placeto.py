@@ -25,8 +25,8 @@ import numpy as np
 
 from placer.grouping import GROUPING_HELP
 from placer.methods.base import Evaluator, MethodConfig, Range, register
-from placer.methods.learned import Progress, register_learned
-from placer.methods.learned_support import PolicyFields, StatePolicyMethod, needs
+from placer.methods.learned.protocol import Progress, register_learned
+from placer.methods.learned.driver import PolicyFields, StatePolicyMethod, needs
 from placer.methods.starts import CHEAP_SEEDS, RELIEVED, SEEDS_HELP, Start, seed_names_ok, seeded_start
 from placer.grouping import grouping_ok
 from placer.grouping.parts import cut_along

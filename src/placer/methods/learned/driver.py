@@ -1,4 +1,4 @@
-"""What the learned-method protocol (:mod:`placer.methods.learned`) looks like for GDP, Mars, ColocRL
+"""What the learned-method protocol (:mod:`placer.methods.learned.protocol`) looks like for GDP, Mars, ColocRL
 and the Hierarchical Planner, whose policy is its policy state, a plain dict (tensors, numbers,
 strings): the config fields that hold objects (:class:`PolicyFields`), and the registered run,
 place and fine-tune written once over each method's search (:class:`StatePolicyMethod`).

@@ -19,7 +19,7 @@ out-of-memory placement pays ``oom_penalty_us`` on top of its objective. ``PostC
 gives the paper's settings where the fields can express them.
 
 Post's "policy" is this one graph's distributions: nothing transfers to another graph, so Post has
-search mode only (no train / place-with-policy, see :mod:`placer.methods.learned`).
+search mode only (no train / place-with-policy, see :mod:`placer.methods.learned.protocol`).
 """
 
 from __future__ import annotations

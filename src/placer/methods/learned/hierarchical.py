@@ -23,7 +23,7 @@ Section 2 of the paper, as built here:
   the group];
 * the Placer reads the M group embeddings in group order and returns one device per group; every op
   goes on its group's device (an op that cannot run there goes to its colocation unit's fallback,
-  :class:`placer.methods.seq2seq_reinforce.BaseUnits`). A learned grouping may make the group graph
+  :class:`placer.methods.learned.seq2seq_reinforce.BaseUnits`). A learned grouping may make the group graph
   cyclic; the placement is expanded per op and simulated on the full op graph, so that is harmless.
 
 Training (section 2, eq. J = sum_g sum_d p(g) p(d | g) R_d): per policy step one grouping is sampled
@@ -31,7 +31,7 @@ Training (section 2, eq. J = sum_g sum_d p(g) p(d | g) R_d): per policy step one
 and evaluated in one ``Evaluator.evaluate_batch`` call; ``R = -sqrt(T)`` (T in seconds; an
 out-of-memory placement counts as ``oom_penalty_s``); one Adam step on
 ``-(1/k) sum_i (R_i - b) [log p(g) + log p(d_i | g)]`` over both networks, gradient norm clipped; b is
-a moving average of rewards (:class:`placer.methods.seq2seq_reinforce.Seq2SeqRLTrainer`). Section 3:
+a moving average of rewards (:class:`placer.methods.learned.seq2seq_reinforce.Seq2SeqRLTrainer`). Section 3:
 Adam with a fixed learning rate of 0.1, clipping at 1.0, C = 5, T = 10, m = 1, k = 4; we keep all but
 the learning rate, 1e-3 by default (as ColocRL here).
 
@@ -70,9 +70,9 @@ from typing import Annotated, Any, Literal
 import numpy as np
 
 from placer.methods.base import Evaluator, MethodConfig, Range, register
-from placer.methods.learned import register_learned
-from placer.methods.learned_support import PolicyFields
-from placer.methods.seq2seq_reinforce import (BaseUnits, OpTable, Seq2SeqRLMethod, Seq2SeqRLTrainer, base_units,
+from placer.methods.learned.protocol import register_learned
+from placer.methods.learned.driver import PolicyFields
+from placer.methods.learned.seq2seq_reinforce import (BaseUnits, OpTable, Seq2SeqRLMethod, Seq2SeqRLTrainer, base_units,
                                               decision_mask, member_averages, op_table, torch_available)
 from placer.nn.threads import one_thread
 
@@ -168,7 +168,7 @@ class HierarchicalTrainer(Seq2SeqRLTrainer):
     """The Grouper and the Placer (section 2), trained jointly by the shared REINFORCE step.
     ``piece`` (n_ops,): each op's piece of the layer split the Grouper reads in (default: the split at
     equal compute, :func:`split_pieces`); ``units``: the colocation units
-    (:func:`placer.methods.seq2seq_reinforce.base_units`) when the caller has them already."""
+    (:func:`placer.methods.learned.seq2seq_reinforce.base_units`) when the caller has them already."""
 
     method = "hierarchical"
 

@@ -22,7 +22,7 @@ Architecture, with our choices where the text we could read gives no number:
   (encoder, decoder, last device) the previous one ended with; attention covers the current segment.
   PPO's re-scoring passes score the sampled devices with :func:`placer.nn.seq2seq.teacher_forced`
   (all positions at once); sampling is the decoder's step loop;
-* PPO (section 3.4; :mod:`placer.rl.ppo`, driven by :mod:`placer.methods.graph_ppo`): ``batch`` = 8
+* PPO (section 3.4; :mod:`placer.rl.ppo`, driven by :mod:`placer.methods.learned.graph_ppo`): ``batch`` = 8
   placements per update, clipped objective (eps 0.2), K = 4 epochs, advantages normalised over the
   batch, entropy bonus 0.01, Adam lr 1e-3, reward -sqrt(step time in ms) (the Hierarchical
   Planner's, whose setting Mars follows). The seq2seq module returns each segment's summed
@@ -33,18 +33,18 @@ Architecture, with our choices where the text we could read gives no number:
 The start (ours, not in the paper; ``start="none"`` is the paper's): as GDP here, the layer split
 with its cuts searched over 2..G GPUs (``split_search`` = 24 simulations) and the whole graph on the
 fastest device are simulated first, counted in the budget
-(:func:`placer.methods.graph_ppo.start_target`), and the policy samples around an *anchor*, first the
+(:func:`placer.methods.learned.graph_ppo.start_target`), and the policy samples around an *anchor*, first the
 faster of the two, then the best sample whenever one beats it: a logit prior on each position's
 anchor device, added to the decoder's logits (``prior`` of :mod:`placer.nn.seq2seq`), keeps a node
 there with probability 1 - ``start_moves`` / N when the network's own logits are equal, and PPO
-learns the residual (:class:`placer.methods.graph_ppo.Anchor`; ``follow_best=False`` keeps the
+learns the residual (:class:`placer.methods.learned.graph_ppo.Anchor`; ``follow_best=False`` keeps the
 start). When nothing evaluated up to the first PPO update fits in memory, the memory fallback of
 :mod:`placer.methods.memory_fallback` runs, as for GDP.
 
 As a method (search mode) it trains on the one graph within the placement budget and returns the
 best placement evaluated. Given a trained ``policy`` (its state dict: ``MARS_METHOD.train``) it runs
 ``finetune`` PPO updates, then places greedily; ``MARS_METHOD`` offers train / place / fine-tune
-(:mod:`placer.methods.learned`).
+(:mod:`placer.methods.learned.protocol`).
 Tuning notes and measurements: docs/methods/mars.md.
 """
 
@@ -54,9 +54,9 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from placer.methods.base import Evaluator, MethodConfig, Range, register
-from placer.methods.graph_ppo import GraphPPOMethod, PolicyKind, torch_geometric_available
-from placer.methods.learned import register_learned
-from placer.methods.learned_support import PolicyFields
+from placer.methods.learned.graph_ppo import GraphPPOMethod, PolicyKind, torch_geometric_available
+from placer.methods.learned.protocol import register_learned
+from placer.methods.learned.driver import PolicyFields
 
 
 @dataclass(frozen=True)
@@ -159,4 +159,4 @@ def mars(problem, seed: int, ev: Evaluator, cfg: MarsConfig):
     return MARS_METHOD.run(problem, seed, ev, cfg)
 
 
-MARS_METHOD = register_learned(GraphPPOMethod(MARS))  # train / place / fine-tune (placer.methods.learned)
+MARS_METHOD = register_learned(GraphPPOMethod(MARS))  # train / place / fine-tune (placer.methods.learned.protocol)

@@ -1,5 +1,5 @@
-"""What ColocRL (:mod:`placer.methods.colocrl`) and the Hierarchical Planner
-(:mod:`placer.methods.hierarchical`) share: a sequence-to-sequence policy (:mod:`placer.nn.seq2seq`)
+"""What ColocRL (:mod:`placer.methods.learned.colocrl`) and the Hierarchical Planner
+(:mod:`placer.methods.learned.hierarchical`) share: a sequence-to-sequence policy (:mod:`placer.nn.seq2seq`)
 places op groups, trained with REINFORCE on ``-sqrt(step time)`` with a moving-average baseline
 (ColocRL section 2; the Hierarchical Planner, section 2, trains its two networks the same way). Not a
 method: each method module holds its config, its networks (a :class:`Seq2SeqRLTrainer` subclass) and
@@ -15,7 +15,7 @@ its entry point, and calls the pieces here.
   evaluates them in one batch and takes one Adam step on ``-(1/k) sum_i (R_i - b) log p(d_i)``);
 * :func:`run_trainer`, the method loop (search, or fine-tuning from a policy state and the greedy
   placement) with the memory fallback of :mod:`placer.methods.memory_fallback` after the first step,
-  and :class:`Seq2SeqRLMethod`, the learned-method protocol of :mod:`placer.methods.learned` over it
+  and :class:`Seq2SeqRLMethod`, the learned-method protocol of :mod:`placer.methods.learned.protocol` over it
   (its search written once: a fresh trainer or the policy's, then :func:`run_trainer`);
 * policy states: plain state dicts (:meth:`Seq2SeqRLTrainer.state_dict`) checked by
   :func:`check_policy`; the caller reads and writes them as files (:func:`placer.io.read_checkpoint`,
@@ -35,7 +35,7 @@ import numpy as np
 
 from placer.errors import InputError
 from placer.methods.base import Evaluator, NotApplicable
-from placer.methods.learned_support import Progress, StatePolicyMethod, Training, needs
+from placer.methods.learned.driver import Progress, StatePolicyMethod, Training, needs
 from placer.methods.memory_fallback import fit_in_memory
 from placer.nn.threads import one_thread
 from placer.rl.step import gradient_step
@@ -355,7 +355,7 @@ class Seq2SeqRLMethod(StatePolicyMethod):
         from placer.cluster import Device, make_cluster
         from placer.graph import OpGraph
         from placer.methods.base import METHODS
-        from placer.methods.learned_support import PolicyFields
+        from placer.methods.learned.driver import PolicyFields
         from placer.problem import Problem
 
         fix = f"give a policy state that {self.name} trained"

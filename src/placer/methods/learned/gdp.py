@@ -17,24 +17,24 @@ Architecture (section 3), with our choices where the text we could read gives no
 * superposition (3.3, batch training): the graph's mean node embedding c conditions every attention
   layer through a multiplicative gate sigma(W_l c) on its feed-forward output, so one network holds
   graph-specific behaviour for many graphs;
-* PPO (3.3; :mod:`placer.rl.ppo`, driven by :mod:`placer.methods.graph_ppo`): ``batch`` = 8
+* PPO (3.3; :mod:`placer.rl.ppo`, driven by :mod:`placer.methods.learned.graph_ppo`): ``batch`` = 8
   placements per update and graph, clipped objective (eps 0.2), K = 4 epochs, advantages normalised
   per graph and batch, entropy bonus 0.01, Adam lr 3e-3, reward -sqrt(step time in ms).
 
 The start (ours, not in the paper; ``start="none"`` is the paper's): the searched layer split and
 the whole graph on the fastest device are simulated first, inside the budget
-(:func:`placer.methods.graph_ppo.start_target`, shared with Mars), so GDP never returns slower than
+(:func:`placer.methods.learned.graph_ppo.start_target`, shared with Mars), so GDP never returns slower than
 either. The policy then samples around an *anchor*, first the start, then the best sample whenever
 one beats it: a logit prior on the anchor's devices keeps each node there with probability
 1 - ``start_moves`` / N (``start_moves`` = 2), and PPO learns the residual logits
-(:class:`placer.methods.graph_ppo.Anchor`; ``follow_best=False`` keeps the start). Memory (ours, shared with Mars,
+(:class:`placer.methods.learned.graph_ppo.Anchor`; ``follow_best=False`` keeps the start). Memory (ours, shared with Mars,
 ColocRL and the Hierarchical Planner): when nothing evaluated up to the first PPO update fits in
 memory, :func:`placer.methods.memory_fallback.fit_in_memory` runs.
 
 As a method (search mode) it trains on the one graph within the placement budget and returns the
 best placement evaluated. Given a trained ``policy`` (its state dict: ``GDP_METHOD.train``, batch
 training on several graphs) it runs ``finetune`` PPO updates on this graph, then places greedily;
-``GDP_METHOD`` offers train / place / fine-tune (:mod:`placer.methods.learned`). Tuning notes and
+``GDP_METHOD`` offers train / place / fine-tune (:mod:`placer.methods.learned.protocol`). Tuning notes and
 measurements: docs/methods/gdp.md.
 """
 
@@ -44,9 +44,9 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from placer.methods.base import Evaluator, MethodConfig, Range, register
-from placer.methods.graph_ppo import GraphPPOMethod, PolicyKind, torch_geometric_available
-from placer.methods.learned import register_learned
-from placer.methods.learned_support import PolicyFields
+from placer.methods.learned.graph_ppo import GraphPPOMethod, PolicyKind, torch_geometric_available
+from placer.methods.learned.protocol import register_learned
+from placer.methods.learned.driver import PolicyFields
 
 
 @dataclass(frozen=True)
@@ -116,4 +116,4 @@ def gdp(problem, seed: int, ev: Evaluator, cfg: GDPConfig):
     return GDP_METHOD.run(problem, seed, ev, cfg)
 
 
-GDP_METHOD = register_learned(GraphPPOMethod(GDP))  # train / place / fine-tune (placer.methods.learned)
+GDP_METHOD = register_learned(GraphPPOMethod(GDP))  # train / place / fine-tune (placer.methods.learned.protocol)

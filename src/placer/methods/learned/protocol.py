@@ -6,7 +6,7 @@ the one graph it places, within the budget). A method whose policy transfers to 
 implements :class:`LearnedMethod` and is listed in :data:`LEARNED` (Placeto, GDP, Mars, ColocRL,
 the Hierarchical Planner, DOPPLER, GiPH; Post's per-unit distributions mean nothing on another
 graph, so it has search mode only); every one of them is driven the same way
-(:class:`placer.methods.learned_support.StatePolicyMethod`: its ``run`` is the registered method). A policy is an object; its state is a plain dict the caller (the CLI, the bench)
+(:class:`placer.methods.learned.driver.StatePolicyMethod`: its ``run`` is the registered method). A policy is an object; its state is a plain dict the caller (the CLI, the bench)
 writes and reads with :mod:`placer.io`. Progress is a callback (:data:`Progress`). Through
 ``run_method``, a policy travels in the config field ``policy`` (object or state dict), and the
 run places with it, fine-tuning first when the config says so. docs/architecture.md shows the calls.

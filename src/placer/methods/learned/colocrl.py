@@ -20,7 +20,7 @@ parameter, the graph's own colocation), merged further by Merge-and-Colocate
 (:func:`placer.grouping.merge_and_colocate`) when more than ``max_groups`` are left. Groups tied by a
 colocation id are one decision.
 
-Training (one *policy step*, section 2; :class:`placer.methods.seq2seq_reinforce.Seq2SeqRLTrainer`):
+Training (one *policy step*, section 2; :class:`placer.methods.learned.seq2seq_reinforce.Seq2SeqRLTrainer`):
 sample ``samples`` (k) placements in one batched forward pass, simulate them in one
 ``Evaluator.evaluate_batch`` call, reward ``R = -sqrt(T)`` with T the simulated step time in
 seconds, or ``oom_penalty_s`` for a placement that runs out of memory (a failed placement is given a
@@ -51,9 +51,9 @@ from typing import Annotated, Any, Literal
 import numpy as np
 
 from placer.methods.base import Evaluator, MethodConfig, Range, register
-from placer.methods.learned import register_learned
-from placer.methods.learned_support import PolicyFields
-from placer.methods.seq2seq_reinforce import (OpTable, Seq2SeqRLMethod, Seq2SeqRLTrainer, base_units, decision_mask,
+from placer.methods.learned.protocol import register_learned
+from placer.methods.learned.driver import PolicyFields
+from placer.methods.learned.seq2seq_reinforce import (OpTable, Seq2SeqRLMethod, Seq2SeqRLTrainer, base_units, decision_mask,
                                               families, member_averages, op_table, renumber_by_first, torch_available)
 
 PAPER = "Mirhoseini et al., Device Placement Optimization with Reinforcement Learning, ICML 2017"

@@ -38,9 +38,9 @@ every episode one; Stages II and III explore around the best placement so far, `
 simulates nothing, runs at most as many updates as the budget has placements, so the budget bounds
 its cost too); the best placement evaluated is returned. Graphs with more ops than ``nodes`` are placed as that many
 Merge-and-Colocate groups (Placeto A.6, :mod:`placer.grouping`), so 20k-op graphs run; each episode
-embeds once and runs its steps in one compiled kernel (:func:`placer.methods.doppler_rollout.rollout`), and an update scores a
+embeds once and runs its steps in one compiled kernel (:func:`placer.methods.learned.doppler_rollout.rollout`), and an update scores a
 whole recorded episode in one batched pass (:func:`log_probs`). ``DOPPLER_METHOD`` offers train
-(several graphs: policy mode) / place / fine-tune (:mod:`placer.methods.learned`). What the paper
+(several graphs: policy mode) / place / fine-tune (:mod:`placer.methods.learned.protocol`). What the paper
 specifies and what we chose, and measurements: docs/methods/doppler.md.
 """
 
@@ -53,9 +53,9 @@ import numpy as np
 
 from placer.errors import InputError
 from placer.methods.base import Evaluator, MethodConfig, Range, register
-from placer.methods.doppler_rollout import ANCHOR, FORCED, GREEDY, SAMPLE, pick, rollout
-from placer.methods.learned import register_learned
-from placer.methods.learned_support import (
+from placer.methods.learned.doppler_rollout import ANCHOR, FORCED, GREEDY, SAMPLE, pick, rollout
+from placer.methods.learned.protocol import register_learned
+from placer.methods.learned.driver import (
     PolicyFields,
     Progress,
     StatePolicyMethod,
@@ -114,7 +114,7 @@ class Ctx:
 
     def __init__(self, problem, cfg: DopplerConfig, episodes: int | None = None):
         """``episodes``: about how many the run will roll out here (None: many), which picks the
-        compiled rollout or its plain-Python twin (:func:`placer.methods.doppler_rollout.pick`)."""
+        compiled rollout or its plain-Python twin (:func:`placer.methods.learned.doppler_rollout.pick`)."""
         from placer.grouping import colocation_units, group_problem, merge_and_colocate
         from placer.methods.devices import group_allowed
         from placer.nn.encoder import candidate_devices
@@ -355,7 +355,7 @@ def imitate(net, ctxs: list[Ctx], records: list[Record], cfg: DopplerConfig, rep
     placements per graph: an update, one scoring pass over each teacher's trajectory and a backward
     pass, costs about what a REINFORCE episode does, so Stage I costs at most what the budget's
     episodes do), or once ``stop()`` is true (a time limit). ``report`` (None: nothing) gets a
-    record every ``cfg.log_every`` updates (:meth:`placer.methods.learned_support.Training.report`)."""
+    record every ``cfg.log_every`` updates (:meth:`placer.methods.learned.driver.Training.report`)."""
     import torch
 
     opt = torch.optim.Adam(net.parameters(), lr=cfg.il_lr, fused=True)
@@ -578,7 +578,7 @@ def torch_geometric_available() -> str | None:
     return needs(("torch", "torch_geometric"), "the 'torch' extra and torch_geometric")
 
 
-DOPPLER_METHOD = register_learned(DopplerMethod())  # train / place / fine-tune (placer.methods.learned)
+DOPPLER_METHOD = register_learned(DopplerMethod())  # train / place / fine-tune (placer.methods.learned.protocol)
 
 
 # version 2: Stage I at most the budget's placements in updates; 3: the best single device simulated first,

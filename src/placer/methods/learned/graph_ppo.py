@@ -1,4 +1,4 @@
-"""What GDP (:mod:`placer.methods.gdp`) and Mars (:mod:`placer.methods.mars`) share: a policy network
+"""What GDP (:mod:`placer.methods.learned.gdp`) and Mars (:mod:`placer.methods.learned.mars`) share: a policy network
 reads a graph's nodes and places every node, and clipped PPO (:mod:`placer.rl.ppo`; GDP section 3.3,
 Mars section 3.4) trains it on sampled placements. Not a method: each method module holds its config,
 its network and a :class:`PolicyKind` naming them, and calls the driver here.
@@ -8,7 +8,7 @@ its network and a :class:`PolicyKind` naming them, and calls the driver here.
   :func:`placer.nn.encoder.segments` cuts their sequence into the pieces both papers' placers read
   one after the other;
 * :func:`search`, the method (:class:`GraphPPOMethod`, the learned-method protocol of
-  :mod:`placer.methods.learned`): from a fresh policy (search mode: trained on the one graph within the
+  :mod:`placer.methods.learned.protocol`): from a fresh policy (search mode: trained on the one graph within the
   placement budget, the best placement evaluated returned), or from a trained policy state
   (``cfg.finetune`` PPO updates on this graph, then the greedy placement). In search mode the start
   is simulated first (:func:`start_target`, ours, not in either paper) and the policy held near it
@@ -36,7 +36,7 @@ import numpy as np
 
 from placer.errors import InputError
 from placer.methods.base import Evaluator
-from placer.methods.learned_support import Progress, StatePolicyMethod, Training, needs, share
+from placer.methods.learned.driver import Progress, StatePolicyMethod, Training, needs, share
 from placer.methods.memory_fallback import fit_in_memory
 from placer.nn.threads import one_thread
 from placer.sim import memory_first

@@ -1,4 +1,4 @@
-"""DOPPLER's episode as one compiled kernel (:mod:`placer.methods.doppler`): SEL picks among the
+"""DOPPLER's episode as one compiled kernel (:mod:`placer.methods.learned.doppler`): SEL picks among the
 schedulable nodes, PLC the device, with ready times, device availability and per-device embedding
 sums kept as running arrays, so one rollout is O(steps x (candidates + devices)) with no Python per
 step. The heads' affine layers run row by row in the kernel (a BLAS call per step would spawn

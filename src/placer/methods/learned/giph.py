@@ -55,9 +55,9 @@ import numpy as np
 
 from placer.errors import InputError
 from placer.methods.base import Evaluator, MethodConfig, Range, register
-from placer.methods.graph_ppo import node_actions, torch_geometric_available
-from placer.methods.learned import register_learned
-from placer.methods.learned_support import (
+from placer.methods.learned.graph_ppo import node_actions, torch_geometric_available
+from placer.methods.learned.protocol import register_learned
+from placer.methods.learned.driver import (
     PolicyFields,
     Progress,
     StatePolicyMethod,
@@ -569,4 +569,4 @@ def giph(problem, seed: int, ev: Evaluator, cfg: GiPHConfig):
     return GIPH_METHOD.run(problem, seed, ev, cfg)
 
 
-GIPH_METHOD = register_learned(GiPH())  # train / place / fine-tune (placer.methods.learned)
+GIPH_METHOD = register_learned(GiPH())  # train / place / fine-tune (placer.methods.learned.protocol)
