@@ -228,12 +228,11 @@ def policy_lines(plan: Plan) -> list[str]:
             continue
         r = read_json(rec)
         graphs = ", ".join(r["graphs"][:4]) + (f" and {len(r['graphs']) - 4} more" if len(r["graphs"]) > 4 else "")
-        if r.get("method", "placeto") != "placeto":  # another learned method's trainer (policies._train_other)
-            out.append(f"- `{name}`: {r['method']}'s trainer on {graphs} ({', '.join(r['clusters'])}): within "
-                       f"{r['placements']:,} simulated placements, {r['seconds']:.1f} s; record `policies/{rec.name}`")
-            continue
-        line = (f"- `{name}`: REINFORCE on {graphs} ({ctx.spec.cluster}): {r['episodes']:,} episodes, "
-                f"{r['sim_calls']:,} simulator calls, {r['seconds']:.1f} s; record `policies/{rec.name}`")
+        method = r.get("method", "placeto")  # records from before every learned method trained here were Placeto's
+        clusters = ", ".join(r.get("clusters") or [ctx.spec.cluster])
+        what = (f"{r['episodes']:,} episodes, {r['sim_calls']:,} simulator calls" if "episodes" in r and "sim_calls" in r
+                else f"within {r['placements']:,} simulated placements")
+        line = f"- `{name}`: {method}'s trainer on {graphs} ({clusters}): {what}, {r['seconds']:.1f} s; record `policies/{rec.name}`"
         if r.get("candidates"):  # PolicySpec.choices: every candidate's cost is in the totals above
             line += ("; kept " + _overrides(r["chosen"]) + " of " + ", ".join(
                 f"{_overrides(c['trainer'])} (zero-shot on its training graphs {c['score_us'] / 1e3:,.2f} ms)"

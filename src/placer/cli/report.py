@@ -74,10 +74,9 @@ def for_optimize(path, problem, result, sim_params, bound: dict | None = None) -
     from placer.viz.report import ReportEntry
 
     entries = [ReportEntry.from_result(result)]
-    if result.method != "single-gpu":
-        ref = reference(problem, sim_params)
-        if ref is not None:
-            entries.append(ReportEntry.from_result(ref))
+    ref = reference(problem, sim_params)
+    if ref is not None and ref.method != result.method:  # the reference is not the answer itself
+        entries.append(ReportEntry.from_result(ref))
     return write(path, problem, entries, best=result.method, bound=bound)
 
 

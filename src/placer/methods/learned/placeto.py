@@ -174,7 +174,7 @@ def placeto(problem, seed: int, ev: Evaluator, cfg: PlacetoConfig):
 
 def host_start(problem, ev: Evaluator):
     """Every op on a CPU (the first that runs them all), simulated once through ``ev``: that
-    :class:`placer.methods.seeding.Start` when it fits in memory, else None."""
+    :class:`placer.methods.starts.Start` when it fits in memory, else None."""
     from placer.methods.baselines import single_device_placement
 
     for d in problem.cluster.cpus():
