@@ -383,7 +383,7 @@ def test_transfer_column_trains_its_policy_once_and_reuses_it(tmp_path, monkeypa
     doc = out.plan.cells[0].doc
     assert doc["spec"]["policies"] == {"p": record["hash"]} and "placed with" in " ".join(doc["result"]["notes"])
     md = (tmp_path / "r" / "transfer" / "table.md").read_text()
-    assert f"- `p`: REINFORCE on g (k80x2): {record['episodes']:,} episodes, {record['sim_calls']:,} simulator" in md
+    assert f"- `p`: placeto's trainer on g (k80x2): {record['episodes']:,} episodes, {record['sim_calls']:,} simulator" in md
     _poison_simulator(monkeypatch)
     import placer.bench.policies as pol
 
