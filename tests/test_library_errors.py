@@ -89,3 +89,22 @@ def test_module_map_errors_give_the_cli_advice_only_on_the_command_line():
     said = str(module_split(got.value, "g.json", 1))
     assert said.partition(";")[0] == str(got.value).partition(";")[0]
     assert "`placer optimize g.json --grouping module:1`" in said
+
+
+def _policy_state_of_another_method():
+    from placer.rl.policy import PlacetoPolicy
+
+    return PlacetoPolicy.from_state({"format": "not-placeto"}, where="p.pt")
+
+
+@pytest.mark.parametrize("call, command", [
+    (_policy_state_of_another_method, "`placer policy train -m placeto --out`"),
+    (lambda: __import__("placer.build").build.build({"kind": "pickle"}, "cpu"), "`placer capture`"),
+    (lambda: __import__("placer.apply_map").apply_map.read_device_map({}), "`placer export --format device-map`"),
+])
+def test_policy_recipe_and_map_refusals_state_facts_and_the_cli_names_the_command(call, command):
+    """A policy state, a recipe or a device map that is not one: the library says what it is and what
+    to give; the command line names the command that makes one."""
+    e, said = _facts_and_cli_line(call)
+    assert "placer " not in str(e) and "--" not in str(e) and e.kind
+    assert command in said and said.partition(";")[0] == str(e).partition(";")[0]

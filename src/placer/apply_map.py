@@ -66,8 +66,8 @@ def read_device_map(device_map) -> dict:
         device_map = device_map["device_map"]
     if not isinstance(device_map, dict) or not device_map:
         raise InputError("placer.apply", "device_map", f"is {_shown(device_map)}, not a non-empty "
-                         "{module path: device} map", "give the output of `placer export --format device-map` "
-                         "(its file, its document or a dict)")
+                         "{module path: device} map", "give a device-map export of a placement (its file, its "
+                         "document or a dict)", kind="apply-map")
     return dict(device_map)
 
 

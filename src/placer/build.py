@@ -30,7 +30,8 @@ def build(recipe: dict, device: str = "cpu"):
         torch.manual_seed(int(recipe.get("seed", 0)))
         m, xs = build_model(recipe["name"], device=device, **recipe.get("overrides", {}))
         return m, list(xs), loss_function(recipe.get("loss", "auto"))
-    raise InputError("recipe", f"kind {kind!r}", "is not a known recipe", "capture the model with `placer capture`")
+    raise InputError("recipe", f"kind {kind!r}", "is not a known recipe", "give a recipe of kind factory, hf or zoo "
+                     "(one that capturing a model writes)", kind="recipe")
 
 
 def recipe_of(graph) -> dict | None:

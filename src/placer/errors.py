@@ -58,9 +58,10 @@ class InputError(ValueError):
         self.where, self.item, self.problem, self.fix, self.kind = where, item, problem, fix, kind
         super().__init__(f"{printable(where)}: {printable(item)}: {printable(problem)}; {printable(fix)}")
 
-    def at(self, where: str) -> "InputError":
-        """The same error attributed to a file (used when a validator did not know the path)."""
-        return InputError(where, self.item, self.problem, self.fix, kind=self.kind)
+    def at(self, where: str, kind: str | None = None) -> "InputError":
+        """The same error attributed to a file (used when a validator did not know the path), of
+        ``kind`` when given."""
+        return InputError(where, self.item, self.problem, self.fix, kind=kind or self.kind)
 
     def advised(self, fix: str, where: str | None = None) -> "InputError":
         """The same facts with another advice (and, given, another ``where``): a front end's words."""

@@ -27,6 +27,9 @@ FIXES = {
                    "only for token ids)",
     "inputs": "give inputs as SHAPE[:DTYPE] (--input) or return (module, inputs) from the factory",
     "encoder": "give the encoder `placer pretrain --out` wrote",
+    "recipe": "capture the model with `placer capture` (or use the zoo, hf:NAME)",
+    "not-executable": "run graphs captured from PyTorch (`placer capture`, the zoo, hf:NAME)",
+    "apply-map": "give the output of `placer export --format device-map` (its file, its document or a dict)",
     "device-map": "give it as --placement with the graph it maps, or `placer convert MAP.json OUT.json --graph GRAPH "
                   "--cluster CLUSTER` for a placement file",
 }
@@ -52,6 +55,8 @@ def for_command_line(e: InputError) -> InputError:
 
         fix = fix.replace(NO_MODULES_FIX, CAPTURE).replace("use the placement itself",
                                                            "use the placement file itself (placer optimize -o)")
+    if e.kind.startswith("policy:"):  # a policy state that is not one: the command that writes one
+        fix = f"give the file `placer policy train -m {e.kind[7:]} --out` wrote, or train it again"
     fix = FIXES.get(e.kind, fix) + SEE.get(e.kind, "")
     return e.advised(fix, where)
 

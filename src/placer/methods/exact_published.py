@@ -296,7 +296,7 @@ def exact_published(problem, seed: int, ev: Evaluator, cfg: ExactPublishedConfig
     if not isinstance(obj, (LatencyObjective, ThroughputObjective)) or (
             isinstance(obj, LatencyObjective) and obj.pieces != 1):
         raise NotApplicable("exact-published", f"the objective is {obj.describe()}",
-                            "use --objective latency or throughput (the models the published IPs solve)")
+                            "give the latency or throughput objective (the models the published IPs solve)")
     check_size(problem, obj, cfg.max_cells)
     use_cp = cfg.solver == "cp-sat" or (cfg.solver == "auto" and _ortools_missing() is None)
     if use_cp and _ortools_missing():

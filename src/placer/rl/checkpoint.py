@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from placer.errors import InputError
 from placer.rl.policy import PlacetoPolicy
 
 
@@ -15,7 +16,10 @@ def load_policy(path: str | Path) -> PlacetoPolicy:
     from placer.io import read_checkpoint
 
     path = str(path)
-    state = read_checkpoint(path, "policy", "give the file `placer policy train -m placeto --out` wrote")
+    try:
+        state = read_checkpoint(path, "policy", "give a policy file Placeto's trainer wrote")
+    except InputError as e:
+        raise e.at(e.where, kind="policy:placeto") from None
     return PlacetoPolicy.from_state(state, where=path, label=path)
 
 

@@ -17,7 +17,8 @@ from placer.rl.workers import RolloutTask, RolloutWorker
 from placer.sim import SimParams, memory_first
 
 REQUIRED = {"policy_config": dict, "env_config": dict, "rl_config": dict, "model": dict}
-FIX = "give the file `placer policy train -m placeto --out` wrote, or train again"
+FIX = "give a policy state Placeto's trainer made, or train it again"
+KIND = "policy:placeto"  # the command line names the command that writes one (placer.cli.advice)
 # the network's integer settings a policy file may hold: devices up to a cluster's 4,096; widths far
 # above the paper's 8-16 (A.7) yet small enough that building the network cannot exhaust memory
 NET_BOUNDS = {"n_actions": 4096, "embed_dim": 4096, "hidden": 4096, "policy_hidden": 4096, "rounds": 64}
@@ -49,7 +50,15 @@ class PlacetoPolicy:
 
     @classmethod
     def from_state(cls, state, where: str = "policy", label: str | None = None) -> "PlacetoPolicy":
-        """The policy of a state dict; InputError naming ``where`` when it is not a Placeto policy's."""
+        """The policy of a state dict; InputError naming ``where`` (of kind :data:`KIND`) when it is not
+        a Placeto policy's."""
+        try:
+            return cls._from_state(state, where, label)
+        except InputError as e:
+            raise e.at(e.where, kind=KIND) from None
+
+    @classmethod
+    def _from_state(cls, state, where: str, label: str | None) -> "PlacetoPolicy":
         if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
             raise InputError(where, "policy", "is not a Placeto checkpoint", FIX)
         for key, kind in REQUIRED.items():

@@ -72,7 +72,7 @@ def rebuild(graph, where: str = "graph"):
     if recipe is None:
         src = graph.meta.get("source", "unknown")
         raise InputError(where, f"graph '{graph.name}' (source {src})", "has no executable program to run",
-                         "run graphs captured from PyTorch (`placer capture`, the zoo, hf:NAME)")
+                         "run graphs captured from PyTorch (a factory, the zoo, a Hugging Face model)", kind="not-executable")
     from placer.frontends.torch import trace_training_step
     from placer.runtime.trust import check_code, check_recipe
 

@@ -163,11 +163,11 @@ class StatePolicyMethod:
                              "no files)", "read the file with placer.io.read_checkpoint and give the state it returns")
         try:
             state = self.check(state)
-            check_weights(state["model"], where, f"give a policy that `placer policy train -m {self.name}` wrote, "
-                          "or train it again", want=self.network(state))
+            check_weights(state["model"], where, f"give a policy state {self.name}'s trainer made, or train it again",
+                          want=self.network(state))
             return state
         except InputError as e:
-            raise e.at(where) from None
+            raise e.at(where, kind=f"policy:{self.name}") from None
 
 
 def single_device_start(problem, ev) -> float | None:
