@@ -21,15 +21,8 @@ Architecture (section 3), with our choices where the text we could read gives no
   placements per update and graph, clipped objective (eps 0.2), K = 4 epochs, advantages normalised
   per graph and batch, entropy bonus 0.01, Adam lr 3e-3, reward -sqrt(step time in ms).
 
-The start (ours, not in the paper; ``start="none"`` is the paper's): the searched layer split and
-the whole graph on the fastest device are simulated first, inside the budget
-(:func:`placer.methods.learned.graph_ppo.start_target`, shared with Mars), so GDP never returns slower than
-either. The policy then samples around an *anchor*, first the start, then the best sample whenever
-one beats it: a logit prior on the anchor's devices keeps each node there with probability
-1 - ``start_moves`` / N (``start_moves`` = 2), and PPO learns the residual logits
-(:class:`placer.methods.learned.graph_ppo.Anchor`; ``follow_best=False`` keeps the start). Memory (ours, shared with Mars,
-ColocRL and the Hierarchical Planner): when nothing evaluated up to the first PPO update fits in
-memory, :func:`placer.methods.memory_fallback.fit_in_memory` runs.
+The start (ours; ``start="none"`` is the paper's) and the memory fallback: graph_ppo.start_target,
+graph_ppo.Anchor, memory_fallback.fit_in_memory; docs/methods/gdp.md says why.
 
 As a method (search mode) it trains on the one graph within the placement budget and returns the
 best placement evaluated. Given a trained ``policy`` (its state dict: ``GDP_METHOD.train``, batch

@@ -30,16 +30,8 @@ Architecture, with our choices where the text we could read gives no number:
   log pi_old) / L_segment), the geometric mean of the per-op ratios (our choice: the ratio of a whole
   segment's joint probability would clip at once).
 
-The start (ours, not in the paper; ``start="none"`` is the paper's): as GDP here, the layer split
-with its cuts searched over 2..G GPUs (``split_search`` = 24 simulations) and the whole graph on the
-fastest device are simulated first, counted in the budget
-(:func:`placer.methods.learned.graph_ppo.start_target`), and the policy samples around an *anchor*, first the
-faster of the two, then the best sample whenever one beats it: a logit prior on each position's
-anchor device, added to the decoder's logits (``prior`` of :mod:`placer.nn.seq2seq`), keeps a node
-there with probability 1 - ``start_moves`` / N when the network's own logits are equal, and PPO
-learns the residual (:class:`placer.methods.learned.graph_ppo.Anchor`; ``follow_best=False`` keeps the
-start). When nothing evaluated up to the first PPO update fits in memory, the memory fallback of
-:mod:`placer.methods.memory_fallback` runs, as for GDP.
+The start (ours; ``start="none"`` is the paper's) and the memory fallback are GDP's (graph_ppo.start_target,
+graph_ppo.Anchor, memory_fallback); docs/methods/mars.md says how.
 
 As a method (search mode) it trains on the one graph within the placement budget and returns the
 best placement evaluated. Given a trained ``policy`` (its state dict: ``MARS_METHOD.train``) it runs

@@ -1,5 +1,3 @@
-"""The list schedulers: HEFT, m-ETF, m-SCT and m-TOPO (:mod:`.schedulers`, the registered methods and
-their schedules), the state they share, kept incrementally (:mod:`.state`), and m-SCT's favourite
-children (:mod:`.favourites`). Importing the package registers the four methods."""
+"""The list schedulers (HEFT, m-ETF, m-SCT, m-TOPO); importing the package registers them."""
 
 from placer.methods.list_scheduling import schedulers  # noqa: F401 (registers heft, m-etf, m-sct, m-topo)
