@@ -108,3 +108,47 @@ def test_policy_recipe_and_map_refusals_state_facts_and_the_cli_names_the_comman
     e, said = _facts_and_cli_line(call)
     assert "placer " not in str(e) and "--" not in str(e) and e.kind
     assert command in said and said.partition(";")[0] == str(e).partition(";")[0]
+
+
+def _trust_cases():
+    """``(call(recipe, tmp_path), kind(tmp_path), what the command line's line holds)`` for each kind of
+    refusal of :mod:`placer.runtime.trust`; ``recipe`` is a factory recipe naming ``tmp_path/m.py:build``."""
+    from placer.runtime import trust
+
+    return [
+        (lambda r, d: trust.check_code(r, "g.json", []), lambda d: f"trust:code:{d}",
+         "if you trust this graph file, add --allow-code {d}"),
+        (lambda r, d: trust.check_code({**r, "loss": "subprocess:getoutput"}, "g.json", [d], any_code=True),
+         lambda d: "trust:installation", "(`placer capture FILE.py:FUNCTION`)"),
+        (lambda r, d: trust.check_code(r, "g.json", [""]), lambda d: "allowed", "--allow-code: '': is an empty path; "
+         "e.g. --allow-code . for the working folder"),
+        (lambda r, d: trust.check_allowed([str(d / "nowhere")]), lambda d: "allowed", "--allow-code: '{d}/nowhere'"),
+        (lambda r, d: trust.check_recipe({**r, "kind": "pickle"}, "g.json"), lambda d: "recipe", "`placer capture`"),
+        (lambda r, d: trust.check_recipe({**r, "target": 7}, "g.json"), lambda d: "recipe-data", "`placer capture`"),
+        (lambda r, d: trust.check_code({**r, "target": "build"}, "g.json", [d]), lambda d: "recipe-data",
+         "`placer capture`"),
+        (lambda r, d: trust.check_recipe({**r, "seed": -1}, "g.json"), lambda d: "recipe-seed",
+         "`placer capture --seed N`"),
+        (lambda r, d: trust.check_recipe({"kind": "hf", "name": "gpt2", "batch": 2**20, "seq": 2**20}, "g.json"),
+         lambda d: "recipe-tokens", "a smaller --batch or --seq"),
+        (lambda r, d: trust.check_inputs([{"shape": [2**20, 2**20]}], "g.json"), lambda d: "input-size",
+         "use a smaller --batch or input shape"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_trust_cases())))
+def test_trust_refusals_state_facts_and_the_cli_names_the_flag(tmp_path, case):
+    """Issue 67: the trust gate says what it refuses and why, naming no flag or command (a library
+    caller passes ``allowed`` / ``any_code``, not --allow-code); the command line's line names the
+    flag or command that fixes it, and its facts are the library's. That the gate refuses the same
+    things is tests/test_trust.py's (every hint followed through `placer run`)."""
+    call, kind, cli = _trust_cases()[case]
+    d = tmp_path.resolve()
+    (d / "m.py").write_text("def build():\n    return 1\n")
+    recipe = {"kind": "factory", "target": f"{d / 'm.py'}:build", "kwargs": {}, "inputs": [], "seed": 0}
+    e, said = _facts_and_cli_line(lambda: call(recipe, d))
+    assert e.kind == kind(d) and "--" not in str(e) and "`placer" not in str(e) and "placer run" not in str(e), str(e)
+    assert cli.format(d=d) in said, said
+    assert said.partition(";")[0].partition(": ")[2] == str(e).partition(";")[0].partition(": ")[2]
+    if e.kind == "trust:installation":  # no flag lifts it, and the command line names none
+        assert "--allow" not in said

@@ -10,7 +10,7 @@ from placer.io import MAX_INPUT_ENV
 
 # a library parameter -> the option that carries it (in ``where`` of an error with a kind)
 OPTIONS = {"cluster": "--cluster", "sim": "--sim", "method": "--method", "methods": "--methods", "map": "--map",
-           "html": "--html", "apply": "--apply"}
+           "html": "--html", "apply": "--apply", "allowed": "--allow-code"}
 
 # a graph without module paths: how the command line captures one with them
 CAPTURE = "capture the model from PyTorch (placer capture, hf:NAME, the zoo) for module-level placement"
@@ -32,6 +32,13 @@ FIXES = {
     "apply-map": "give the output of `placer export --format device-map` (its file, its document or a dict)",
     "device-map": "give it as --placement with the graph it maps, or `placer convert MAP.json OUT.json --graph GRAPH "
                   "--cluster CLUSTER` for a placement file",
+    # placer.runtime.trust: a graph file's recipe, before `placer run` imports or builds anything
+    "trust:installation": "capture your own model (`placer capture FILE.py:FUNCTION`); placer's built-in models are "
+                          "zoo and hf: graphs",  # no flag lifts this refusal, so none is named
+    "recipe-data": "capture the model again with `placer capture`",
+    "recipe-seed": "capture the model again with `placer capture --seed N`",
+    "recipe-tokens": "capture the model again with a smaller --batch or --seq",
+    "input-size": "use a smaller --batch or input shape",
 }
 
 # an error's kind -> what the command line adds after the advice
@@ -57,6 +64,8 @@ def for_command_line(e: InputError) -> InputError:
                                                            "use the placement file itself (placer optimize -o)")
     if e.kind.startswith("policy:"):  # a policy state that is not one: the command that writes one
         fix = f"give the file `placer policy train -m {e.kind[7:]} --out` wrote, or train it again"
+    if e.kind.startswith("trust:code:"):  # recipe code outside the allowed folders: the flag that allows its folder
+        fix = f"if you trust this graph file, add --allow-code {e.kind[11:]}"
     fix = FIXES.get(e.kind, fix) + SEE.get(e.kind, "")
     return e.advised(fix, where)
 

@@ -1,16 +1,16 @@
-"""What a graph file's recipe may make ``placer run`` do, checked before anything is imported or built.
+"""What rebuilding a model from a graph file's recipe may run, checked before anything is imported or built.
 
 Running a placement for real rebuilds the model from the recipe the graph file carries
 (:mod:`placer.frontends.recipe`). A ``factory`` recipe names Python code, ``FILE.py:FUNCTION`` or
 ``MODULE:FUNCTION``, and a loss may name another: rebuilding imports that file and calls the function
 with the recipe's keyword arguments. A graph file from someone else is therefore code from someone
 else. :func:`check_code` refuses, before anything is imported, a recipe whose code does not lie under
-a folder the user allows (``placer run --allow-code DIR``), unless the user trusts the graph file
-(``--allow-any-code``). ``zoo`` and ``hf`` recipes name no code (a zoo model, a transformers config
-class) and need no allowance.
+a folder the caller allows (``allowed``), unless the caller trusts the graph file (``any_code``).
+``zoo`` and ``hf`` recipes name no code (a zoo model, a transformers config class) and need no
+allowance.
 
 A factory is the user's own code by definition; placer's built-in models are ``zoo`` and ``hf``
-recipes. So whatever the flags, ``--allow-any-code`` included, :func:`locate` refuses a target in
+recipes. So whatever is allowed, ``any_code`` included, :func:`locate` refuses a target in
 Python's installation (:func:`installation_part`): the standard library, frozen and built-in
 modules, any ``site-packages`` or ``dist-packages`` folder (every installed distribution: torch,
 numpy, placer's dependencies), any Python's ``lib/pythonX.Y`` and placer's own package. Called with
@@ -18,9 +18,16 @@ a graph file's keyword arguments, such a function does whatever it does (``subpr
 runs a shell command), and no allowance could make that safe. Paths are resolved first, so relative
 paths and symlinks into those folders are refused too. For the same reason the function must be one
 its file defines (``def`` or ``class``; read with :mod:`ast`, nothing run): a name the file imports
-(``from subprocess import run``) or assigns is refused. ``--allow-any-code`` therefore only stops
-asking which of the user's folders the code lies in. A refusal's advice names only the folder of the
-user's own file (``--allow-code FOLDER``); a refusal that no flag can lift names no flag.
+(``from subprocess import run``) or assigns is refused. ``any_code`` therefore only stops asking
+which of the user's folders the code lies in. A refusal that an allowance lifts (kind
+``trust:code:FOLDER``) names only the folder of the user's own file; one that nothing lifts (kind
+``trust:installation``) names no allowance. The errors state facts; :mod:`placer.cli.advice` words
+each kind's advice for the command line.
+
+Kinds of the errors raised here: ``trust:code:FOLDER``, ``trust:installation``, ``allowed`` (a folder
+given as allowed), ``recipe`` (an unknown recipe kind), ``recipe-data`` (a recipe field that capturing
+the model again rewrites), ``recipe-seed``, ``input-size`` (inputs too large), ``recipe-tokens`` (an
+hf recipe's batch x sequence too large); a target that cannot be found or read carries none.
 
 :func:`check_recipe` checks the recipe's data (kind, inputs and their shapes and dtypes, seed,
 optimizer) so that a malformed recipe is one line naming the file and the item, not a traceback from
@@ -61,12 +68,12 @@ def check_inputs(specs, where: str, item: str = "recipe inputs") -> None:
     from placer.frontends.recipe import DTYPES
 
     if not isinstance(specs, list):
-        raise InputError(where, item, f"is {kind_of(specs)}, not a list", "capture the model again with `placer capture`")
+        raise InputError(where, item, f"is {kind_of(specs)}, not a list", "capture the model again", kind="recipe-data")
     total = 0
     for k, s in enumerate(specs):
         at = f"{item} #{k}"
         if not isinstance(s, dict):
-            raise InputError(where, at, f"is {kind_of(s)}, not an object", "capture the model again with `placer capture`")
+            raise InputError(where, at, f"is {kind_of(s)}, not an object", "capture the model again", kind="recipe-data")
         shape, dtype = s.get("shape"), s.get("dtype", "float32")
         if dtype not in DTYPES:
             raise InputError(where, f"{at} dtype", f"{dtype!r} is not a supported dtype", f"use one of {', '.join(DTYPES)}")
@@ -78,7 +85,7 @@ def check_inputs(specs, where: str, item: str = "recipe inputs") -> None:
         if n > MAX_ELEMENTS:
             raise InputError(where, f"{at} shape {'x'.join(map(str, shape))[:80]}",
                              f"holds {n:,} elements, more than {MAX_ELEMENTS:,}, the most placer allows per input "
-                             "(torch's 32-bit-indexed kernels)", "use a smaller --batch or input shape")
+                             "(torch's 32-bit-indexed kernels)", "use a smaller batch or input shape", kind="input-size")
         total += n * _BYTES[dtype]
         if "high" in s:
             high = s["high"]
@@ -94,7 +101,7 @@ def check_inputs(specs, where: str, item: str = "recipe inputs") -> None:
 
         raise InputError(where, item, f"take {human_size(total)}, more than half of this machine's memory "
                          f"({human_size(ram)}), the most placer allows (inputs are made for real on the CPU)",
-                         "use a smaller --batch or input shape")
+                         "use a smaller batch or input shape", kind="input-size")
 
 
 def check_recipe(recipe, where: str) -> None:
@@ -105,22 +112,22 @@ def check_recipe(recipe, where: str) -> None:
         raise InputError(where, "meta.recipe", f"is {kind_of(recipe)}, not an object", "capture the model again")
     kind = recipe.get("kind")
     if kind not in KINDS:
-        raise InputError(where, "recipe kind", f"{str(kind)[:40]!r} is not a known recipe kind",
-                         f"use one of {', '.join(KINDS)} (capture the model with `placer capture`)")
+        raise InputError(where, "recipe kind", f"{str(kind)[:40]!r} is not a known recipe kind ({', '.join(KINDS)})",
+                         f"use one of {', '.join(KINDS)} (capture the model again)", kind="recipe")
     opt = recipe.get("optimizer", "sgd-momentum")
     if opt not in OPTIMIZERS:
         raise InputError(where, "recipe optimizer", f"{str(opt)[:40]!r} is not supported", f"use one of {', '.join(OPTIMIZERS)}")
     seed = recipe.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= 2**32 - 1:
         raise InputError(where, "recipe seed", f"{str(seed)[:40]} is not a whole number from 0 to 2**32-1",
-                         "capture the model again with `placer capture --seed N`")
+                         "capture the model again with a seed in that range", kind="recipe-seed")
     if kind == "factory":
         if not isinstance(recipe.get("target"), str):
-            raise InputError(where, "recipe target", "is not a string", "capture the model again with `placer capture`")
+            raise InputError(where, "recipe target", "is not a string", "capture the model again", kind="recipe-data")
         if not isinstance(recipe.get("kwargs", {}), dict):
-            raise InputError(where, "recipe kwargs", "is not an object", "capture the model again with `placer capture`")
+            raise InputError(where, "recipe kwargs", "is not an object", "capture the model again", kind="recipe-data")
         if not isinstance(recipe.get("loss", "auto"), str):
-            raise InputError(where, "recipe loss", "is not a string", "capture the model again with `placer capture`")
+            raise InputError(where, "recipe loss", "is not a string", "capture the model again", kind="recipe-data")
     elif not isinstance(recipe.get("name"), str):
         raise InputError(where, f"{kind} recipe name", "is not a string", "capture the model again")
     if kind == "factory" and recipe.get("inputs"):
@@ -133,7 +140,8 @@ def check_recipe(recipe, where: str) -> None:
         n = int(recipe.get("batch", 8)) * int(recipe.get("seq", 128))
         if n > MAX_ELEMENTS:
             raise InputError(where, "hf recipe batch x seq", f"is {n:,} tokens, more than {MAX_ELEMENTS:,}, the most "
-                             "placer allows", "capture the model again with a smaller --batch or --seq")
+                             "placer allows", "capture the model again with a smaller batch or sequence length",
+                             kind="recipe-tokens")
 
 
 def code_targets(recipe: dict) -> list[tuple[str, str]]:
@@ -214,11 +222,11 @@ def installation_part(path: Path) -> str | None:
 
 # ---------------------------------------------------------------------- where a target's code lies
 def _refuse_outright(where: str, item: str, what: str, at: str | None = None) -> InputError:
-    """The refusal of a target in Python's installation: no flag allows it, and none is named."""
+    """The refusal of a target in Python's installation: no allowance lifts it, and none is named."""
     return InputError(where, item, f"is in {what}{f' ({at})' if at else ''}, not your own code; placer never calls "
-                      "library code from a graph file's recipe, whatever the flags",
-                      "capture your own model (`placer capture FILE.py:FUNCTION`); placer's built-in models are "
-                      "zoo and hf: graphs")
+                      "library code from a graph file's recipe, whatever is allowed",
+                      "capture your own model from a Python file of yours; placer's built-in models are zoo and hf "
+                      "recipes", kind="trust:installation")
 
 
 def _module_file(mod: str, where: str, item: str) -> tuple[Path, Path]:
@@ -285,7 +293,7 @@ def locate(target: str, where: str, what: str = "factory") -> tuple[Path, Path]:
     """``(root, file)`` of a recipe target, found without importing or running anything: ``file`` is
     the Python source the function is read from, ``root`` what must lie under an allowed folder (the
     file itself, or a module's top-level package). Refuses, in one line, a malformed target, one
-    naming code in Python's installation (:func:`installation_part`; no flag allows it), a missing
+    naming code in Python's installation (:func:`installation_part`; no allowance lifts it), a missing
     or compiled file, and a function the file does not define itself (:func:`check_defined`).
 
     Which form a target takes follows :func:`placer.frontends.recipe.load_callable`: a path when it
@@ -293,13 +301,14 @@ def locate(target: str, where: str, what: str = "factory") -> tuple[Path, Path]:
     item = f"recipe {what} '{target[:200]}'"
     if len(target) > MAX_TARGET_CHARS:
         raise InputError(where, f"recipe {what}", f"is {len(target):,} characters long, more than "
-                         f"{MAX_TARGET_CHARS:,}, the most placer allows", "capture the model again with `placer capture`")
+                         f"{MAX_TARGET_CHARS:,}, the most placer allows", "capture the model again", kind="recipe-data")
     if not target.isprintable():
         raise InputError(where, item, "holds a control character (a NUL byte, a newline, a terminal escape)",
-                         "capture the model again with `placer capture`")
+                         "capture the model again", kind="recipe-data")
     mod, sep, attr = target.rpartition(":")
     if not sep or not mod or not attr.isidentifier() or keyword.iskeyword(attr):
-        raise InputError(where, item, "is not FILE.py:FUNCTION or MODULE:FUNCTION", "capture the model again with `placer capture`")
+        raise InputError(where, item, "is not FILE.py:FUNCTION or MODULE:FUNCTION", "capture the model again",
+                         kind="recipe-data")
     if mod.endswith(".py") or "/" in mod or os.sep in mod or _exists(mod):
         root = _real(mod)
         if root is None:
@@ -406,30 +415,33 @@ def _bindings(tree, name: str) -> list[tuple[int, str]]:
 
 
 def check_allowed(folders) -> list[Path]:
-    """The ``--allow-code`` folders, resolved: each a real folder (an empty path is refused, not
-    taken as the working folder) outside Python's installation, where no recipe's code may lie."""
+    """The folders a caller allows a recipe's code in (:func:`check_code`'s ``allowed``), resolved:
+    each a real folder (an empty path is refused, not taken as the working folder) outside Python's
+    installation, where no recipe's code may lie. Errors name the parameter ``allowed`` (kind ``allowed``)."""
     out = []
     for d in folders:
         item = f"'{d}'"
         if not str(d).strip():
-            raise InputError("--allow-code", item, "is an empty path", "name a folder, e.g. --allow-code . for the working folder")
+            raise InputError("allowed", item, "is an empty path", "e.g. . for the working folder", kind="allowed")
         if not str(d).isprintable():
-            raise InputError("--allow-code", item, "holds a control character", "name a folder")
+            raise InputError("allowed", item, "holds a control character", "name a folder", kind="allowed")
         r = _real(d)
         if r is None or not _is(r, "is_dir"):
-            raise InputError("--allow-code", item, "is not a folder", "give a folder holding the model's Python file")
+            raise InputError("allowed", item, "is not a folder", "give a folder holding the model's Python file",
+                             kind="allowed")
         part = installation_part(r)
         if part:
-            raise InputError("--allow-code", item, f"is in {part} ({r}), where placer never runs a recipe's code",
-                             "give the folder of your own model's Python file")
+            raise InputError("allowed", item, f"is in {part} ({r}), where placer never runs a recipe's code",
+                             "give the folder of your own model's Python file", kind="allowed")
         out.append(r)
     return out
 
 
 def check_code(recipe: dict, where: str, allowed, any_code: bool = False) -> None:
     """Refuse, before anything is imported, a recipe naming code outside the folders ``allowed``
-    (``any_code``: any folder of the user's own), and, whatever the flags, code in Python's
-    installation or a function its file does not define (see the module docstring)."""
+    (``any_code``: any folder of the user's own), and, whatever is allowed, code in Python's
+    installation or a function its file does not define (see the module docstring). A target outside
+    the allowed folders is refused with kind ``trust:code:FOLDER``, FOLDER the one to allow."""
     roots = check_allowed(allowed)
     for what, target in code_targets(recipe):
         root, file = locate(target, where, what)
@@ -437,5 +449,6 @@ def check_code(recipe: dict, where: str, allowed, any_code: bool = False) -> Non
             continue
         folder = root if _is(root, "is_dir") else root.parent
         raise InputError(where, f"recipe {what} '{target}'",
-                         "is Python code that `placer run` would import and run, and it is not under a folder you "
-                         "allow", f"if you trust this graph file, add --allow-code {folder}")
+                         "is Python code that rebuilding the model would import and run, and it does not lie "
+                         "under an allowed folder", f"if you trust this graph file, allow its folder {folder}",
+                         kind=f"trust:code:{folder}")
