@@ -91,6 +91,7 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
     from placer.compare import lb_us, step_bound
     from placer.frontends.native import save_placement
     from placer.methods import Budget, run_method
+    from placer.methods.grouped import apply_grouping
     from placer.sim.single import over_single
     from placer.sim.single import said as said_single
 
@@ -101,28 +102,18 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
     check_outputs_spare_inputs({"--out": out, "--html": html, **logs},
                                {"the graph": graph, "--cluster": cluster, **given})
     kw = open_learned_params(method, method_params(params))
-    P = load_problem(graph, cluster)
-    chose = None
-    if grouping == "module:auto":  # the depth chosen from the model and the cluster, said before the run
-        from placer.grouping.modules import auto_depth
-
-        depth, chose = auto_depth(P)
-        err_console.print(safe(chose))
-        grouping = f"module:{depth}"
-    if grouping is not None and grouping.startswith("module") and not _groups(method):
-        from placer.grouping.modules import DEFAULT_DEPTH, module_problem
-
-        P = module_problem(P, int(grouping.partition(":")[2] or DEFAULT_DEPTH))  # module units made colocation groups
-    elif grouping is not None:
-        kw["grouping"] = grouping
+    grouped = apply_grouping(method, load_problem(graph, cluster), grouping, kw)
+    P, kw = grouped.problem, grouped.params
+    if grouped.chose is not None:  # module:auto's depth and why, said before the run
+        err_console.print(safe(grouped.chose))
     sp = sim_params(sim, P)
     with console.status(f"{method} on {safe(P.graph.name)} / {safe(P.cluster.name)} ...", spinner="dots"):
         res = run_method(method, P, Budget(budget, seconds, clock), seed, sp, objective=objective, **kw)
     data = res.summary()
     data["lower_bound"] = step_bound(P, sp, None if res.sim.oom else res.step_time_us)
     data["lower_bound_us"] = lb_us(data["lower_bound"])
-    if chose is not None:
-        data["grouping"], data["grouping_chosen"] = grouping, chose
+    if grouped.chose is not None:
+        data["grouping"], data["grouping_chosen"] = grouped.grouping, grouped.chose
     data.update(over_single(P, sp, res.step_time_us, res.sim.oom))
     if out is not None:
         save_placement(out, P.graph, P.cluster, res.placement.devices, result=data)
@@ -144,12 +135,3 @@ def optimize(graph: str = GraphArg, cluster: str = ClusterOpt,
         said_html(d)
 
     emit(data, as_json, render)
-
-
-def _groups(method: str) -> bool:
-    """Whether a method takes a ``grouping`` parameter (the others place module units as colocation groups)."""
-    from dataclasses import fields
-
-    from placer.methods import METHODS
-
-    return any(f.name == "grouping" for f in fields(METHODS[method].config))
