@@ -162,7 +162,7 @@ OBJECTIVE_LEGEND = (
     "the columns scored by the row's objective; invalid = the placement breaks the objective's constraints "
     "(contiguity, acyclic contraction, memory); (repaired) = the method's own placement broke them and the "
     "Evaluator repaired it, the value is the repaired one's; [opt] = the solver (CP-SAT or HiGHS) proved the published IP optimal "
-    "(of that IP, whose optimum is the objective's). A method or graph that does not exist yet is marked, never "
+    "(of that IP, whose optimum is the objective's); [gap X%] = it did not, and X is (value - its proven lower bound) / value. A method or graph that does not exist yet is marked, never "
     "filled in.")
 
 

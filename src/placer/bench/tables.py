@@ -101,7 +101,9 @@ def optimality_mark(extras: list[dict]) -> str:
     """``[opt]`` when every run proved its placement optimal for the real problem (the gap to a proven
     lower bound closed: ``optimal``, and ``proven_optimal`` where the method records both), else
     ``[opt of N groups]`` / ``[opt of its model]`` when a solver proved only its coarsened or relaxed model
-    optimal (CP-SAT's ``proven_optimal_grouped``; a run cached before that key had ``optimal`` for it), else ''."""
+    optimal (CP-SAT's ``proven_optimal_grouped``; a run cached before that key had ``optimal`` for it), else
+    ``[gap X%]`` when every run records the proven gap of its objective (exact-published's ``gap``: (best -
+    bound) / best), the largest over the runs, else ''."""
     if not extras:
         return ""
     real = sum(bool(e.get("optimal") and e.get("proven_optimal", True)) for e in extras)
@@ -109,7 +111,8 @@ def optimality_mark(extras: list[dict]) -> str:
         return "[opt]" if real == len(extras) else f"[opt in {real} of {len(extras)} runs]"
     model = [e for e in extras if e.get("proven_optimal_grouped", e.get("optimal"))]
     if not model:
-        return ""
+        gaps = [e["gap"] for e in extras if e.get("gap") is not None]
+        return f"[gap {max(gaps):.1%}]" if len(gaps) == len(extras) else ""
     tasks = {e.get("tasks") for e in model if e.get("grouped")}
     if tasks:
         return f"[opt of {'/'.join(str(t) for t in sorted(tasks))} groups]"
