@@ -110,6 +110,50 @@ def test_policy_recipe_and_map_refusals_state_facts_and_the_cli_names_the_comman
     assert command in said and said.partition(";")[0] == str(e).partition(";")[0]
 
 
+def _spoil(state: dict, how: str):
+    """A Placeto policy state spoiled one way (each a different refusal of ``PlacetoPolicy.from_state``)."""
+    import copy
+
+    import torch
+
+    s = copy.deepcopy(state)
+    first = next(iter(s["model"]))
+    if how == "no model":
+        del s["model"]
+    elif how == "env_config":
+        s["env_config"] = {**s["env_config"], "sweeps": 0}
+    elif how == "embed_dim":
+        s["policy_config"] = {**s["policy_config"], "embed_dim": 0}
+    elif how == "pool":
+        s["policy_config"] = {**s["policy_config"], "pool": "max"}
+    elif how == "NaN":
+        s["model"][first] = torch.full_like(s["model"][first], float("nan"))
+    elif how == "missing weight":
+        del s["model"][first]
+    elif how == "not a tensor":
+        s["model"][first] = [1.0]
+    return s
+
+
+@pytest.mark.parametrize("how", ["no model", "env_config", "embed_dim", "pool", "NaN", "missing weight", "not a tensor"])
+def test_every_placeto_policy_refusal_carries_its_kind(how):
+    """Each refusal of ``PlacetoPolicy.from_state`` (the state's keys, its settings, its weights) is of
+    kind policy:placeto where it is raised: the library's words name no command, the command line's
+    name the one that writes a policy."""
+    pytest.importorskip("torch_geometric")
+    from placer.methods import METHODS
+    from placer.methods.learned.protocol import LEARNED
+    from placer.rl.policy import PlacetoPolicy
+
+    P = contract_problem()
+    m = LEARNED["placeto"]
+    state = m.policy_state(m.train([P], METHODS["placeto"].make_config({}), 0, placements=2))
+    assert isinstance(PlacetoPolicy.from_state(state, where="p.pt"), PlacetoPolicy)
+    e, said = _facts_and_cli_line(lambda: PlacetoPolicy.from_state(_spoil(state, how), where="p.pt"))
+    assert e.kind == "policy:placeto" and str(e).startswith("p.pt: ") and "placer " not in str(e), str(e)
+    assert "`placer policy train -m placeto --out`" in said and said.partition(";")[0] == str(e).partition(";")[0]
+
+
 def _trust_cases():
     """``(call(recipe, tmp_path), kind(tmp_path), what the command line's line holds)`` for each kind of
     refusal of :mod:`placer.runtime.trust`; ``recipe`` is a factory recipe naming ``tmp_path/m.py:build``."""

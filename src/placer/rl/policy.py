@@ -32,8 +32,9 @@ def _check_weights(policy: "PlacetoPolicy", where: str) -> None:
     try:
         want = PlacetoNet(policy.net_config).state_dict()
     except (RuntimeError, TypeError, ValueError) as e:
-        raise InputError(where, "policy configuration", f"does not describe a network ({first_sentence(e)})", FIX) from None
-    check_weights(policy.weights, where, FIX, want=want)
+        raise InputError(where, "policy configuration", f"does not describe a network ({first_sentence(e)})", FIX,
+                         kind=KIND) from None
+    check_weights(policy.weights, where, FIX, want=want, kind=KIND)
 
 
 class PlacetoPolicy:
@@ -52,31 +53,26 @@ class PlacetoPolicy:
     def from_state(cls, state, where: str = "policy", label: str | None = None) -> "PlacetoPolicy":
         """The policy of a state dict; InputError naming ``where`` (of kind :data:`KIND`) when it is not
         a Placeto policy's."""
-        try:
-            return cls._from_state(state, where, label)
-        except InputError as e:
-            raise e.at(e.where, kind=KIND) from None
-
-    @classmethod
-    def _from_state(cls, state, where: str, label: str | None) -> "PlacetoPolicy":
         if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
-            raise InputError(where, "policy", "is not a Placeto checkpoint", FIX)
-        for key, kind in REQUIRED.items():
-            if not isinstance(state.get(key), kind):
+            raise InputError(where, "policy", "is not a Placeto checkpoint", FIX, kind=KIND)
+        for key, type_ in REQUIRED.items():
+            if not isinstance(state.get(key), type_):
                 raise InputError(where, f"policy '{key}'", "is missing or of the wrong type (a damaged or foreign "
-                                 "checkpoint)", FIX)
+                                 "checkpoint)", FIX, kind=KIND)
         try:
             policy = cls(state, label)
             policy.rl_config()
-        except (TypeError, ValueError) as e:
-            raise InputError(where, "policy configuration", f"cannot be read ({first_sentence(e)})", FIX) from None
+        except (TypeError, ValueError) as e:  # InputError too: a config field refused
+            raise InputError(where, "policy configuration", f"cannot be read ({first_sentence(e)})", FIX,
+                             kind=KIND) from None
         cfg = policy.net_config
         for name, most in NET_BOUNDS.items():  # before any weight is allocated from them
             v = getattr(cfg, name)
             if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= most:
-                raise InputError(where, f"policy_config '{name}'", f"is {v!r}, not a whole number from 1 to {most:,}", FIX)
+                raise InputError(where, f"policy_config '{name}'", f"is {v!r}, not a whole number from 1 to {most:,}",
+                                 FIX, kind=KIND)
         if cfg.pool not in ("sum", "mean") or not isinstance(cfg.keep_bias, (int, float)) or not np.isfinite(cfg.keep_bias):
-            raise InputError(where, "policy_config", f"has pool {cfg.pool!r} / keep_bias {cfg.keep_bias!r}", FIX)
+            raise InputError(where, "policy_config", f"has pool {cfg.pool!r} / keep_bias {cfg.keep_bias!r}", FIX, kind=KIND)
         _check_weights(policy, where)
         return policy
 
