@@ -17,8 +17,8 @@ from placer.lowerbound import lower_bound
 from placer.lowerbound.load import window_bound
 from placer.problem import Problem
 from placer.sim import SimParams, evaluate_many
+from tests.lowerbound_instances import MODELS, random_cluster
 
-MODELS = ("placeto", "p2p", "giph", "link")
 
 
 def random_instance(seed: int) -> tuple[Problem, SimParams]:
@@ -43,16 +43,9 @@ def random_instance(seed: int) -> tuple[Problem, SimParams]:
     g = OpGraph.build(names, edges, compute_us=cost, param_bytes=params, output_bytes=rng.uniform(0, 20, n),
                       temp_bytes=rng.uniform(0, 10, n), colocation=colocation)
     tight = rng.random() < 0.4
-    mem = [float(params.sum() * (0.6 if tight else 10) + 1500) for _ in range(D)]
-    devs = [Device(f"d{d}", "gpu", f"m{d}", mem[d]) for d in range(D)]
-    pairs = {(a, b): (float(rng.uniform(1, 20)), float(rng.uniform(0, 5)))
-             for a in range(D) for b in range(D) if a != b and rng.random() < 0.5}
     model = MODELS[seed % len(MODELS)]
-    meta = {"comm_model": model}
-    if model == "link" and rng.random() < 0.5:
-        meta["shared_links"] = {"bus": [["d0", "d1"], ["d1", "d0"]]}
-    cluster = make_cluster(f"c{seed}", devs, float(rng.uniform(1, 20)), float(rng.uniform(0, 5)), pairs=pairs,
-                           meta=meta)
+    cluster = random_cluster(rng, D, model, f"c{seed}", memory=float(params.sum() * (0.6 if tight else 10) + 1500),
+                             bw_low=1.0)
     sp = SimParams(comm_model=model, op_gap_us=float(rng.choice([0.0, rng.uniform(0, 3)])),
                    bus_gap_us=float(rng.choice([0.0, rng.uniform(0, 3)])))
     try:
@@ -270,12 +263,8 @@ def fan_instance(seed: int) -> tuple[Problem, SimParams]:
             c[rng.random(n) < 0.1] = np.inf
         cost[f"m{d}"] = c
     g = OpGraph.build([f"o{i}" for i in range(n)], edges, compute_us=cost)
-    devs = [Device(f"d{d}", "gpu", f"m{d}", 1e12) for d in range(D)]
     model = MODELS[seed % len(MODELS)]
-    pairs = {(a, b): (float(rng.uniform(2, 20)), float(rng.uniform(0, 5)))
-             for a in range(D) for b in range(D) if a != b and rng.random() < 0.5}
-    cluster = make_cluster(f"f{seed}", devs, float(rng.uniform(2, 20)), float(rng.uniform(0, 5)), pairs=pairs,
-                           meta={"comm_model": model})
+    cluster = random_cluster(rng, D, model, f"f{seed}", shared_links=False)
     sp = SimParams(comm_model=model, op_gap_us=float(rng.choice([0.0, 2.0])), bus_gap_us=float(rng.choice([0.0, 1.0])))
     try:
         return Problem(g, cluster), sp

@@ -17,7 +17,8 @@ from placer.lowerbound.fan import ancestors_per_op, symmetric_rep
 from placer.lowerbound.relax import Relaxation, heads_tails_fan
 from placer.problem import Problem
 from placer.sim import SimParams
-from tests.test_lowerbound import MODELS, optimum
+from tests.lowerbound_instances import MODELS, random_cluster
+from tests.test_lowerbound import optimum
 
 
 def cells_instance(seed: int) -> tuple[Problem, SimParams]:
@@ -50,15 +51,8 @@ def cells_instance(seed: int) -> tuple[Problem, SimParams]:
             c[rng.random(n) < 0.1] = np.inf
         cost[f"m{d}"] = c
     g = OpGraph.build(names, edges, compute_us=cost)
-    devs = [Device(f"d{d}", "gpu", f"m{d}", 1e12) for d in range(D)]
     model = MODELS[seed % len(MODELS)]
-    pairs = {(a, b): (float(rng.uniform(2, 20)), float(rng.uniform(0, 5)))
-             for a in range(D) for b in range(D) if a != b and rng.random() < 0.5}
-    meta = {"comm_model": model}
-    if model == "link" and rng.random() < 0.5:
-        meta["shared_links"] = {"bus": [["d0", "d1"], ["d1", "d0"]]}
-    cluster = make_cluster(f"cells{seed}", devs, float(rng.uniform(2, 20)), float(rng.uniform(0, 5)), pairs=pairs,
-                           meta=meta)
+    cluster = random_cluster(rng, D, model, f"cells{seed}")
     sp = SimParams(comm_model=model, op_gap_us=float(rng.choice([0.0, 2.0])), bus_gap_us=float(rng.choice([0.0, 1.0])))
     try:
         return Problem(g, cluster), sp

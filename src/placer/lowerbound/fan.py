@@ -140,6 +140,74 @@ def _near(ptr, idx, eidx, ebytes, edelay, fast, v, K, seen, where, stamp):
 
 
 @njit(cache=True, nogil=True)
+def remote_finish(X, dur, lat, upb, u, v, d, nbytes, between, mind, forward):
+    """The least, over the devices ``a != d`` that neighbour ``u`` may run on, of what ``u`` there
+    costs ``v`` on ``d``. ``forward`` (heads; ``u`` an ancestor, ``X`` the heads): ``u``'s output
+    reaches ``v``'s device at ``X[u, a] + dur[u, a] + delay``. Backward (tails; ``u`` a descendant,
+    ``X`` the tails): ``v``'s start on ``d`` is at least ``dur[v, d] + delay + X[u, a]`` before the
+    end of the step (``v``'s own duration, not ``u``'s: the tail runs from ``v``'s start). ``delay``:
+    a direct edge of ``nbytes >= 0`` over the link between ``a`` and ``d``; else (``nbytes < 0``) the
+    path's work ``between`` and its least edge delay ``mind``."""
+    r = np.inf
+    for a in range(dur.shape[1]):
+        if a == d or not np.isfinite(dur[u, a]):
+            continue
+        if forward:
+            f = X[u, a] + dur[u, a]
+            if nbytes >= 0:
+                f += lat[a, d] + nbytes * upb[a, d]
+            else:
+                f += between + mind
+        elif nbytes >= 0:
+            f = dur[v, d] + lat[d, a] + nbytes * upb[d, a] + X[u, a]
+        else:
+            f = dur[v, d] + between + mind + X[u, a]
+        if f < r:
+            r = f
+    return r
+
+
+@njit(cache=True, nogil=True)
+def _anc_pass(ptr, idx, eidx, ebytes, edelay, fast, dur, occ, lat, upb, X, K, rep, forward):
+    """One direction of :func:`heads_tails_anc`, raising ``X`` in place: forward, the heads over
+    ancestors in topological order; backward, the tails over descendants in reverse order. Measured
+    from ``v``'s start, a tail first spends ``v``'s own occupancy ``own = occ[v, d]`` (0 for heads):
+    the local neighbours run after it (release ``tail - occ``: what follows their occupancy) and the
+    remote times are taken less it, then added back."""
+    n, D = dur.shape
+    seen = np.full(n, -1, dtype=np.int64)
+    where = np.zeros(n, dtype=np.int64)  # an op's index in the current neighbourhood (valid where seen == v)
+    for step in range(n):
+        v = step if forward else n - 1 - step
+        nb, direct, between, mind = _near(ptr, idx, eidx, ebytes, edelay, fast, v, K, seen, where, v)
+        k = len(nb)
+        if k == 0:
+            continue
+        rel = np.empty(k)
+        work = np.empty(k)
+        rem = np.empty(k)
+        for d in range(D):
+            if not np.isfinite(dur[v, d]):
+                continue
+            if rep[d] != d:
+                X[v, d] = X[v, rep[d]]
+                continue
+            own = 0.0 if forward else occ[v, d]
+            for i in range(k):
+                u = nb[i]
+                rem[i] = remote_finish(X, dur, lat, upb, u, v, d, direct[i], between[i], mind[i], forward) - own
+                if np.isfinite(dur[u, d]):
+                    rel[i] = X[u, d] if forward else X[u, d] - occ[u, d]
+                    work[i] = occ[u, d]
+                else:
+                    rel[i] = np.inf
+                    work[i] = 0.0
+            val = own + local_or_remote(rel, work, rem, X[v, d] - own)
+            if val > X[v, d]:
+                X[v, d] = val
+
+
+@njit(cache=True, nogil=True)
 def heads_tails_anc(pred_ptr, pred_idx, pred_edge, succ_ptr, succ_idx, succ_edge, ebytes, edelay, dur, occ,
                     lat, upb, est0, tail0, K, rep):
     """(est, tail) at least ``est0``, ``tail0`` (heads and tails proven already), raised by the
@@ -157,80 +225,8 @@ def heads_tails_anc(pred_ptr, pred_idx, pred_edge, succ_ptr, succ_idx, succ_edge
         fast[o] = m
     est = est0.copy()
     tail = tail0.copy()
-    seen = np.full(n, -1, dtype=np.int64)
-    where = np.zeros(n, dtype=np.int64)  # an op's index in the current neighbourhood (valid where seen == v)
-    for v in range(n):
-        nb, direct, between, mind = _near(pred_ptr, pred_idx, pred_edge, ebytes, edelay, fast, v, K, seen, where, v)
-        k = len(nb)
-        if k == 0:
-            continue
-        rel = np.empty(k)
-        work = np.empty(k)
-        rem = np.empty(k)
-        for d in range(D):
-            if not np.isfinite(dur[v, d]):
-                continue
-            if rep[d] != d:
-                est[v, d] = est[v, rep[d]]
-                continue
-            for i in range(k):
-                u = nb[i]
-                r = np.inf
-                for a in range(D):
-                    if a != d and np.isfinite(dur[u, a]):
-                        f = est[u, a] + dur[u, a]
-                        if direct[i] >= 0:
-                            f += lat[a, d] + direct[i] * upb[a, d]
-                        else:
-                            f += between[i] + mind[i]
-                        if f < r:
-                            r = f
-                rem[i] = r
-                if np.isfinite(dur[u, d]):
-                    rel[i] = est[u, d]
-                    work[i] = occ[u, d]
-                else:
-                    rel[i] = np.inf
-                    work[i] = 0.0
-            val = local_or_remote(rel, work, rem, est[v, d])
-            if val > est[v, d]:
-                est[v, d] = val
-    seen[:] = -1
-    for v in range(n - 1, -1, -1):
-        nb, direct, between, mind = _near(succ_ptr, succ_idx, succ_edge, ebytes, edelay, fast, v, K, seen, where, v)
-        k = len(nb)
-        if k == 0:
-            continue
-        rel = np.empty(k)
-        work = np.empty(k)
-        rem = np.empty(k)
-        for d in range(D):
-            if not np.isfinite(dur[v, d]):
-                continue
-            if rep[d] != d:
-                tail[v, d] = tail[v, rep[d]]
-                continue
-            for i in range(k):
-                w = nb[i]
-                r = np.inf
-                for a in range(D):
-                    if a != d and np.isfinite(dur[w, a]):
-                        if direct[i] >= 0:
-                            f = dur[v, d] + lat[d, a] + direct[i] * upb[d, a] + tail[w, a]
-                        else:
-                            f = dur[v, d] + between[i] + mind[i] + tail[w, a]
-                        if f < r:
-                            r = f
-                rem[i] = r - occ[v, d]
-                if np.isfinite(dur[w, d]):
-                    rel[i] = tail[w, d] - occ[w, d]
-                    work[i] = occ[w, d]
-                else:
-                    rel[i] = np.inf
-                    work[i] = 0.0
-            val = occ[v, d] + local_or_remote(rel, work, rem, tail[v, d] - occ[v, d])
-            if val > tail[v, d]:
-                tail[v, d] = val
+    _anc_pass(pred_ptr, pred_idx, pred_edge, ebytes, edelay, fast, dur, occ, lat, upb, est, K, rep, True)
+    _anc_pass(succ_ptr, succ_idx, succ_edge, ebytes, edelay, fast, dur, occ, lat, upb, tail, K, rep, False)
     return est, tail
 
 

@@ -30,7 +30,8 @@ from functools import cached_property
 import numpy as np
 from numba import njit
 
-from placer.lowerbound.fan import local_or_remote, ancestors_per_op, edge_delays, heads_tails_anc, symmetric_rep
+from placer.lowerbound.fan import (ancestors_per_op, edge_delays, heads_tails_anc, local_or_remote, remote_finish,
+                                   symmetric_rep)
 from placer.sim.numba_cache import ensure_writable_cache
 
 ensure_writable_cache()  # before the first cache=True function below
@@ -270,6 +271,45 @@ def _distinct(ptr, idx, eidx, ebytes, v):
 
 
 @njit(cache=True, nogil=True)
+def _fan_pass(ptr, idx, eidx, ebytes, dur, occ, lat, upb, X, forward):
+    """One direction of :func:`heads_tails_fan`, filling ``X``: forward, the heads over the direct
+    inputs in topological order; backward, the tails over the direct outputs in reverse order, where
+    a tail first spends the op's own occupancy ``own = occ[v, d]`` (0 for heads) and never falls
+    below it (see :func:`placer.lowerbound.fan.remote_finish` for the remote times)."""
+    n, D = dur.shape
+    for step in range(n):
+        v = step if forward else n - 1 - step
+        nb, by = _distinct(ptr, idx, eidx, ebytes, v)
+        k = len(nb)
+        rel = np.empty(k)
+        work = np.empty(k)
+        rem = np.empty(k)
+        for d in range(D):
+            if not np.isfinite(dur[v, d]):
+                X[v, d] = np.inf
+                continue
+            own = 0.0 if forward else occ[v, d]
+            path = 0.0
+            for i in range(k):
+                u = nb[i]
+                r = remote_finish(X, dur, lat, upb, u, v, d, by[i], 0.0, 0.0, forward)
+                if np.isfinite(dur[u, d]):
+                    rel[i] = X[u, d] if forward else X[u, d] - occ[u, d]  # tails: what follows u's occupancy
+                    work[i] = occ[u, d]
+                else:
+                    rel[i] = np.inf
+                    work[i] = 0.0
+                m = min(own + rel[i] + work[i], r)
+                if m > path:
+                    path = m
+                rem[i] = r - own  # local neighbours run after the op's own occupancy (tails)
+            best = path
+            if 0 < k <= MAX_FAN:
+                best = max(best, own + local_or_remote(rel, work, rem, best - own))
+            X[v, d] = max(own, best)
+
+
+@njit(cache=True, nogil=True)
 def heads_tails_fan(pred_ptr, pred_idx, pred_edge, succ_ptr, succ_idx, succ_edge, ebytes, dur, occ, lat, upb):
     """Heads and tails (as :func:`heads_tails`) that also count one device's serialisation: the inputs
     of ``v`` placed on ``v``'s device ``d`` run there one at a time before ``v`` starts (each after its
@@ -279,73 +319,6 @@ def heads_tails_fan(pred_ptr, pred_idx, pred_edge, succ_ptr, succ_idx, succ_edge
     n, D = dur.shape
     est = np.zeros((n, D))
     tail = np.zeros((n, D))
-    for v in range(n):
-        nb, by = _distinct(pred_ptr, pred_idx, pred_edge, ebytes, v)
-        k = len(nb)
-        rel = np.empty(k)
-        work = np.empty(k)
-        rem = np.empty(k)
-        for d in range(D):
-            if not np.isfinite(dur[v, d]):
-                est[v, d] = np.inf
-                continue
-            path = 0.0
-            for i in range(k):
-                u = nb[i]
-                r = np.inf
-                for a in range(D):
-                    if a != d and np.isfinite(dur[u, a]):
-                        f = est[u, a] + dur[u, a] + lat[a, d] + by[i] * upb[a, d]
-                        if f < r:
-                            r = f
-                rem[i] = r
-                if np.isfinite(dur[u, d]):
-                    rel[i] = est[u, d]
-                    work[i] = occ[u, d]
-                else:
-                    rel[i] = np.inf
-                    work[i] = 0.0
-                m = min(rel[i] + work[i], r)
-                if m > path:
-                    path = m
-            if k > MAX_FAN or k == 0:
-                est[v, d] = path
-            else:
-                est[v, d] = max(path, local_or_remote(rel, work, rem, path))
-    for v in range(n - 1, -1, -1):
-        nb, by = _distinct(succ_ptr, succ_idx, succ_edge, ebytes, v)
-        k = len(nb)
-        rel = np.empty(k)
-        work = np.empty(k)
-        rem = np.empty(k)
-        for d in range(D):
-            if not np.isfinite(dur[v, d]):
-                tail[v, d] = np.inf
-                continue
-            path = 0.0
-            for i in range(k):
-                w = nb[i]
-                r = np.inf
-                for a in range(D):
-                    if a != d and np.isfinite(dur[w, a]):
-                        f = dur[v, d] + lat[d, a] + by[i] * upb[d, a] + tail[w, a]
-                        if f < r:
-                            r = f
-                rem[i] = r
-                if np.isfinite(dur[w, d]):
-                    rel[i] = tail[w, d] - occ[w, d]  # what follows w's occupancy
-                    work[i] = occ[w, d]
-                else:
-                    rel[i] = np.inf
-                    work[i] = 0.0
-                m = min(occ[v, d] + rel[i] + work[i], r)
-                if m > path:
-                    path = m
-            best = path
-            if 0 < k <= MAX_FAN:
-                # local outputs run after v's occupancy, one at a time: shift the remote times by it
-                for i in range(k):
-                    rem[i] = rem[i] - occ[v, d]
-                best = max(best, occ[v, d] + local_or_remote(rel, work, rem, best - occ[v, d]))
-            tail[v, d] = max(occ[v, d], best)
+    _fan_pass(pred_ptr, pred_idx, pred_edge, ebytes, dur, occ, lat, upb, est, True)
+    _fan_pass(succ_ptr, succ_idx, succ_edge, ebytes, dur, occ, lat, upb, tail, False)
     return est, tail
