@@ -30,7 +30,7 @@ from numba.core import event
 from numba.core.registry import CPUDispatcher
 from placer.cluster import preset
 from placer.problem import Problem
-from placer.sim import evaluate_many, kernel, simulate, state
+from placer.sim import evaluate_many, kernel, loop, placeto_loop, simulate, state
 from placer.zoo.synthetic import layered_training_graph
 P = Problem(layered_training_graph(200, seed=0), preset("k80x2"))
 p = np.tile(np.argmin(P.compute_us, axis=1).astype(np.int64), (2, 1))
@@ -48,8 +48,9 @@ for ts, e in rec.buffer:
         t_start = stack.pop()
         events.append((t_start, len(stack), e.data["dispatcher"].py_func.__name__, ts - t_start))
 out["events"] = [x[1:] for x in sorted(events)]  # in the order compilation started
-out["signatures"] = {f"{m.__name__.rsplit('.', 1)[1]}.{k}": len(getattr(m, k).signatures) for m in (kernel, state)
-                     for k in dir(m) if isinstance(getattr(m, k), CPUDispatcher) and getattr(m, k).signatures}
+out["signatures"] = {f"{m.__name__.rsplit('.', 1)[1]}.{k}": len(getattr(m, k).signatures)
+                     for m in (kernel, loop, placeto_loop, state) for k in dir(m)
+                     if isinstance(getattr(m, k), CPUDispatcher) and getattr(m, k).signatures}
 print(json.dumps(out))
 """
 

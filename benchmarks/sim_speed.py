@@ -51,6 +51,7 @@ from placer.cluster import preset
 from placer.problem import Problem
 from placer.sim import Engine, SimParams, evaluate_many, simulate
 from placer.sim import kernel as K
+from placer.sim import loop, placeto_loop, state
 from placer.sim.prepare import link_matrices, name_rank, prepared
 from placer.zoo.synthetic import layered_training_graph
 
@@ -323,30 +324,30 @@ def phase_rows(problems, args):
         eng = Engine(problem, SimParams.placeto())
         pr, CF, CI, PI, WI, WF, vi, vf = eng.prep, eng.CF, eng.CI, eng.PI, eng.WI, eng.WF, eng.vi, eng.vf
         GI, GF = pr.GI, pr.GF
-        o = K.ccnt_start(pr.n, pr.m, pr.D, 0)
+        o = state.ccnt_start(pr.n, pr.m, pr.D, 0)
         t = {k: [] for k in ("init", "prepass", "loop", "finish", "full", "objective")}
         for i in range(max(args.repeat, 2 * len(ps))):
             q = ps[i % len(ps)]
             eng.place[:] = q
             c0 = CLOCK()
-            K.init_state(GI, GF, CI, eng.place, WI, WF, vi, vf)
+            loop.init_state(GI, GF, CI, eng.place, WI, WF, vi, vf)
             c1 = CLOCK()
-            sends = K.prepass(GI, GF, CF, CI, eng.place, WI, WF)
+            sends = placeto_loop.prepass(GI, GF, CF, CI, eng.place, WI, WF)
             c2 = CLOCK()
-            K.run_placeto(GI, GF, CF, CI, PI, eng.place, WI, WF, vi, vf)
+            placeto_loop.run_placeto(GI, GF, CF, CI, PI, eng.place, WI, WF, vi, vf)
             c3 = CLOCK()
             K.finish(GF, CF, CI, eng.place, WI, WF, vf)
             c4 = CLOCK()
             assert 2 * sends >= pr.n, "sim_full would not take the event loop timed here"
             for k, dt in (("init", c1 - c0), ("prepass", c2 - c1), ("loop", c3 - c2), ("finish", c4 - c3)):
                 t[k].append(dt)
-            if WI[K.S_NRUN] != pr.n:  # a run in which some op never ran leaves consumer counts behind
+            if WI[state.S_NRUN] != pr.n:  # a run in which some op never ran leaves consumer counts behind
                 WI[o:o + pr.n * pr.D] = 0
-            parts_obj = float(WF[K.F_OBJ])
+            parts_obj = float(WF[state.F_OBJ])
             c = CLOCK()
             K.sim_full(GI, GF, CF, CI, PI, eng.place, WI, WF, False)
             t["full"].append(CLOCK() - c)
-            assert parts_obj == WF[K.F_OBJ], "the phases run one by one must give sim_full's objective"
+            assert parts_obj == WF[state.F_OBJ], "the phases run one by one must give sim_full's objective"
             c = CLOCK()
             eng.objective(q)
             t["objective"].append(CLOCK() - c)
@@ -379,10 +380,10 @@ def scaling_rows(problems, threads):
 
 
 # ---------------------------------------------------------------------------- the floor
-U = K.U
+U = loop.U
 
 
-@njit(**K.HOT)
+@njit(**loop.HOT)
 def one_pass(succ_ptr, succ_idx, ebytes, comp, place, D, bw, lat, op_gap, bus_gap, ready, free, bfree):
     """Step time by list scheduling in the ops' index (topological) order: one pass, no event queue,
     no memory. Each op starts when its inputs are in and its device is free; its one transfer (the

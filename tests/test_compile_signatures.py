@@ -4,8 +4,8 @@ passing ``False`` where another passes a bool compiles the kernel, and all it ca
 first command's compilation paid for sim_full and run_loop twice). In a fresh interpreter with an
 empty numba cache (a cached kernel loads without compiling, and so without registering, what it
 calls), every entry point of the simulator runs (Engine objective and full result, evaluate_many on
-one and two threads, under each communication model); then each kernel of placer.sim.kernel and
-placer.sim.state must have at most one signature. The event loop and the entry points are compiled
+one and two threads, under each communication model); then each kernel of placer.sim.kernel, .loop,
+.placeto_loop and .state must have at most one signature. The event loop and the entry points are compiled
 once per communication model (kernel.py's PER_MODEL), each copy with one signature, and
 :func:`test_default_model_compiles_only_its_own` checks that the default model compiles no other's."""
 
@@ -24,7 +24,7 @@ def run_entry_points() -> dict:
 
     from placer.cluster import preset
     from placer.problem import Problem
-    from placer.sim import SimParams, evaluate, evaluate_many, kernel, simulate, state
+    from placer.sim import SimParams, evaluate, evaluate_many, kernel, loop, placeto_loop, simulate, state
     from placer.zoo.synthetic import layered_training_graph
 
     P = Problem(layered_training_graph(60, seed=0), preset("k80x4"))
@@ -40,7 +40,7 @@ def run_entry_points() -> dict:
         evaluate_many(P, P2, prm, n_jobs=2)
         evaluate_many(P, np.stack([one, one]), prm)
     out = {}
-    for mod in (kernel, state):
+    for mod in (kernel, loop, placeto_loop, state):
         for name in dir(mod):
             f = getattr(mod, name)
             if isinstance(f, CPUDispatcher):
@@ -57,9 +57,9 @@ def test_every_kernel_compiles_one_specialisation(tmp_path):
                          text=True, timeout=1800)
     assert out.returncode == 0, out.stderr[-2000:]
     sigs = json.loads(out.stdout.strip().splitlines()[-1])
-    names = ["kernel.run_placeto", "kernel.prepass", "state.views", "state.heap_cap"]
+    names = ["placeto_loop.run_placeto", "placeto_loop.prepass", "state.views", "state.heap_cap"]
     for model in ("placeto", "p2p", "giph", "link"):  # each model's own loop and entry points (PER_MODEL)
-        names += [f"kernel.sim_rows_{model}", f"kernel.run_loop_{model}"]
+        names += [f"kernel.sim_rows_{model}", f"loop.run_loop_{model}"]
     for name in names:
         assert sigs.get(f"placer.sim.{name}"), f"{name} was not compiled: the calls no longer reach it"
     many = {name: s for name, s in sigs.items() if len(s) > 1}
@@ -71,14 +71,14 @@ import json, numpy as np
 from numba.core.registry import CPUDispatcher
 from placer.cluster import preset
 from placer.problem import Problem
-from placer.sim import evaluate_many, kernel, simulate
+from placer.sim import evaluate_many, kernel, loop, simulate
 from placer.zoo.synthetic import layered_training_graph
 P = Problem(layered_training_graph(40, seed=0), preset("k80x2"))
 p = np.zeros((2, P.n_ops), dtype=np.int64)
 simulate(P, p[0])
 evaluate_many(P, p)
-print(json.dumps(sorted(k for k in dir(kernel) if isinstance(getattr(kernel, k), CPUDispatcher)
-                        and getattr(kernel, k).signatures)))
+print(json.dumps(sorted(k for mod in (kernel, loop) for k in dir(mod) if isinstance(getattr(mod, k), CPUDispatcher)
+                        and getattr(mod, k).signatures)))
 """
 
 

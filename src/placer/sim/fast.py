@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from placer.sim import kernel as K
+from placer.sim import state as S
 from placer.sim.memory import live_at
 from placer.sim.prepare import config, prepared
 from placer.sim.result import SimParams, SimResult
@@ -48,11 +49,11 @@ class Engine:
         self.PI = self.prep.PI
         self.CF, self.CI = config(problem, self.params)
         n, m, D = self.prep.n, self.prep.m, self.prep.D
-        x = K.heap_extra(self.CI)
-        ni, nf = K.ws_sizes(n, m, D, x)
+        x = S.heap_extra(self.CI)
+        ni, nf = S.ws_sizes(n, m, D, x)
         self.WI = np.zeros(ni, dtype=np.int64)
-        self.WF = np.zeros(nf + K.link_slots(self.CI), dtype=np.float64)
-        self.vi, self.vf = K.views(self.WI, self.WF, n, m, D, x)
+        self.WF = np.zeros(nf + S.link_slots(self.CI), dtype=np.float64)
+        self.vi, self.vf = S.views(self.WI, self.WF, n, m, D, x)
         self.place = np.zeros(n, dtype=np.int64)  # the placement of the last run
         self.recorded = False  # whether the last run kept its records
 
@@ -76,16 +77,16 @@ class Engine:
         return K.sim_full(p.GI, p.GF, self.CF, self.CI, self.PI, self.place, self.WI, self.WF, record)
 
     def check(self, status: int) -> None:
-        if status == K.OK:
+        if status == S.OK:
             return
-        if status == K.BAD_PLACEMENT:
+        if status == S.BAD_PLACEMENT:
             self.problem.validate_placement(self.place)
-            raise ValueError(f"placement rejected at op {int(self.WI[K.S_BAD])}")  # pragma: no cover
+            raise ValueError(f"placement rejected at op {int(self.WI[S.S_BAD])}")  # pragma: no cover
         if not self.recorded:  # find the op from a recorded run
             self.recorded = True
             self.check(self._sim(True))
         ran = np.zeros(self.prep.n, dtype=bool)
-        ran[self.vi[K.I_DISP][:int(self.WI[K.S_NRUN])]] = True
+        ran[self.vi[S.I_DISP][:int(self.WI[S.S_NRUN])]] = True
         i = int(np.flatnonzero(~ran)[0])
         raise RuntimeError(f"op '{self.problem.graph.op_names[i]}' (and {int((~ran).sum()) - 1} more) never ran: "
                            "the graph has a cycle or a parent never finished")
@@ -93,37 +94,37 @@ class Engine:
     def objective(self, placement) -> float:
         """The memory-penalised objective R (us) of ``placement``: the fast path."""
         self.run(placement, record=False)
-        return float(self.WF[K.F_OBJ])
+        return float(self.WF[S.F_OBJ])
 
     @property
     def makespan_us(self) -> float:
-        return float(self.WF[K.F_TMAX])
+        return float(self.WF[S.F_TMAX])
 
     @property
     def oom(self) -> bool:
         """Whether a device overflowed its memory in the last run (as :class:`BatchResult`'s flag)."""
-        return bool(self.WF[K.F_OVER] > 0)
+        return bool(self.WF[S.F_OVER] > 0)
 
     @property
     def last_objective(self) -> float:
-        return float(self.WF[K.F_OBJ])
+        return float(self.WF[S.F_OBJ])
 
     @property
     def peak_memory_bytes(self) -> np.ndarray:
         """Peak bytes per device of the last run, parameters included."""
-        return self.vf[K.F_PEAK] + self.vf[K.F_RESIDENT]
+        return self.vf[S.F_PEAK] + self.vf[S.F_RESIDENT]
 
     def result(self, placement=None) -> SimResult:
         """The full SimResult of ``placement`` (or of the last run when None)."""
         if placement is not None or not self.recorded:
             self.run(self.place.copy() if placement is None else placement)
         g, p, vi, vf = self.problem.graph, self.place.copy(), self.vi, self.vf
-        start, end = vf[K.F_START].copy(), vf[K.F_END].copy()
+        start, end = vf[S.F_START].copy(), vf[S.F_END].copy()
         src = g.edge_src if self.prep.edge_src is None else self.prep.edge_src  # the kernel's edge numbering
         dst = g.edge_dst if self.prep.edge_dst is None else self.prep.edge_dst
-        reps = np.flatnonzero((p[src] != p[dst]) & (vi[K.I_COPYREP] == np.arange(len(src))))
+        reps = np.flatnonzero((p[src] != p[dst]) & (vi[S.I_COPYREP] == np.arange(len(src))))
         u, x = src[reps], p[dst[reps]]
-        t0, t1, nb = vf[K.F_XFSTART][reps], vf[K.F_XFARR][reps], vf[K.F_CBYTES][reps]
+        t0, t1, nb = vf[S.F_XFSTART][reps], vf[S.F_XFARR][reps], vf[S.F_CBYTES][reps]
         order = np.lexsort((x, u, t0))
         transfers = {"tensor": u[order], "src": p[u[order]], "dst": x[order], "start_us": t0[order],
                      "end_us": t1[order], "bytes": nb[order]}
@@ -131,18 +132,18 @@ class Engine:
         iv = {
             "dev": np.concatenate([p, p, x]),
             "alloc": np.concatenate([start, start, t1]),
-            "free": np.concatenate([vf[K.F_OUTFREE], end, vf[K.F_CFREE][reps]]),
+            "free": np.concatenate([vf[S.F_OUTFREE], end, vf[S.F_CFREE][reps]]),
             "bytes": np.concatenate([self.prep.out_bytes, g.temp_bytes, nb]),
             "owner": np.concatenate([np.arange(n), np.arange(n), u]),
             "kind": np.concatenate([np.zeros(n, np.int64), np.ones(n, np.int64), np.full(len(u), 2, np.int64)]),
         }
-        peak_t = vf[K.F_PEAKT].copy()
+        peak_t = vf[S.F_PEAKT].copy()
         busy = np.bincount(p, weights=end - start, minlength=self.prep.D)
         return SimResult(
             makespan_us=self.makespan_us, device=p, start_us=start, end_us=end, transfers=transfers,
             busy_us=busy, peak_memory_bytes=self.peak_memory_bytes.copy(),
             peak_ops=live_at(iv, p, g.param_bytes, peak_t), memory_bytes=np.asarray(self.problem.memory_bytes),
-            objective_us=self.last_objective, oom=bool(self.WF[K.F_OVER] > 0), params=self.params,
+            objective_us=self.last_objective, oom=bool(self.WF[S.F_OVER] > 0), params=self.params,
             peak_time_us=peak_t, memory_intervals=iv,
         )
 

@@ -1,6 +1,6 @@
-"""The simulator's workspace layout, event keys and heap (used by the event loop in
-:mod:`placer.sim.kernel`; some record arrays served a restart path that was removed, see
-:mod:`placer.sim.fast`).
+"""The simulator's workspace layout, event keys and heap (used by the event loops of
+:mod:`placer.sim.loop` and :mod:`placer.sim.placeto_loop`; some record arrays served a restart path
+that was removed, see :mod:`placer.sim.fast`).
 
 ``WI`` (int64) and ``WF`` (float64) hold every piece of state: a few scalar slots at their head,
 then the arrays listed by :func:`views` (per op, per edge, per device, the event heap, the log of
@@ -65,14 +65,14 @@ def ccnt_start(n, m, D, x):
 
 @njit(cache=True, nogil=True)
 def xviews(WI, WF, n, m, D, x):
-    """The objective-only placeto loop's per-placement arrays (:func:`placer.sim.kernel.prepass`),
+    """The objective-only placeto loop's per-placement arrays (:func:`placer.sim.placeto_loop.prepass`),
     after the :func:`views` arrays: ``osucc`` (m: each op's consumers, the ones on its device first),
     ``ccnt`` (n*D: consumers of op u's buffer on device x still to run; x = u's own device: its
     output's users, the transfer counted as one), ``nloc`` (n: local consumers), ``mask`` (n: the
     remote consumer devices, a bit each); ``cost`` (n: compute time on the op's device), ``xdur``
     (n: duration of its transfer), ``cb`` (n: bytes of its transfer / of each received copy).
     ``ccnt`` is zero between runs (a run in which every op ran counts it down to zero; otherwise
-    :func:`placer.sim.kernel.sim_full` clears it), so :func:`placer.sim.kernel.prepass` only counts up."""
+    :func:`placer.sim.kernel.sim_full` clears it), so :func:`placer.sim.placeto_loop.prepass` only counts up."""
     H = heap_cap(D, x)
     L = n + m + 1
     oi = ccnt_start(n, m, D, x) - m  # osucc, then ccnt
