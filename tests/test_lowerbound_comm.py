@@ -157,3 +157,67 @@ def test_one_device_split_is_the_minimum_over_every_split():
         assert got == pytest.approx(best, rel=1e-12, abs=1e-12) or got == best
         floor = float(rng.uniform(0, 80))
         assert max(floor, local_or_remote(rel, work, rem, floor)) == pytest.approx(max(floor, best), rel=1e-12)
+
+
+def _lopsided_class(comm: str) -> tuple[Problem, SimParams]:
+    """Three identical devices (one class: same costs and memory) whose links differ: d1 <-> d2 free,
+    every link of d0 slow (latency 9 us, 10 bytes/us). u1, u2 (10 us) join into v (1 us), which feeds
+    five 18-us ops w; apart from them z1 (21 us) -> z2 (1 us). On d0, v starts at 20 at the earliest
+    (both inputs local) and each w at 21; on d1 or d2 at 10 and 11. The optimum (giph, link) runs
+    u1, v and two w on d1, u2 and two w on d2, z1, z2 and the fifth w on d0 (v's output arrives at 21):
+    47 us. Energy that took d0's heads for the whole class counted the five w (90 us of work) inside
+    [21, T] on three devices: T >= 21 + 91 / 3 = 51.3, above the optimum."""
+    edges = [(0, 2, 100.0), (1, 2, 100.0)] + [(2, 3 + i, 10.0) for i in range(5)] + [(8, 9, 0.0)]
+    g = OpGraph.build([f"o{i}" for i in range(10)], edges,
+                      compute_us={"k": np.array([10.0, 10.0, 1.0] + [18.0] * 5 + [21.0, 1.0])})
+    devs = [Device(f"d{d}", "gpu", "k", 1e12) for d in range(3)]
+    cl = make_cluster("c", devs, 10.0, 9.0, pairs={(1, 2): (1e6, 0.0), (2, 1): (1e6, 0.0)}, meta={"comm_model": comm})
+    return Problem(g, cl), SimParams(comm_model=comm)
+
+
+@pytest.mark.parametrize("comm", MODELS)
+def test_a_class_with_unequal_links_takes_its_least_heads(comm):
+    P, sp = _lopsided_class(comm)
+    r = Relaxation.of(P, sp)
+    assert r.est[2, :2].tolist() == pytest.approx([20.0, 10.0], abs=1e-3) \
+        and r.est[3, :2].tolist() == pytest.approx([21.0, 11.0], abs=1e-3)
+    best_fit, best_any = optimum(P, sp)
+    if comm in ("giph", "link"):
+        assert best_any == pytest.approx(47.0, abs=1e-3)
+    b = lower_bound(P, sp, seconds=0)
+    for c in b.candidates:
+        assert c.value_us <= min(best_fit, best_any) * (1 + 1e-9) + 1e-6, (c, best_fit, best_any)
+
+
+def class_instance(seed: int) -> tuple[Problem, SimParams]:
+    """Identical devices (one class) where one device's links are slow and the others' fast, over a join
+    into a fan-out and a free chain beside them (at most 10 ops on 3 devices): the energy bound's
+    per-class heads and tails (with the class's first device's heads for all of it, seed 10 failed)."""
+    rng = np.random.default_rng(7000 + seed)
+    k, m = int(rng.integers(2, 4)), int(rng.integers(3, 6))
+    n = k + 1 + m
+    edges = [(i, k, float(rng.uniform(50, 400))) for i in range(k)]
+    edges += [(k, k + 1 + i, float(rng.uniform(0, 100))) for i in range(m)]
+    cost = np.concatenate([rng.uniform(5, 15, k), rng.uniform(0.5, 3, 1), rng.uniform(10, 25, m)])
+    if n <= 8:  # a chain apart from the rest: a late head that sets a window's threshold
+        edges.append((n, n + 1, 0.0))
+        cost = np.concatenate([cost, rng.uniform(10, 30, 1), rng.uniform(0.5, 3, 1)])
+        n += 2
+    g = OpGraph.build([f"o{i}" for i in range(n)], edges, compute_us={"k": cost})
+    devs = [Device(f"d{d}", "gpu", "k", 1e12) for d in range(3)]
+    slow = int(rng.integers(0, 3))
+    pairs = {(a, b): ((float(rng.uniform(2, 20)), float(rng.uniform(3, 12))) if slow in (a, b)
+                      else (float(rng.uniform(200, 2000)), float(rng.uniform(0, 1))))
+             for a in range(3) for b in range(3) if a != b}
+    model = MODELS[seed % len(MODELS)]
+    cl = make_cluster(f"k{seed}", devs, 10.0, 0.0, pairs=pairs, meta={"comm_model": model})
+    return Problem(g, cl), SimParams(comm_model=model, op_gap_us=float(rng.choice([0.0, 1.0])))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_class_bounds_never_exceed_the_enumerated_optimum(seed):
+    P, sp = class_instance(seed)
+    best_fit, best_any = optimum(P, sp)
+    b = lower_bound(P, sp, seconds=0)
+    for c in b.candidates:
+        assert c.value_us <= min(best_fit, best_any) * (1 + 1e-9) + 1e-6, (c, best_fit, best_any)

@@ -9,6 +9,6 @@ from placer.lowerbound.engine import Bound, Candidate, lower_bound
 
 # The bounds' behaviour as a version (a cache of bound values keys on it, beside placer.sim.VERSION):
 # bumped whenever a bound's value changes on purpose.
-VERSION = 4
+VERSION = 5
 
 __all__ = ["VERSION", "Bound", "Candidate", "lower_bound"]

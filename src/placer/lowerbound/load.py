@@ -140,22 +140,28 @@ def window_bound(head: np.ndarray, after: np.ndarray, w: np.ndarray, k: int = 48
     return float(val.max())
 
 
+def class_min(X: np.ndarray, classes: Classes) -> np.ndarray:
+    """(n, C) the least of ``X[:, d]`` (n, D) over each class's devices."""
+    return np.stack([X[:, classes.of == c].min(axis=1) for c in range(len(classes.count))], axis=1)
+
+
 def energetic_bound(relax, classes: Classes, y: np.ndarray, lb: float, k: int = 24, rounds: int = 6) -> float:
     """Energetic reasoning per device class (docs/bounds.md, "energy"): for thresholds ``a``, ``b``
     with ``a + b <= lb`` (``lb`` a proven bound, so the window ``[a, T - b]`` has length ``L >= lb - a
     - b >= 0``), an op on a device of class ``c`` occupies at least ``min(occ, est + occ - a, tail - b,
-    L)`` of that window (it starts at or after ``est[o, c]`` and at or before ``T - tail[o, c]``), so
+    L)`` of that window (it starts at or after ``est[o, c]`` and at or before ``T - tail[o, c]``, the
+    least head and tail over the class's devices: one class may have devices with different links), so
     ``T >= a + b + sum_o min_c y_c min(occ, est + occ - a, tail - b, lb - a - b)^+``. Repeated with
     the better bound as ``lb`` (each round is valid on its own); returns the best, never below ``lb``."""
     n = relax.n
     if n == 0 or not np.isfinite(lb) or lb <= 0:
         return lb
-    rep = classes.rep
-    occ = relax.occ[:, rep]
+    occ = relax.occ[:, classes.rep]
     ok = np.isfinite(occ)
     occ0 = np.where(ok, occ, 0.0)
-    est = np.where(ok, relax.est[:, rep], 0.0)
-    tail = np.where(ok, relax.tail[:, rep], 0.0)
+    # a class's head (tail) is the least over its devices: they share costs and memory, not links
+    est = np.where(ok, class_min(relax.est, classes), 0.0)
+    tail = np.where(ok, class_min(relax.tail, classes), 0.0)
     yc = np.asarray(y, dtype=np.float64)
     if not (yc > 0).any():
         return lb
