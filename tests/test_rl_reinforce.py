@@ -204,14 +204,15 @@ def test_capped_episode_stops_before_the_step_that_would_simulate_too_many(small
 
 
 def test_the_loss_is_eq1_with_the_entropy_bonus():
-    from placer.rl.loss import reinforce_loss, returns_to_go
+    from placer.rl.estimator import returns_to_go
+    from placer.rl.workers import episode_loss
 
     logits = torch.tensor([[0.0, 1.0], [2.0, 0.0], [0.0, float("-inf")]], requires_grad=True)
     actions, rewards = np.array([1, 0, 0]), np.array([1.0, -2.0, 0.5])
     G = returns_to_go(rewards)
     assert G.tolist() == [-0.5, -1.5, 0.5]
     b = np.array([0.5, 0.5, 0.5])
-    loss, ent = reinforce_loss(logits, actions, G, b, entropy_coef=0.1)
+    loss, ent = episode_loss(logits, actions, G, b, entropy_coef=0.1)
     logp = torch.log_softmax(logits.detach(), dim=-1)
     want = -(logp[0, 1] * -1.0 + logp[1, 0] * -2.0 + logp[2, 0] * 0.0) - 0.1 * ent.detach().sum()
     assert float(loss.detach()) == pytest.approx(float(want), rel=1e-6)

@@ -14,11 +14,12 @@ of the window before, or when a placement budget is spent: an episode simulates 
 per step, so the last round's episodes are capped to share exactly the placements left (a capped
 episode stops before the step that would simulate one placement too many).
 
-The loss of one episode (eq. 1 with the entropy bonus) is :func:`placer.rl.loss.reinforce_loss`;
-the workers (:mod:`placer.rl.workers`) roll out and call it. :class:`ReinforceConfig` is a plain
-view of the Placeto method's config (:meth:`placer.methods.learned.placeto.PlacetoConfig.reinforce`), the
-one place where the hyperparameters and their defaults are written; only the settings that config
-does not carry have defaults here.
+The estimator (returns, baseline, loss) is :func:`placer.rl.estimator.placeto`; the workers
+(:mod:`placer.rl.workers`) roll out and take their episode's loss (:func:`placer.rl.workers.episode_loss`).
+:class:`ReinforceConfig` is a plain view of the Placeto method's config
+(:meth:`placer.methods.learned.placeto.PlacetoConfig.reinforce`), the one place where the
+hyperparameters and their defaults are written; only the settings that config does not carry have
+defaults here.
 
 Every episode is one record for the ``progress`` callback (see :meth:`Trainer._log_line`); the
 trainer's whole state (weights, Adam moments, baselines, counters, best placements) is a plain state
@@ -28,7 +29,6 @@ dict (:meth:`Trainer.state_dict`) that resumes bit for bit.
 from __future__ import annotations
 
 import time
-from collections import deque
 from dataclasses import asdict, dataclass, fields
 from typing import Callable
 
@@ -37,6 +37,7 @@ import torch
 
 from placer.nn.placeto import PlacetoNet, PolicyConfig
 from placer.rl.env import EnvConfig
+from placer.rl.estimator import Estimator, WindowMean, placeto
 from placer.rl.step import clip_and_step
 from placer.rl.task import PlacementTask
 from placer.sim import SimParams, memory_first
@@ -69,6 +70,10 @@ class ReinforceConfig:
     @property
     def updates(self) -> int:
         return max(1, -(-self.episodes // self.workers))
+
+    @property
+    def estimator(self) -> Estimator:
+        return placeto(self.gamma, self.baseline_window, self.normalize_advantages)
 
 
 def config_from_dict(cls, d: dict):
@@ -115,7 +120,7 @@ class Trainer:
         self.update = 0
         self.sim_calls = 0
         self.wall_s = 0.0
-        self.baselines = [deque(maxlen=self.cfg.baseline_window) for _ in graphs]
+        self.baselines = [self.cfg.estimator.new_baseline() for _ in graphs]
         self.history: list[float] = []  # final objective / scale per episode (stopping rule)
         # per graph the best placement seen, kept in placer.sim.memory_first order
         self.best = [{"objective_us": float("inf"), "step_us": float("inf"), "placement": None, "at_sim_calls": 0,
@@ -155,17 +160,7 @@ class Trainer:
         return rng.choice(len(self.graphs), size=W, replace=len(self.graphs) < W).tolist()
 
     def _baseline(self, g: int) -> np.ndarray | None:
-        hist = self.baselines[g]
-        return np.mean(np.stack(hist), axis=0) if hist else None
-
-    def _adv_scale(self, g: int) -> float:
-        """RMS of G_t - b_t over the baseline's episodes (1 when off or with fewer than two)."""
-        hist = self.baselines[g]
-        if not self.cfg.normalize_advantages or len(hist) < 2:
-            return 1.0
-        H = np.stack(hist)
-        rms = float(np.sqrt(np.mean((H - H.mean(axis=0)) ** 2)))
-        return rms if rms > 1e-12 else 1.0
+        return self.baselines[g].value()
 
     def max_sims_per_episode(self, g: int) -> int:
         """Placements an episode on graph g may simulate: the initial one and one per step
@@ -203,8 +198,9 @@ class Trainer:
             lr = linear(cfg.lr_start, cfg.lr_end, min(self.update, U - 1), U)
         graphs = self._graphs_for_update(W)
         caps = self.caps(graphs, room)
+        est = cfg.estimator
         tasks = [RolloutTask(graph=g, seed=task_seed(cfg.seed, self.episode + i), entropy_coef=beta,
-                             baseline=self._baseline(g), gamma=cfg.gamma, adv_scale=self._adv_scale(g),
+                             baseline=self._baseline(g), gamma=est.gamma, adv_scale=est.scale(self.baselines[g]),
                              max_sim_calls=cap)
                  for i, (g, cap) in enumerate(zip(graphs, caps))]
         results = self.backend.run(self.weights(), tasks)
@@ -223,7 +219,7 @@ class Trainer:
             self._account(r, dt / len(results))
         for r in results:  # after the whole update: no episode's baseline contains itself or its round
             if not r.truncated:  # a capped episode's returns are not those of a whole episode
-                self.baselines[r.graph].append(r.returns)
+                self.baselines[r.graph].add(r.returns)
         self.update += 1
         self._check_stop()
         return results
@@ -294,7 +290,7 @@ class Trainer:
             "model": self.net.state_dict(), "optimizer": self.opt.state_dict(),
             "episode": self.episode, "update": self.update, "placements": self.placements,
             "sim_calls": self.sim_calls, "wall_s": self.wall_s, "stopped": self.stopped,
-            "baselines": [[torch.as_tensor(x) for x in q] for q in self.baselines],
+            "baselines": [[torch.as_tensor(x) for x in q.episodes] for q in self.baselines],
             "history": torch.as_tensor(np.asarray(self.history, dtype=np.float64)),
             "best": [dict(b) for b in self.best],
             "curve": [[list(p) for p in c] for c in self.curve],
@@ -313,7 +309,7 @@ class Trainer:
         self.episode, self.update = int(state["episode"]), int(state["update"])
         self.sim_calls = int(state["sim_calls"])
         self.wall_s, self.stopped = float(state["wall_s"]), bool(state["stopped"])
-        self.baselines = [deque((x.numpy() for x in q), maxlen=self.cfg.baseline_window) for q in state["baselines"]]
+        self.baselines = [WindowMean(self.cfg.baseline_window, (x.numpy() for x in q)) for q in state["baselines"]]
         self.history = state["history"].tolist()
         self.best = [dict(b) for b in state["best"]]
         self.curve = [[tuple(p) for p in c] for c in state["curve"]]

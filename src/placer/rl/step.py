@@ -1,8 +1,9 @@
 """The gradient step of every policy-gradient trainer in placer, written once: REINFORCE (Placeto's
 :mod:`placer.rl.reinforce`, ColocRL's and the Hierarchical Planner's
 :class:`placer.methods.learned.seq2seq_reinforce.Seq2SeqRLTrainer`, DOPPLER, GiPH) and PPO
-(:mod:`placer.rl.ppo`: GDP, Mars). Each trainer computes its own loss (the estimators differ: see
-docs/architecture.md); the step after it is this one."""
+(:mod:`placer.rl.ppo`: GDP, Mars). The REINFORCE trainers take their loss from
+:mod:`placer.rl.estimator` (each paper's estimator there; the table in docs/architecture.md), the
+PPO trainer from :mod:`placer.rl.ppo`; the step after it is this one."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ from placer.nn.features import GraphTensors
 from placer.nn.placeto import PlacetoNet, PolicyConfig, entropy_of
 from placer.procpool import WorkerPool
 from placer.rl.env import EnvConfig, PlacementEnv
-from placer.rl.loss import reinforce_loss, returns_to_go
+from placer.rl.estimator import advantages, returns_to_go, score_loss
 from placer.rl.task import PlacementTask
 from placer.sim import SimParams
 
@@ -66,6 +66,17 @@ class RolloutResult:
     truncated: bool = False  # stopped early by the task's max_sim_calls
 
 
+def episode_loss(logits, actions, returns, baseline=None, entropy_coef: float = 0.0, adv_scale: float = 1.0):
+    """Placeto's loss of one episode of T steps (appendix A.1 eq. 1 with A.7's entropy bonus):
+    ``-sum_t [log pi(a_t | s_t) (G_t - b_t) / adv_scale + beta H(pi(. | s_t))]``, the pieces of
+    :mod:`placer.rl.estimator`. ``logits`` (T, A), ``actions`` (T,), ``returns`` G (T,), ``baseline``
+    b (T,) or None (0). Returns (loss, per-step entropy)."""
+    a = torch.as_tensor(np.asarray(actions), dtype=torch.int64)
+    logp = torch.log_softmax(logits, dim=-1).gather(1, a[:, None])[:, 0]
+    ent = entropy_of(logits)
+    b = None if baseline is None else np.asarray(baseline, dtype=np.float64)
+    A = advantages(np.asarray(returns, dtype=np.float64), b, adv_scale)
+    return score_loss(logp, A, ent, entropy_coef), ent
 
 
 class RolloutWorker:
@@ -124,7 +135,7 @@ class RolloutWorker:
         elif task.compute_grad:
             self.net.zero_grad(set_to_none=True)
             logits = self.net(gt, torch.as_tensor(placements), torch.as_tensor(nodes), torch.as_tensor(placed))
-            loss, ent = reinforce_loss(logits, actions, G, task.baseline, task.entropy_coef, task.adv_scale)
+            loss, ent = episode_loss(logits, actions, G, task.baseline, task.entropy_coef, task.adv_scale)
             loss.backward()
             grads = [p.grad.detach().numpy().copy() if p.grad is not None else np.zeros(tuple(p.shape), np.float32)
                      for p in self.net.parameters()]

@@ -65,6 +65,8 @@ from placer.methods.learned.driver import (
     single_device_start,
 )
 from placer.nn.threads import one_thread
+from placer.rl import estimator
+from placer.rl.estimator import RunningMean
 from placer.rl.step import gradient_step
 
 FORMAT = "placer-doppler-1"
@@ -387,10 +389,11 @@ def imitate(net, ctxs: list[Ctx], records: list[Record], cfg: DopplerConfig, rep
 
 # ---------------------------------------------------------------------- Stages II and III: REINFORCE (4.3, 4.4)
 def reinforce(net, run: Training, ctxs: list[Ctx], episodes: int, cfg: DopplerConfig, rng, stage: int,
-              baselines: list, scales: list, anchors: list | None = None) -> int:
+              baselines: list[RunningMean], scales: list, anchors: list | None = None) -> int:
     """REINFORCE for ``episodes`` episodes per graph of ``run`` (``ctxs`` their views; each update
     takes ``cfg.batch`` of each in turn, while its budget lasts), reward -makespan /
-    scale, baseline the mean reward of the earlier episodes, epsilon and the learning rate decayed
+    scale, baseline the mean reward of the earlier episodes (per graph ``baselines``, the estimator
+    :func:`placer.rl.estimator.doppler`), epsilon and the learning rate decayed
     linearly to 0 over the stage. ``anchors`` (search mode, ``explore="best"``): per graph [Record,
     objective] of the best episode so far; each episode follows it, every node leaving its device
     with probability moves / nodes (``cfg.moves`` decayed linearly to 1 over the stage) for one PLC
@@ -400,6 +403,7 @@ def reinforce(net, run: Training, ctxs: list[Ctx], episodes: int, cfg: DopplerCo
     import torch
 
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, fused=True)
+    est = estimator.doppler()
     tens, evs = [tensors_of(c) for c in ctxs], run.evs
     updates = -(-episodes // cfg.batch) if episodes > 0 else 0
     done = 0
@@ -425,14 +429,13 @@ def reinforce(net, run: Training, ctxs: list[Ctx], episodes: int, cfg: DopplerCo
             obj = ev.evaluate_batch(np.stack([c.expand(r.placement) for r in recs])).objective_us
             for i, (r, y) in enumerate(zip(recs, obj)):
                 reward = -float(y) / max(scales[gi], 1e-9)
-                b = baselines[gi][0] / baselines[gi][1] if baselines[gi][1] else reward
+                b = baselines[gi].value(reward)
                 if a is None or moved[i].any():
                     lp, ent, _, _ = log_probs(net, c, t, r, stats=cfg.entropy > 0, plc_only=a is not None)
                     if a is not None:
                         lp = lp[torch.as_tensor(moved[i])]
-                    loss = loss - (reward - b) * lp.sum() / B - (cfg.entropy * ent if cfg.entropy > 0 else 0.0)
-                baselines[gi][0] += reward
-                baselines[gi][1] += 1
+                    loss = est.loss(lp, est.advantages(reward, b), ent, cfg.entropy, batch=B, into=loss)
+                baselines[gi].add(reward)
             if a is not None:
                 k = int(np.argmin(obj))
                 if obj[k] < a[1]:
@@ -511,7 +514,7 @@ class DopplerMethod(StatePolicyMethod):
             if policy is not None:  # zero-shot, or Stage III fine-tuning, then greedy
                 _load(net, check_policy(policy, cfg))
                 if cfg.finetune > 0:  # no teacher: rewards in critical paths, the baseline opened by the first
-                    n = reinforce(net, run, [c], cfg.finetune * cfg.batch, cfg, rng, 3, [[0.0, 0]], [c.cp])
+                    n = reinforce(net, run, [c], cfg.finetune * cfg.batch, cfg, rng, 3, [RunningMean()], [c.cp])
                     notes.append(f"Stage III: {n} REINFORCE updates on this graph")
                 if not ev.out_of_budget():
                     ev.evaluate(c.expand(episode(c, embed_np(net, c, tensors_of(c)), net).placement))
@@ -535,7 +538,7 @@ class DopplerMethod(StatePolicyMethod):
                     starts.append([greedy, float(ev.evaluate(c.expand(greedy.placement)))])
                 _fallback(problem, ev, notes)
                 room = ev.remaining() or 0
-                base = [[-1.0, 1]]  # the teacher's reward opens the baseline
+                base = [RunningMean(-1.0, 1)]  # the teacher's reward opens the baseline
                 anchor = [min(starts, key=lambda a: a[1])] if cfg.explore == "best" else None
                 two = round(room * cfg.sim_share)
                 n2 = reinforce(net, run, [c], two, cfg, rng, 2, base, [scale], anchor)
@@ -562,7 +565,7 @@ class DopplerMethod(StatePolicyMethod):
             scales = [float(e.evaluate(c.expand(r.placement))) for c, e, r in zip(ctxs, run.evs, records)]
             imitate(net, ctxs, records, cfg, run.report, budget=each)
             reinforce(net, run, ctxs, max(e.remaining() or 0 for e in run.evs), cfg, rng, 2,
-                      [[-1.0, 1] for _ in ctxs], scales)
+                      [RunningMean(-1.0, 1) for _ in ctxs], scales)
         return policy_state(net, cfg)
 
 

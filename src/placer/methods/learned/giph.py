@@ -34,7 +34,7 @@ the number of tasks or devices, so one policy places task graphs on clusters it 
   policy is the softmax over every pair (section 4.4).
 * Training (section 4.4, :func:`reinforce_loss`): REINFORCE on each episode, returns discounted by
   ``gamma``, minus a per-step baseline (the running mean of the return at that step over earlier
-  episodes of the same graph), plus an entropy bonus.
+  episodes of the same graph), plus an entropy bonus (the estimator :func:`placer.rl.estimator.giph`).
 
 Graphs of thousands of ops are placed as groups (at most ``nodes``: colocation groups and backward
 ops with their forward op, then contiguous chunks, :mod:`placer.nn.encoder`, as GDP does), so the
@@ -68,6 +68,8 @@ from placer.methods.learned.driver import (
 from placer.methods.memory_fallback import fit_in_memory
 from placer.methods.starts import SEEDS_HELP, seed_names_ok, seeded_start
 from placer.nn.threads import one_thread
+from placer.rl import estimator
+from placer.rl.estimator import DecayedMean
 from placer.rl.step import clip_and_step
 
 FORMAT = "placer-giph-1"
@@ -282,40 +284,23 @@ def log_policy(net, nets: list[GpNet]):
 
 
 # ---------------------------------------------------------------------- episodes and REINFORCE (section 4.4)
-class Baseline:
-    """Per-step baseline b_t: the running mean of the return at step t over earlier episodes of one
-    graph (weight ``decay`` on the old mean); a step no episode reached yet takes this episode's mean
-    return (ours)."""
-
-    def __init__(self, decay: float):
-        self.decay, self.b = decay, np.zeros(0)
-
-    def advantages(self, G: np.ndarray) -> np.ndarray:
-        n, k = len(G), min(len(G), len(self.b))
-        b = np.concatenate([self.b[:k], np.full(n - k, G.mean() if n else 0.0)])
-        if k < n:
-            self.b = np.concatenate([self.b, G[k:]])
-        self.b[:k] = self.decay * self.b[:k] + (1 - self.decay) * G[:k]
-        return G - b
-
-
 CHUNK_PAIRS = 40_000  # pairs per forward pass when an episode is re-scored for its update (memory)
 
 
-def reinforce_loss(net, opt, steps: list[tuple[GpNet, int]], rewards: list[float], baseline: Baseline, cfg) -> float:
+def reinforce_loss(net, opt, steps: list[tuple[GpNet, int]], rewards: list[float], baseline: DecayedMean, cfg) -> float:
     """One REINFORCE update on an episode: loss = -mean_t log pi(a_t | s_t) A_t - entropy * mean_t H_t,
-    A_t = (G_t - b_t) / std (ours: normalised per episode; G_t the discounted return-to-go,
-    :func:`placer.rl.loss.returns_to_go`), gradients clipped. Returns the loss."""
+    A_t = (G_t - b_t) / std (ours: normalised per episode; G_t the discounted return-to-go, b_t the
+    per-step ``baseline``: :func:`placer.rl.estimator.giph`), its backward pass in chunks of at most
+    ``CHUNK_PAIRS`` pairs, gradients clipped. Returns the loss."""
     import torch
-
-    from placer.rl.loss import returns_to_go
 
     if not steps:
         return 0.0
-    A = baseline.advantages(returns_to_go(rewards, cfg.gamma))
-    if len(A) > 1:
-        A = A / (A.std() + 1e-8)
-    A = torch.as_tensor(A, dtype=torch.float32)
+    est = estimator.giph(cfg.gamma, cfg.baseline_decay)
+    G = est.returns_of(rewards)
+    b = baseline.value(G)
+    baseline.add(G)
+    A = est.advantages(G, b)
     opt.zero_grad()
     T, total, i = len(steps), 0.0, 0
     while i < T:
@@ -327,7 +312,7 @@ def reinforce_loss(net, opt, steps: list[tuple[GpNet, int]], rewards: list[float
         logp, _, ent = log_policy(net, [g for g, _ in chunk])
         first = torch.as_tensor(np.cumsum([0] + [len(g.x) for g, _ in chunk[:-1]]))
         chosen = logp[first + torch.as_tensor([a for _, a in chunk])]
-        loss = (-(chosen * A[i:j]).sum() - cfg.entropy * ent.sum()) / T
+        loss = est.loss(chosen, A[i:j], ent, cfg.entropy) / T
         loss.backward()
         total += float(loss.detach())
         i = j
@@ -403,7 +388,7 @@ def play(run: Training, ctxs: list[Ctx], net, cfg, seed: int, *, finetune: int |
          notes: list[str] | None = None) -> tuple[int, int]:
     """GiPH's training loop (section 4.4): episodes round-robin over ``run``'s problems
     (:meth:`Training.round_robin`; ``ctxs`` their views), a REINFORCE update on each episode's
-    relocations (per problem its own :class:`Baseline`), a progress record after each, until every
+    relocations (per problem its own baseline), a progress record after each, until every
     problem's budget is spent or an episode finds no relocation. Policy training (``notes`` None)
     starts each episode from a ``cfg.train_start`` placement. Search mode (``notes``: the notes of
     the one problem's result) starts from ``cfg.start`` (the first exactly at the best placement so
@@ -415,7 +400,7 @@ def play(run: Training, ctxs: list[Ctx], net, cfg, seed: int, *, finetune: int |
     search = notes is not None
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
     gen, rng = torch.Generator().manual_seed(seed), np.random.default_rng(seed)
-    bases = [Baseline(cfg.baseline_decay) for _ in ctxs]
+    bases = [estimator.giph(cfg.gamma, cfg.baseline_decay).new_baseline() for _ in ctxs]
     caps = [ev.placements + (cfg.placements if ev.limit is None else ev.remaining()) if search else None
             for ev in run.evs]
     count = [0, 0]  # episodes, updates

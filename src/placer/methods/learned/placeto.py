@@ -4,8 +4,8 @@ by group, trained with REINFORCE. Read top to bottom:
 * :class:`PlacetoConfig`, the one config (every hyperparameter, its default and the paper's value;
   :meth:`PlacetoConfig.paper` gives the paper's settings), and the views the trainer's parts read:
   the MDP (section 2, appendix A.4; :mod:`placer.rl.env`), the network (section 2, Figure 1, A.7;
-  :mod:`placer.nn.placeto`), REINFORCE (A.1 eq. 1, A.7; :mod:`placer.rl.reinforce`, its loss in
-  :mod:`placer.rl.loss`) and the units it places (A.6; :mod:`placer.grouping`);
+  :mod:`placer.nn.placeto`), REINFORCE (A.1 eq. 1, A.7; :mod:`placer.rl.reinforce`, its estimator
+  :func:`placer.rl.estimator.placeto`) and the units it places (A.6; :mod:`placer.grouping`);
 * :func:`build_trainer`, the one place a trainer is assembled from that config;
 * :class:`Placeto`, the learned-method protocol on the shared driver (``StatePolicyMethod.run`` is
   the registered method): *search mode* trains on the one graph within the budget, from a seeded

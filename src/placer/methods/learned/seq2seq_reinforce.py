@@ -12,7 +12,8 @@ its entry point, and calls the pieces here.
 * op features both methods embed (:func:`op_table`: hashed type, output size, consumers);
 * the reward (:func:`reward`, an out-of-memory placement counted as a large fixed step time, ColocRL
   section 2) and the trainer (:class:`Seq2SeqRLTrainer`: one policy step samples k placements,
-  evaluates them in one batch and takes one Adam step on ``-(1/k) sum_i (R_i - b) log p(d_i)``);
+  evaluates them in one batch and takes one Adam step on ``-(1/k) sum_i (R_i - b) log p(d_i)``, the
+  estimator :func:`placer.rl.estimator.colocrl`);
 * :func:`run_trainer`, the method loop (search, or fine-tuning from a policy state and the greedy
   placement) with the memory fallback of :mod:`placer.methods.memory_fallback` after the first step,
   and :class:`Seq2SeqRLMethod`, the learned-method protocol of :mod:`placer.methods.learned.protocol` over it
@@ -38,6 +39,7 @@ from placer.methods.base import Evaluator, NotApplicable
 from placer.methods.learned.driver import Progress, StatePolicyMethod, Training, needs
 from placer.methods.memory_fallback import fit_in_memory
 from placer.nn.threads import one_thread
+from placer.rl.estimator import colocrl
 from placer.rl.step import gradient_step
 
 CHECKPOINT_FORMAT = "placer-seq2seq-rl-1"
@@ -178,7 +180,8 @@ class Seq2SeqRLTrainer:
         self.params = [p for m in self.modules().values() for p in m.parameters()]
         self.opt = torch.optim.Adam(self.params, lr=cfg.lr)
         self.gen = torch.Generator().manual_seed(self.seed)
-        self.baseline: float | None = None
+        self.estimator = colocrl(cfg.baseline_decay)
+        self.baseline = self.estimator.new_baseline()  # its value b: None until the first step
         self.steps = 0
         self.placements = 0
         self.best_objective_us = math.inf
@@ -201,8 +204,6 @@ class Seq2SeqRLTrainer:
         """Sample up to ``samples`` placements (never more than the evaluator has left), evaluate them
         in one batch, take one REINFORCE step (ColocRL section 2). Returns the step's progress line,
         None when the budget is spent."""
-        import torch
-
         room = ev.remaining()
         k = self.cfg.samples if room is None else min(self.cfg.samples, room)
         if k <= 0:
@@ -212,12 +213,10 @@ class Seq2SeqRLTrainer:
             P, logp, ent = self.sample(k)
             br = ev.evaluate_batch(P)
             R = reward(br.makespan_us, br.oom, self.cfg.oom_penalty_s)
-            if self.baseline is None:
-                self.baseline = float(R.mean())
-            adv = torch.as_tensor(R - self.baseline, dtype=torch.float32)
-            loss = -(adv * logp).mean() - self.cfg.entropy * ent.mean()
+            adv = self.estimator.advantages(R, self.baseline.value(R))
+            loss = self.estimator.loss(logp, adv, ent, self.cfg.entropy)
             gradient_step(self.opt, self.params, loss, self.cfg.grad_clip)  # grad_clip > 0 (its config's Range)
-        self.baseline = self.cfg.baseline_decay * self.baseline + (1 - self.cfg.baseline_decay) * float(R.mean())
+        self.baseline.add(R)
         self.steps += 1
         self.placements += k
         i = int(np.argmin(br.objective_us))
@@ -227,7 +226,7 @@ class Seq2SeqRLTrainer:
         self.wall_s += time.perf_counter() - t0
         line = {"step": self.steps, "placements": self.placements, "evaluator_placements": ev.placements,
                 "mean_step_ms": float(br.makespan_us.mean() / 1e3), "best_step_ms": float(br.makespan_us.min() / 1e3),
-                "oom": int(br.oom.sum()), "reward": float(R.mean()), "baseline": self.baseline,
+                "oom": int(br.oom.sum()), "reward": float(R.mean()), "baseline": self.baseline.b,
                 "entropy": float(ent.detach().mean()), "best_objective_us": self.best_objective_us,
                 "wall_s": round(self.wall_s, 4)}
         return line
@@ -246,7 +245,7 @@ class Seq2SeqRLTrainer:
         return {"format": CHECKPOINT_FORMAT, "method": self.method, "config": self.cfg.to_dict(),
                 "n_candidates": int(self.n_candidates), "graph": self.problem.graph.name, "n_ops": self.problem.n_ops,
                 "model": {k: m.state_dict() for k, m in self.modules().items()}, "optimizer": self.opt.state_dict(),
-                "generator": self.gen.get_state(), "baseline": self.baseline, "steps": self.steps,
+                "generator": self.gen.get_state(), "baseline": self.baseline.b, "steps": self.steps,
                 "placements": self.placements, "best_objective_us": self.best_objective_us,
                 "best_placement": None if self.best_placement is None else torch.as_tensor(self.best_placement),
                 "wall_s": self.wall_s}
@@ -263,7 +262,7 @@ class Seq2SeqRLTrainer:
                              "resume on the same graph, or fine-tune from it (policy=..., finetune=N)")
         self.opt.load_state_dict(copy.deepcopy(state["optimizer"]))  # else steps would update the caller's tensors
         self.gen.set_state(state["generator"])
-        self.baseline = state["baseline"]
+        self.baseline.b = state["baseline"]
         self.steps, self.placements = int(state["steps"]), int(state["placements"])
         self.best_objective_us = float(state["best_objective_us"])
         bp = state["best_placement"]
