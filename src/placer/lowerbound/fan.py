@@ -11,7 +11,8 @@ one device are disjoint); an ancestor ``u`` on another device ``a`` reaches ``v`
 a] + sum of dur[wi] (at their fastest) + the least delay of any of the path's edges`` (any one
 path). :func:`heads_tails_anc` takes, for each op, up to ``K`` ancestors found breadth first
 (the direct inputs first) and the one-device split of :func:`local_or_remote` over them; the
-tails the same way over descendants.
+tails the same way over descendants. Heads and tails are one pass each of :func:`_anc_pass`, and
+:func:`remote_finish` (a remote neighbour's time) serves relax.py's direct-neighbour passes too.
 """
 
 from __future__ import annotations
