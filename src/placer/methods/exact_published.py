@@ -35,7 +35,9 @@ Version 3 (issue 65) solves the same IP with CP-SAT (:func:`cp_sat_solve`): big-
 enforced by their literal, times in ticks rounded down, path rows for latency, first-use symmetry
 among interchangeable machines, dp-split's DP splits to start the upper bound and the best placement as
 a complete hint. docs/bounds_published.md proves each keeps the optimum (the bound valid). At 60 s the
-gaps on the six dnn-partitioning inputs fell from 19-88% to those measured there.
+gaps on the six dnn-partitioning inputs fell from 19-88% to those measured there. Version 4 (issue 65)
+replaces the latency floor from segments solved apart by segments coupled through their cut ops' device
+and piece memory (:func:`placer.methods.exact_published_chain.coupled_segment_bound`, rule 9 there).
 
 Identical accelerators are interchangeable: the first group of accelerator m must come after the
 first group of accelerator m-1 (symmetry breaking, when the model stays small). The solution is
@@ -52,6 +54,7 @@ from typing import Annotated, Literal
 import numpy as np
 
 from placer.methods.base import Evaluator, MethodConfig, NotApplicable, Range, register
+from placer.methods.exact_published_chain import coupled_segment_bound
 from placer.methods.exact_published_cp import (MILP_STATUS, cp_sat_solve, machine_list,  # noqa: F401
                                                path_heads, segment_bound, static_bound)
 from placer.objectives.model import model_for
@@ -285,7 +288,7 @@ def dp_start(problem, objective, ev: Evaluator, limit: int) -> tuple[np.ndarray 
 
 @register("exact-published", "the published latency / max-load integer programs (Tarnawski et al. 2020) "
           "solved with CP-SAT (or HiGHS), upper bound from DP splits and interval search; optimality gap "
-          "reported", "exact", ExactPublishedConfig, paper="Tarnawski et al., NeurIPS 2020, section 5 (IP)", version=3)
+          "reported", "exact", ExactPublishedConfig, paper="Tarnawski et al., NeurIPS 2020, section 5 (IP)", version=4)
 def exact_published(problem, seed: int, ev: Evaluator, cfg: ExactPublishedConfig):
     from placer.objectives.published import LatencyObjective, ThroughputObjective
     from placer.methods.search import interval_search
@@ -316,11 +319,13 @@ def exact_published(problem, seed: int, ev: Evaluator, cfg: ExactPublishedConfig
         hint = ev.best if ev.custom and ev.best is not None else p0
         seg_us, nseg = 0.0, 0
         if obj.name == "latency":  # sub-problems first: their bounds add up to one on the whole (bounds_published.md)
-            seg_us, nseg = segment_bound(problem, obj, upper, None if secs is None else 0.5 * secs,
-                                         0.5 * cfg.deterministic_s, cfg.workers, seed)
+            seg_us, plain_us, nseg, nsolve = coupled_segment_bound(
+                problem, obj, upper, None if secs is None else 0.5 * secs, 0.5 * cfg.deterministic_s, cfg.workers, seed)
             if nseg:
                 notes.append(f"{nseg} segments between articulation ops solved first: their bounds add up to "
-                             f"{seg_us / 1000:.4f} ms, a lower bound on the whole given to the IP")
+                             f"{plain_us / 1000:.4f} ms; coupled through the memory of the pieces at the cuts "
+                             f"({nsolve} sub-problems solved), {seg_us / 1000:.4f} ms, a lower bound on the whole "
+                             "given to the IP")
         left = None if secs is None else max(0.1, ev.seconds - ev.clock())
         place, inc, bound, status = cp_sat_solve(problem, obj, upper, left,
                                                  cfg.deterministic_s * (0.5 if nseg else 1.0), cfg.workers, seed,

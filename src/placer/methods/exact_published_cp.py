@@ -230,7 +230,8 @@ def cp_sat_solve(problem, objective, upper_us: float, seconds: float | None, det
     else:
         head = path_heads(m)
         k0 = 0 if machines and not m.acc[machines[0][1][0]] else None
-        tcpu = [tick(t[v, machines[k0][1][0]]) if k0 is not None else 0 for v in range(m.n)]
+        tcpu = [tick(t[v, machines[k0][1][0]]) if k0 is not None and np.isfinite(t[v, machines[k0][1][0]]) else 0
+                for v in range(m.n)]  # an op the CPU cannot run is kept off it (x = 0): its time is never read
         work = {k: sum(tick(tc[c, k]) * on[c, k] for c in range(C) if np.isfinite(tc[c, k]))
                 + sum(tick(m.cost_us[u]) * (hin[u, k] + hout[u, k]) for u in tgt) for k in acc_m}
         lat_h = np.zeros(m.n, dtype=np.int64)  # the hint's Lat, Start, Finish: the least fixpoint of the rows
@@ -394,6 +395,20 @@ def articulation_ops(m) -> np.ndarray:
     return np.array(out, dtype=np.int64)
 
 
+def segment_spans(m, max_ops: int = 40) -> list[tuple[int, int]]:
+    """The segments (first op, last op) of the graph cut at articulation ops, each an articulation op
+    closing it (the last: the last op), at most ``max_ops`` ops where the cuts allow."""
+    cuts = [a for a in articulation_ops(m).tolist() if a < m.n - 1]
+    segs, start, prev = [], 0, None  # prev: the last articulation op of the open segment (a place to cut)
+    for a in cuts + [m.n - 1]:
+        if prev is not None and a - start + 1 > max_ops:
+            segs.append((start, prev))
+            start = prev + 1
+        prev = a
+    segs.append((start, m.n - 1))
+    return segs
+
+
 def segment_bound(problem, objective, upper_us: float, seconds: float | None, deterministic_s: float,
                   workers: int, seed: int, max_ops: int = 40) -> tuple[float, int]:
     """A lower bound on the latency from sub-problems solved first (docs/bounds_published.md, item 7):
@@ -403,14 +418,7 @@ def segment_bound(problem, objective, upper_us: float, seconds: float | None, de
     m = model_for(problem)
     if objective.name != "latency" or m.n == 0:
         return 0.0, 0
-    cuts = [a for a in articulation_ops(m).tolist() if a < m.n - 1]
-    segs, start, prev = [], 0, None  # prev: the last articulation op of the open segment (a place to cut)
-    for a in cuts + [m.n - 1]:
-        if prev is not None and a - start + 1 > max_ops:
-            segs.append((start, prev))
-            start = prev + 1
-        prev = a
-    segs.append((start, m.n - 1))
+    segs = segment_spans(m, max_ops)
     if len(segs) < 2:  # nothing to add up
         return 0.0, 0
     t0 = time.monotonic()
