@@ -323,7 +323,7 @@ def exact_published(problem, seed: int, ev: Evaluator, cfg: ExactPublishedConfig
                 problem, obj, upper, None if secs is None else 0.5 * secs, 0.5 * cfg.deterministic_s, cfg.workers, seed)
             if nseg:
                 notes.append(f"{nseg} segments between articulation ops solved first: their bounds add up to "
-                             f"{plain_us / 1000:.4f} ms; coupled through the memory of the pieces at the cuts "
+                             f"{plain_us / 1000:.4f} ms; coupled through the cut ops' device and piece memory "
                              f"({nsolve} sub-problems solved), {seg_us / 1000:.4f} ms, a lower bound on the whole "
                              "given to the IP")
         left = None if secs is None else max(0.1, ev.seconds - ev.clock())

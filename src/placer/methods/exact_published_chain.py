@@ -22,6 +22,9 @@ from placer.methods.exact_published_cp import cp_sat_solve, segment_spans, stati
 from placer.objectives.model import model_for
 
 
+SUB_WORKERS = 4  # CP-SAT workers for a segment's model: small models, where more workers mostly wait (measured)
+
+
 class _Segment:
     """One segment's points: entry state i and exit state k (:func:`coupled_segment_bound`), ``lb[i, k]``
     proven, ``done`` solved or known; ``sols`` the placements found (of the segment's own model) and their values."""
@@ -154,8 +157,8 @@ def coupled_segment_bound(problem, objective, upper_us: float, seconds: float | 
         seg = segments[s]
         sm = reserve(s, i, k)
         hint = seg.sols[-1][0] if seg.sols else None  # the last placement found for the segment: a warm start
-        place, inc, lb, status = cp_sat_solve(problem, objective, upper_us, secs, det, workers, seed, hint=hint,
-                                              model=sm)
+        place, inc, lb, status = cp_sat_solve(problem, objective, upper_us, secs, det, min(workers, SUB_WORKERS), seed,
+                                              hint=hint, model=sm)
         solves += 1
         if status == "Infeasible":  # no placement of the segment at most upper_us: it is a bound on it
             lb = max(float(upper_us), static_bound(problem, objective, sm)[0])
@@ -200,6 +203,19 @@ def coupled_segment_bound(problem, objective, upper_us: float, seconds: float | 
         cut = cut[::-1]  # the state of cut s, s = 0 .. S - 2
         return best, [(s, cut[s - 1] if s > 0 else 0, cut[s] if s < S - 1 else 0) for s in range(S)]
 
+    # each segment's least asking point of every pair of kinds at its two cuts (the rest of a kind's points ask
+    # more, so its bound holds there): CPU-CPU, CPU-accelerator, accelerator-CPU (accelerator-accelerator asking
+    # least is mostly rule 7's own placement, known)
+    ins = [[0]] + [([1] if len(cpu) else []) + ([2] if len(acc) else []) for _ in range(S - 1)]
+    outs = [([1] if len(cpu) else []) + ([G + 1] if len(acc) else []) for _ in range(S - 1)] + [[0]]
+    corners = [(s, i, k) for s in range(S) for i in ins[s] for k in outs[s]]
+    for n, (s, i, k) in enumerate(corners):
+        rest = left()
+        if (rest is not None and rest <= 0.05) or (cap_solves is not None and solves - S >= cap_solves):
+            return max(path()[0], plain), plain, S, solves
+        if not known(s, i, k):
+            solve(s, i, k, None if rest is None else max(0.05, min(2 * rest / (len(corners) - n), 0.1 * seconds)),
+                  grid_det)
     best, on_path = path()
     while best < upper_us:  # solve the least path's points not known yet, until it is made of known ones
         todo = []
