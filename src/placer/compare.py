@@ -49,7 +49,7 @@ def out_of_range(problem, names: Sequence[str]) -> dict[str, str]:
 # table under any load. Post (2,400 placements, about 19 CPU s on NMT-8) is left whole: it gives the
 # line-up's best on the large graphs. --budget or --methods turns the scaling off.
 SIM_OPS = 50_000_000
-SCALED = ("anneal", "local-search")
+SCALED = ("anneal", "local-search", "multilevel")
 
 
 def scaled_budgets(problem, names: Sequence[str]) -> dict[str, int]:

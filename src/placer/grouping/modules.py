@@ -259,10 +259,15 @@ def module_problem(problem: Problem, depth: int = DEFAULT_DEPTH) -> Problem:
     """The same problem with every module unit (ties joined, the graph's own colocation kept) made one
     colocation group: any method run on it returns a module-level placement, simulated exactly as on
     ``problem`` (colocation changes no cost)."""
+    return units_problem(problem, module_grouping(problem, depth), module_depth=int(depth))
+
+
+def units_problem(problem: Problem, grouping, **meta) -> Problem:
+    """The same problem with every unit of ``grouping`` (ties joined, the graph's own colocation
+    kept: :meth:`Grouping.units`) of two ops or more made one colocation group, ``meta`` added to the
+    graph's: a placement of it is one of ``problem`` that keeps each unit on one device."""
     g = problem.graph
-    grouping = module_grouping(problem, depth).units(g)
-    groups = grouping.op_group
+    groups = grouping.units(g).op_group
     sizes = np.bincount(groups)
     coloc = np.where(sizes[groups] > 1, groups, -1)
-    meta = dict(g.meta, module_depth=int(depth))
-    return Problem(g.replace(colocation=coloc, meta=meta), problem.cluster)
+    return Problem(g.replace(colocation=coloc, meta=dict(g.meta, **meta)), problem.cluster)

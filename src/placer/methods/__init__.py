@@ -11,6 +11,7 @@ from placer.methods import list_scheduling  # noqa: F401
 from placer.methods import expert  # noqa: F401
 from placer.methods import layer_split  # noqa: F401
 from placer.methods import local_search  # noqa: F401
+from placer.methods import multilevel  # noqa: F401
 from placer.methods import exact  # noqa: F401
 from placer.methods import dp_split  # noqa: F401
 from placer.methods import exact_published  # noqa: F401

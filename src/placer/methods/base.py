@@ -25,6 +25,7 @@ the paper's defaults (one comment per field). :func:`run_method` is the one way 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
@@ -285,6 +286,8 @@ class Evaluator:
         self.n_jobs = n_jobs  # threads for evaluate_batch (-1: every core); results do not depend on it
         self.limit = limit  # placements allowed in all (None: unlimited)
         self.seconds = seconds  # opt-in time limit, on the clock ``clock`` names
+        self._share_limit: int | None = None  # inside share(): the phase's placement limit
+        self._share_seconds: float | None = None  # ... and its end on ``clock``
         self.clock = Clock(clock)  # the clock ``seconds`` counts (and the progress callback is told)
         self.wall = Stopwatch()  # both clocks are reported in the result's cost
         self.cpu = Clock("cpu")
@@ -311,18 +314,40 @@ class Evaluator:
 
     # -- budget
     def remaining(self) -> int | None:
-        """Placements left under the budget (None: unlimited)."""
-        return None if self.limit is None else max(0, self.limit - self.placements)
+        """Placements left under the budget, or under the current :meth:`share` (None: unlimited)."""
+        lims = [x for x in (self.limit, self._share_limit) if x is not None]
+        return None if not lims else max(0, min(lims) - self.placements)
 
     def out_of_budget(self) -> bool:
-        """True once the placement budget is spent, or the opt-in time limit has passed."""
-        if self.limit is not None and self.placements >= self.limit:
+        """True once the placement budget (or the current :meth:`share`) is spent, or the opt-in time
+        limit has passed."""
+        room = self.remaining()
+        if room is not None and room <= 0:
             return True
         return self.time_up()
 
     def time_up(self) -> bool:
-        """True once the opt-in time limit (``seconds``) has passed; always False without one."""
-        return self.seconds is not None and self.clock() >= self.seconds
+        """True once the opt-in time limit (``seconds``), or the current :meth:`share` of it, has
+        passed; always False without one."""
+        ends = [x for x in (self.seconds, self._share_seconds) if x is not None]
+        return bool(ends) and self.clock() >= min(ends)
+
+    @contextlib.contextmanager
+    def share(self, fraction: float):
+        """Inside the block, a phase of a method gets ``fraction`` of the placements left (at least
+        one) and, under a time limit, of the seconds left: :meth:`remaining`, :meth:`out_of_budget`
+        and :meth:`time_up` answer for the phase, then for the whole budget again. Nothing else
+        changes: every placement still counts against the budget, and the progress callback is told
+        the whole budget's limit. Without a placement limit the phase has none either."""
+        room = self.remaining()
+        self._share_limit = None if room is None else self.placements + max(1, int(fraction * room))
+        if self.seconds is not None:
+            now = self.clock()
+            self._share_seconds = now + fraction * max(0.0, self.seconds - now)
+        try:
+            yield self
+        finally:
+            self._share_limit = self._share_seconds = None
 
     def tick(self) -> None:
         """Called from a method's work between evaluations (a training step, a pretraining epoch, a

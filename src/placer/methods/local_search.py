@@ -335,9 +335,10 @@ class _Search:
         return not (top[0] and not cur[0])  # never from a placement that fits to one that does not
 
 
-def search(problem, seed: int, ev: Evaluator, cfg, anneal: bool):
+def search(problem, seed: int, ev: Evaluator, cfg, anneal: bool, more_starts: dict | None = None):
     """The shared loop of ``local-search`` and ``anneal`` (:func:`placer.methods.search.climb`);
-    returns (best placement, notes).
+    returns (best placement, notes). ``more_starts`` ({name: placement}) are candidates after the
+    seeds (``multilevel``'s coarse result).
 
     Stops when the evaluator's placement budget is spent (``ev.out_of_budget()``); nothing here
     reads the clock (an opt-in ``Budget.seconds`` is enforced by the evaluator)."""
@@ -357,6 +358,9 @@ def search(problem, seed: int, ev: Evaluator, cfg, anneal: bool):
         share = None if room is None else max(1, int(cfg.seed_share * room))
         starts = seed_placements(problem, ev, [n for n in cfg.seeds.split(",") if n], share, cfg.seed_max_ops,
                                  skipped)
+    for name, p in (more_starts or {}).items():
+        if not any(np.array_equal(p, q) for q in starts.values()):
+            starts[name] = np.asarray(p, dtype=np.int64)
 
     def evaluated():
         for k, (name, p) in enumerate(starts.items()):
