@@ -25,8 +25,8 @@ def _chain_problem(n: int = 6, share: float = 0.3, cpu_factor: float = 20.0):
     CPU ``cpu_factor`` times slower: every op is an articulation op, any two ops fit on one accelerator,
     the whole chain does not (so a piece must end somewhere, or ops run on the CPU)."""
     names = [f"op{i}" for i in range(n)]
-    gpu = [2.0, 3.0, 1.0, 4.0, 2.0, 3.0, 1.0, 2.0][:n]
-    cost = [1.5, 2.0, 1.0, 2.5, 1.5, 2.0, 1.0, 0.0][:n]
+    gpu = ([2.0, 3.0, 1.0, 4.0, 2.0, 3.0, 1.0, 2.0] * (n // 8 + 1))[:n]
+    cost = ([1.5, 2.0, 1.0, 2.5, 1.5, 2.0, 1.0, 0.5] * (n // 8 + 1))[:n - 1] + [0.0]
     cap = 10 * GiB
     g = OpGraph.build(names, [(names[i], names[i + 1], 1.0) for i in range(n - 1)], name="chain",
                       compute_us={"gpu": gpu, "cpu": [cpu_factor * t for t in gpu]},
@@ -82,3 +82,18 @@ def test_coupled_bound_never_exceeds_brute_force_on_series_graphs(seed):
     lb, plain, segs, _ = _bounds(P, best)
     assert segs >= 2
     assert 0 < plain <= lb <= best * (1 + 1e-9), (plain, lb, best)
+
+
+def test_method_without_a_time_limit_uses_the_coupled_bound_and_repeats_itself():
+    """exact-published under a placement budget only (CP-SAT by deterministic time): a 45-op chain is two
+    segments (rule 7 cuts at most every 40 ops), rule 9 runs, its bound is below the placement found, and a
+    second run returns the same placement and bound."""
+    from placer.methods import Budget, run_method
+
+    P = _chain_problem(45, 0.1, 5.0)
+    runs = [run_method("exact-published", P, Budget(placements=60), 0, objective="latency") for _ in range(2)]
+    r = runs[0]
+    assert any("2 segments between articulation ops" in n and "coupled" in n for n in r.notes), r.notes
+    assert r.cost.extra["lower_bound_us"] <= r.objective_us * (1 + 1e-9)
+    assert np.array_equal(runs[1].placement.devices, r.placement.devices)
+    assert runs[1].cost.extra["lower_bound_us"] == r.cost.extra["lower_bound_us"]

@@ -175,9 +175,9 @@ def coupled_segment_bound(problem, objective, upper_us: float, seconds: float | 
         each = None if rest is None else max(0.05, 0.5 * rest / (S - s) / 2)
         if solve(s, 0, 0, each, base_det) != "Optimal":
             open_.append(s)
-    for n, s in enumerate(open_):
+    for n, s in enumerate(open_ if seconds is not None else []):  # the time left by those closed, to the others
         rest = left()
-        if rest is not None and rest <= 0.05 + 0.5 * seconds:
+        if rest <= 0.05 + 0.5 * seconds:
             break
         solve(s, 0, 0, max(0.05, (rest - 0.5 * seconds) / (len(open_) - n)), base_det)
     plain = float(sum(seg.lb[0, 0] for seg in segments))
