@@ -101,3 +101,9 @@ def test_share_caps_and_restores_the_budget():
     unlimited = Evaluator(p)
     with unlimited.share(0.25):
         assert unlimited.remaining() is None
+
+
+@pytest.mark.parametrize("budget", [1, 2, 3])
+def test_tiny_budgets_still_answer(modular, budget):
+    r = run_method("multilevel", modular, Budget(placements=budget), seed=0)
+    assert r.cost.placements <= budget and np.isfinite(r.sim.objective_us)

@@ -97,6 +97,8 @@ def multilevel_search(problem, seed: int, ev: Evaluator, cfg: MultilevelConfig):
         units = len(np.unique(col[col >= 0]))
         notes.append(f"coarse phase on {spec} ({units:,} colocation groups): {ev.placements - before:,} placements; "
                      + "; ".join(coarse_notes))
+    if more and ev.out_of_budget():  # the coarse phase used the whole budget (a budget of one placement)
+        return next(iter(more.values())), notes + ["no fine phase: the budget is spent"]
     p, fine_notes = search(problem, seed, ev, cfg, anneal=False, more_starts=more)
     return p, notes + ["fine phase: " + "; ".join(fine_notes)]
 
@@ -104,7 +106,7 @@ def multilevel_search(problem, seed: int, ev: Evaluator, cfg: MultilevelConfig):
 @register("multilevel", "local search on module units (or merged groups) first, then on ops from the best of that "
           "and the usual seeds", "search", MultilevelConfig,
           paper="the multilevel scheme of graph partitioning (Hendrickson & Leland 1995; Karypis & Kumar 1998) "
-                "over the simulator (ours)", version=1)
+                "over the simulator (ours)", version=2)
 def multilevel(problem, seed: int, ev: Evaluator, cfg: MultilevelConfig):
     p, notes = multilevel_search(problem, seed, ev, cfg)
     return ev.result("multilevel", p, notes=notes)
