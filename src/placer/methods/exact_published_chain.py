@@ -22,6 +22,8 @@ from placer.methods.exact_published_cp import cp_sat_solve, segment_spans, stati
 from placer.objectives.model import model_for
 
 
+PER_SOLVE = 0.01  # a first solve of a point gets at most this share of the time (measured: many quick solves, each
+# point not closed solved again with twice the time once the path is made of solved points, beat fewer long ones)
 SUB_WORKERS = 4  # CP-SAT workers for a segment's model: small models, where more workers mostly wait (measured)
 
 
@@ -33,6 +35,7 @@ class _Segment:
         self.sm = sm
         self.lb = np.zeros((n_in, n_out))
         self.done = np.zeros((n_in, n_out), dtype=bool)
+        self.spent = np.zeros((n_in, n_out))  # the wall-clock limit of the last solve of a point not closed (0: closed)
         self.sols: list[tuple[np.ndarray, float]] = []
         # state 0: nothing asked (rule 7's point); 1: the cut op on the CPU; 2 + j: on an accelerator, A in grid
         # interval j. Entry i' asks no more than i when i' = 0, i' = i, or both on accelerators and i' <= i (a
@@ -53,7 +56,7 @@ class _Segment:
 
 
 def coupled_segment_bound(problem, objective, upper_us: float, seconds: float | None, deterministic_s: float,
-                          workers: int, seed: int, max_ops: int = 40, grid: int = 16,
+                          workers: int, seed: int, max_ops: int = 40, grid: int = 8,
                           max_solves: int | None = None) -> tuple[float, float, int, int]:
     """Rule 7's sum of segment bounds, then rule 9's coupling through the cut ops' device and the memory of
     their pieces. Returns (coupled bound, plain sum of the segments' bounds, segments, sub-problems solved);
@@ -164,6 +167,7 @@ def coupled_segment_bound(problem, objective, upper_us: float, seconds: float | 
             lb = max(float(upper_us), static_bound(problem, objective, sm)[0])
         seg.lb[i, k] = max(seg.lb[i, k], lb, seg.closure(i, k))
         seg.done[i, k] = True
+        seg.spent[i, k] = 0.0 if status in ("Optimal", "Infeasible") or secs is None else secs
         if place is not None:
             seg.sols.append((place, float(inc)))
         return status
@@ -214,8 +218,8 @@ def coupled_segment_bound(problem, objective, upper_us: float, seconds: float | 
         if (rest is not None and rest <= 0.05) or (cap_solves is not None and solves - S >= cap_solves):
             return max(path()[0], plain), plain, S, solves
         if not known(s, i, k):
-            solve(s, i, k, None if rest is None else max(0.05, min(2 * rest / (len(corners) - n), 0.1 * seconds)),
-                  grid_det)
+            first = None if rest is None else max(0.05, min(2 * rest / (len(corners) - n), PER_SOLVE * seconds))
+            solve(s, i, k, first, grid_det)
     best, on_path = path()
     while best < upper_us:  # solve the least path's points not known yet, until it is made of known ones
         todo = []
@@ -227,8 +231,17 @@ def coupled_segment_bound(problem, objective, upper_us: float, seconds: float | 
                 segments[s].done[i, k] = True
             else:
                 todo.append((s, i, k))
-        if not todo:
-            break
+        if not todo:  # the path is made of solved points: those not closed again, with twice the time
+            again = [(s, i, k) for s, i, k in on_path if segments[s].spent[i, k] > 0]
+            for n, (s, i, k) in enumerate(again):
+                rest = left()
+                if rest <= 0.05:
+                    return max(path()[0], plain), plain, S, solves
+                solve(s, i, k, max(0.05, min(rest / (len(again) - n), 2 * segments[s].spent[i, k])), grid_det)
+            if not again:
+                break
+            best, on_path = path()
+            continue
         for n, (s, i, k) in enumerate(todo):
             rest = left()
             if (rest is not None and rest <= 0.05) or (cap_solves is not None and solves - S >= cap_solves):
@@ -236,7 +249,7 @@ def coupled_segment_bound(problem, objective, upper_us: float, seconds: float | 
             i2, k2 = frontier(s, i, k)
             if segments[s].done[i2, k2] or known(s, i2, k2):
                 i2, k2 = i, k
-            solve(s, i2, k2, None if rest is None else max(0.05, min(rest / (len(todo) - n), 0.1 * seconds)),
+            solve(s, i2, k2, None if rest is None else max(0.05, min(rest / (len(todo) - n), PER_SOLVE * seconds)),
                   grid_det)
         best, on_path = path()
     return max(best, plain), plain, S, solves
