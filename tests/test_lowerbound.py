@@ -111,14 +111,22 @@ def optimum(P: Problem, sp: SimParams) -> tuple[float, float]:
     return (float(fit.min()) if len(fit) else float("inf")), float(r.objective_us.min())
 
 
+def assert_bounds_hold(P: Problem, sp: SimParams, seconds: float = 0.0):
+    """Every candidate of the bound, not only the best, at most the enumerated optimum: of the
+    placements that fit for a memory candidate, of any placement otherwise. Returns the bound and
+    the two optima (of the placements that fit, of any placement)."""
+    best_fit, best_any = optimum(P, sp)
+    b = lower_bound(P, sp, seconds=seconds)
+    for c in b.candidates:
+        limit = best_fit if c.memory else min(best_fit, best_any)
+        assert c.value_us <= limit * (1 + 1e-9) + 1e-6, (c, best_fit, best_any)
+    return b, best_fit, best_any
+
+
 @pytest.mark.parametrize("seed", range(48))
 def test_bound_never_exceeds_the_enumerated_optimum(seed):
     P, sp = random_instance(seed)
-    best_fit, best_any = optimum(P, sp)
-    b = lower_bound(P, sp, seconds=1.0)
-    for c in b.candidates:  # every candidate, not only the best
-        limit = best_fit if c.memory else min(best_fit, best_any)
-        assert c.value_us <= limit * (1 + 1e-9) + 1e-6, (c, best_fit, best_any)
+    b, best_fit, best_any = assert_bounds_hold(P, sp, seconds=1.0)
     assert b.any_placement_us <= best_any * (1 + 1e-9) + 1e-6
     assert b.value_us >= b.any_placement_us >= P.critical_path_us * (1 - 1e-12)
     if b.proven_optimal:  # the engine's own placement has that step time and fits
@@ -128,11 +136,7 @@ def test_bound_never_exceeds_the_enumerated_optimum(seed):
 @pytest.mark.parametrize("seed", range(80))
 def test_memory_bounds_never_exceed_the_enumerated_optimum(seed):
     P, sp = chain_instance(seed) if seed < 40 else series_instance(seed - 40)
-    best_fit, best_any = optimum(P, sp)
-    b = lower_bound(P, sp, seconds=0)  # the cheap bounds only: each must hold on its own
-    for c in b.candidates:
-        limit = best_fit if c.memory else min(best_fit, best_any)
-        assert c.value_us <= limit * (1 + 1e-9) + 1e-6, (c, best_fit, best_any)
+    assert_bounds_hold(P, sp)  # the cheap bounds only: each must hold on its own
 
 
 def test_small_instances_are_closed():
@@ -274,8 +278,4 @@ def fan_instance(seed: int) -> tuple[Problem, SimParams]:
 
 @pytest.mark.parametrize("seed", range(40))
 def test_fan_bounds_never_exceed_the_enumerated_optimum(seed):
-    P, sp = fan_instance(seed)
-    best_fit, best_any = optimum(P, sp)
-    b = lower_bound(P, sp, seconds=0)
-    for c in b.candidates:
-        assert c.value_us <= min(best_fit, best_any) * (1 + 1e-9) + 1e-6, (c, best_fit, best_any)
+    assert_bounds_hold(*fan_instance(seed))
