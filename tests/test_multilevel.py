@@ -107,3 +107,13 @@ def test_share_caps_and_restores_the_budget():
 def test_tiny_budgets_still_answer(modular, budget):
     r = run_method("multilevel", modular, Budget(placements=budget), seed=0)
     assert r.cost.placements <= budget and np.isfinite(r.sim.objective_us)
+
+
+def test_a_stalled_coarse_phase_ends_before_its_share(modular, monkeypatch):
+    """Four module units on three devices: the coarse search has nothing left to find long before a
+    quarter of 4,000 placements; after coarse_give_up restarts without a new best it hands over."""
+    seen = _count_objectives(monkeypatch)
+    r = run_method("multilevel", modular, Budget(placements=4000), seed=0, coarse_give_up=2)
+    coarse = [p for cap, p in seen if cap is not None]
+    assert coarse and max(coarse) < 900, max(coarse)
+    assert r.cost.placements == 4000

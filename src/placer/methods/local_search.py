@@ -335,10 +335,12 @@ class _Search:
         return not (top[0] and not cur[0])  # never from a placement that fits to one that does not
 
 
-def search(problem, seed: int, ev: Evaluator, cfg, anneal: bool, more_starts: dict | None = None):
+def search(problem, seed: int, ev: Evaluator, cfg, anneal: bool, more_starts: dict | None = None,
+           give_up: int | None = None):
     """The shared loop of ``local-search`` and ``anneal`` (:func:`placer.methods.search.climb`);
     returns (best placement, notes). ``more_starts`` ({name: placement}) are candidates after the
-    seeds (``multilevel``'s coarse result).
+    seeds (``multilevel``'s coarse result); ``give_up``: hill climbing ends after that many restarts
+    in a row without a new best (``multilevel``'s coarse phase), else when the budget is spent.
 
     Stops when the evaluator's placement budget is spent (``ev.out_of_budget()``); nothing here
     reads the clock (an opt-in ``Budget.seconds`` is enforced by the evaluator)."""
@@ -374,7 +376,8 @@ def search(problem, seed: int, ev: Evaluator, cfg, anneal: bool, more_starts: di
                             "give more seeds (seeds=...) or a start placement")
     f0 = float(cur[2].objective_us)  # the start's objective (its key is its overflow when it does not fit)
     best, moves, accepted = climb(s, ev, rng, cur, f0, anneal, cfg.batch, getattr(cfg, "patience", None),
-                                  getattr(cfg, "kick", None), getattr(cfg, "t0", None), getattr(cfg, "t1", None))
+                                  getattr(cfg, "kick", None), getattr(cfg, "t0", None), getattr(cfg, "t1", None),
+                                  give_up=give_up)
     notes = [f"started from {origin} ({f0:.1f} us) among {len(starts)} seed(s)",
              f"{moves} moves simulated, {accepted} accepted"]
     if skipped:

@@ -6,7 +6,8 @@ good placements move whole layers (a recurrent model cut into a pipeline of LSTM
 its backward and optimizer ops), one op moved alone only adds transfers, so the search stays near
 its seed. Coarsening first lets a move carry a whole layer:
 
-1. **Coarse** (``coarse_share`` of the budget, placements and, under a time limit, seconds):
+1. **Coarse** (at most ``coarse_share`` of the budget, placements and, under a time limit, seconds;
+   less when ``coarse_give_up`` restarts in a row find nothing better):
    :mod:`local search <placer.methods.local_search>` on the same problem with every unit of the
    ``coarse`` grouping made one colocation group (default ``module:auto``: the model's module subtrees,
    each with its backward and optimizer ops, at the depth :func:`placer.grouping.modules.auto_depth`
@@ -46,6 +47,7 @@ class MultilevelConfig(LocalSearchConfig):
     coarse: str = "module:auto"  # the coarse level's units (a grouping spec); module:auto picks the module depth
     fallback: str = "ops"  # the coarse units of a graph without module paths ("ops": none, the fine phase alone)
     coarse_share: Annotated[float, Range("in [0, 1)")] = 0.25  # share of the budget the coarse phase may use
+    coarse_give_up: Annotated[int, Range(">= 1")] = 3  # the coarse phase ends early after this many restarts in a row without a new best
 
     @classmethod
     def method_name(cls):
@@ -89,7 +91,7 @@ def multilevel_search(problem, seed: int, ev: Evaluator, cfg: MultilevelConfig):
         before = ev.placements
         with ev.share(cfg.coarse_share):
             try:
-                p, coarse_notes = search(coarse, seed, ev, cfg, anneal=False)
+                p, coarse_notes = search(coarse, seed, ev, cfg, anneal=False, give_up=cfg.coarse_give_up)
                 more[f"coarse ({spec})"] = np.asarray(p, dtype=np.int64)
             except BudgetSpent:
                 coarse_notes = ["the coarse phase's share ended before it had a placement"]
@@ -106,7 +108,7 @@ def multilevel_search(problem, seed: int, ev: Evaluator, cfg: MultilevelConfig):
 @register("multilevel", "local search on module units (or merged groups) first, then on ops from the best of that "
           "and the usual seeds", "search", MultilevelConfig,
           paper="the multilevel scheme of graph partitioning (Hendrickson & Leland 1995; Karypis & Kumar 1998) "
-                "over the simulator (ours)", version=2)
+                "over the simulator (ours)", version=3)
 def multilevel(problem, seed: int, ev: Evaluator, cfg: MultilevelConfig):
     p, notes = multilevel_search(problem, seed, ev, cfg)
     return ev.result("multilevel", p, notes=notes)

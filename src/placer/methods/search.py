@@ -74,14 +74,16 @@ def best_start(entries: Iterable[tuple[str, Entry]]) -> tuple[Entry | None, str 
 
 def climb(moves: Moves, ev, rng: np.random.Generator, start: Entry, f0: float, anneal: bool, batch: int,
           patience: int | None = None, kick: int | None = None, t0: float | None = None,
-          t1: float | None = None) -> tuple[Entry, int, int]:
+          t1: float | None = None, give_up: int | None = None) -> tuple[Entry, int, int]:
     """Hill climbing (``anneal=False``: a proposal is taken when it improves; after ``patience``
     batches without a new best, restart from the best with ``kick`` random moves) or annealing (a
     worse proposal taken with probability exp(-delta / T), T = ``f0`` * ``t0`` * (``t1`` / ``t0``)
-    ** the budget's used fraction) from ``start`` until the evaluator's budget is spent. Returns
+    ** the budget's used fraction) from ``start`` until the evaluator's budget is spent, or, with
+    ``give_up``, hill climbing's ``give_up``-th restart in a row that follows no new best. Returns
     (the best entry, proposals evaluated, proposals taken). Nothing here reads the clock."""
     cur = best = start
     stale = n_moves = accepted = 0
+    fruitless, best_at_restart = 0, start[0]
     while not ev.out_of_budget():
         k = moves.batch_size(batch)
         if k <= 0:
@@ -109,6 +111,11 @@ def climb(moves: Moves, ev, rng: np.random.Generator, start: Entry, f0: float, a
             best = (top, props[j])
         stale = 0 if improved else stale + 1
         if not anneal and stale >= patience:
+            if give_up is not None:
+                fruitless = fruitless + 1 if not best[0] < best_at_restart else 0
+                best_at_restart = best[0]
+                if fruitless >= give_up:
+                    break
             kicked = moves.restart(best[1], kick)
             if kicked is not None:
                 cur = kicked
