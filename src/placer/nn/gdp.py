@@ -1,7 +1,15 @@
-"""GDP's network (Zhou et al. 2019, sections 3.1-3.3; the method: :mod:`placer.methods.learned.gdp`):
-GraphSAGE-pool embedding (PyG ``SAGEConv``, :class:`placer.nn.encoder.GraphEncoder`), a
-segment-recurrent attention placer in the style of Transformer-XL (:class:`XLLayer`), and the
-superposition gates conditioned on the graph's mean embedding. It reads a graph context with
+"""GDP's network (Zhou et al. 2019; the method: :mod:`placer.methods.learned.gdp`):
+
+* graph embedding (3.1): GraphSAGE with the max-pooling aggregator, h_v <- f(h_v, max_u sigma(W h_u +
+  b)) (PyG ``SAGEConv(aggr="max", project=True)``, :class:`placer.nn.encoder.GraphEncoder`);
+* placement network (3.2): the node sequence in topological order cut into segments; attention
+  layers over the segment and the cached states of the previous segment (Transformer-XL's
+  segment-level recurrence, :class:`XLLayer`) with a relative-position bias per head; every node's
+  device in one pass, pi(a | G) = prod_v pi(a_v | G);
+* superposition (3.3): the graph's mean node embedding c gates each layer's feed-forward output
+  by sigma(W_l c).
+
+It reads a graph context with
 ``data`` (:class:`placer.nn.encoder.GraphData`), ``n``, ``feasible`` ((N, A) bool) and ``prior``
 ((N, A) logit prior or None): :class:`placer.methods.learned.graph_ppo.GraphCtx`.
 """

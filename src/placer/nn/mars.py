@@ -1,7 +1,9 @@
 """Mars's network (Lan et al. 2021; the method, its pre-training and notes: :mod:`placer.methods.learned.mars`):
 a GCN encoder (PyG ``GCNConv``, :class:`placer.nn.encoder.GraphEncoder`) and the segment-level
-seq2seq placer (:mod:`placer.nn.seq2seq`), each segment starting from the recurrent state the
-previous one ended with. It reads a graph context with ``data``, ``n``, ``feasible`` and ``prior``
+seq2seq placer (:mod:`placer.nn.seq2seq`): the node sequence in topological order is placed segment
+by segment, each starting from the recurrent state (encoder, decoder, last device) the previous one
+ended with, attention over the current segment. PPO's ratio is taken per segment, length-normalised:
+r = exp((log pi - log pi_old) / L_segment). It reads a graph context with ``data``, ``n``, ``feasible`` and ``prior``
 (:class:`placer.methods.learned.graph_ppo.GraphCtx`).
 """
 

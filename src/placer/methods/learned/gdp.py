@@ -1,34 +1,14 @@
 """GDP (Zhou et al., 2019, "GDP: Generalized Device Placement for Dataflow Graphs", arXiv:1910.01578):
-a GraphSAGE graph encoder, a segment-recurrent attention placer in the style of Transformer-XL, and
-PPO, with batch training across graphs so that one policy places graphs it has not seen.
-
-Architecture (section 3), with our choices where the text we could read gives no number:
-
-* graph embedding (3.1): GraphSAGE with the max-pooling aggregator, h_v <- f(h_v, max_u sigma(W h_u + b))
-  (PyG ``SAGEConv(aggr="max", project=True)``), ``gnn_layers`` = 3 layers of ``hidden`` = 128 units
-  over the node features of :mod:`placer.nn.encoder` (op type, output size, compute cost, adjacency);
-* placement network (3.2): the node sequence (topological order) is cut into segments of ``segment``
-  = 128 nodes; ``attn_layers`` = 2 pre-norm attention layers of ``heads`` = 4 heads each attend, for
-  the nodes of a segment, to the segment and to the cached hidden states of the previous segment at
-  the same layer (Transformer-XL's segment-level recurrence: the memory is not back-propagated
-  through); positions enter as a learned relative-position bias per head, clipped at +-``segment``
-  (Transformer-XL uses sinusoidal relative encodings; a learned bias is our simpler equivalent). The
-  placer predicts every node's device in one pass (no autoregression): pi(a | G) = prod_v pi(a_v | G);
-* superposition (3.3, batch training): the graph's mean node embedding c conditions every attention
-  layer through a multiplicative gate sigma(W_l c) on its feed-forward output, so one network holds
-  graph-specific behaviour for many graphs;
-* PPO (3.3; :mod:`placer.rl.ppo`, driven by :mod:`placer.methods.learned.graph_ppo`): ``batch`` = 8
-  placements per update and graph, clipped objective (eps 0.2), K = 4 epochs, advantages normalised
-  per graph and batch, entropy bonus 0.01, Adam lr 3e-3, reward -sqrt(step time in ms).
-
-The start (ours; ``start="none"`` is the paper's) and the memory fallback: graph_ppo.start_target,
-graph_ppo.Anchor, memory_fallback.fit_in_memory; docs/methods/gdp.md says why.
+a GraphSAGE graph encoder, a segment-recurrent attention placer and PPO, trained in batches across
+graphs so that one policy places graphs it has not seen. The network (sections 3.1-3.3) is
+:mod:`placer.nn.gdp`; PPO (section 3.3) is :mod:`placer.rl.ppo`, driven by
+:mod:`placer.methods.learned.graph_ppo`; the hyperparameters are :class:`GDPConfig`'s.
 
 As a method (search mode) it trains on the one graph within the placement budget and returns the
-best placement evaluated. Given a trained ``policy`` (its state dict: ``GDP_METHOD.train``, batch
-training on several graphs) it runs ``finetune`` PPO updates on this graph, then places greedily;
-``GDP_METHOD`` offers train / place / fine-tune (:mod:`placer.methods.learned.protocol`). Tuning notes and
-measurements: docs/methods/gdp.md.
+best placement evaluated. Given a trained ``policy`` (``GDP_METHOD.train``) it runs ``finetune`` PPO
+updates on this graph, then places greedily (:mod:`placer.methods.learned.protocol`). The start and
+the memory fallback (ours), our choices where the paper gives no number, and measurements:
+docs/methods/gdp.md.
 """
 
 from __future__ import annotations

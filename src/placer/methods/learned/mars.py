@@ -1,43 +1,16 @@
 """Mars (Lan, Chen and Li, "Accelerated Device Placement Optimization with Contrastive Learning",
 ICPP 2021; papers/003_a13e6b8ab67acb3a.txt): a GCN graph encoder pre-trained with contrastive
-self-supervision (Deep Graph Infomax), a segment-level sequence-to-sequence placer, PPO.
+self-supervision (Deep Graph Infomax, section 3.2: :mod:`placer.nn.pretrain`), a segment-level
+sequence-to-sequence placer (:mod:`placer.nn.mars`) and PPO (section 3.4: :mod:`placer.rl.ppo`, driven
+by :mod:`placer.methods.learned.graph_ppo`); the hyperparameters are :class:`MarsConfig`'s.
 
-Architecture, with our choices where the text we could read gives no number:
-
-* graph encoder (a GNN that "captures the topological properties of the computational graph"):
-  ``gnn_layers`` = 3 GCN layers of ``hidden`` = 128 units (:mod:`placer.nn.encoder`: op type, output
-  size, compute cost and adjacency as node features; the same weights for graphs of any size);
-* self-supervised pre-training (section 3.2, :mod:`placer.nn.pretrain`): corruption by feature
-  shuffling, readout sigma(mean h), bilinear discriminator, Jensen-Shannon objective. Given a
-  pre-trained ``encoder`` (the state ``placer pretrain`` makes from a set of graphs) the network
-  starts from it; otherwise ``pretrain=True`` pre-trains on the graph to place for
-  ``pretrain_epochs`` steps (self-supervised: it simulates nothing, so it costs no placements, only
-  seconds). ``pretrain=False`` starts from random encoder weights. ``finetune_encoder`` keeps
-  training the encoder with the placer during RL (the paper: "can be directly used ... and also can
-  be fine-tuned");
-* segment-level placer ("divides the long operation sequence into smaller segments and places them
-  segment-by-segment"): the node sequence (topological order) is split into segments of ``segment``
-  = 128 nodes, placed one after the other by the shared LSTM encoder-decoder with attention
-  (:mod:`placer.nn.seq2seq`, ``seq_hidden`` = 256), each segment starting from the recurrent state
-  (encoder, decoder, last device) the previous one ended with; attention covers the current segment.
-  PPO's re-scoring passes score the sampled devices with :func:`placer.nn.seq2seq.teacher_forced`
-  (all positions at once); sampling is the decoder's step loop;
-* PPO (section 3.4; :mod:`placer.rl.ppo`, driven by :mod:`placer.methods.learned.graph_ppo`): ``batch`` = 8
-  placements per update, clipped objective (eps 0.2), K = 4 epochs, advantages normalised over the
-  batch, entropy bonus 0.01, Adam lr 1e-3, reward -sqrt(step time in ms) (the Hierarchical
-  Planner's, whose setting Mars follows). The seq2seq module returns each segment's summed
-  log-probability, so the PPO ratio is taken per segment, length-normalised: r = exp((log pi -
-  log pi_old) / L_segment), the geometric mean of the per-op ratios (our choice: the ratio of a whole
-  segment's joint probability would clip at once).
-
-The start (ours; ``start="none"`` is the paper's) and the memory fallback are GDP's (graph_ppo.start_target,
-graph_ppo.Anchor, memory_fallback); docs/methods/mars.md says how.
-
-As a method (search mode) it trains on the one graph within the placement budget and returns the
-best placement evaluated. Given a trained ``policy`` (its state dict: ``MARS_METHOD.train``) it runs
-``finetune`` PPO updates, then places greedily; ``MARS_METHOD`` offers train / place / fine-tune
-(:mod:`placer.methods.learned.protocol`).
-Tuning notes and measurements: docs/methods/mars.md.
+Given a pre-trained ``encoder`` (the state ``placer pretrain`` makes) the network starts from it;
+otherwise ``pretrain=True`` pre-trains on the graph to place for ``pretrain_epochs`` steps (it
+simulates nothing, so it costs seconds, not placements). As a method (search mode) it trains on the
+one graph within the placement budget and returns the best placement evaluated; given a trained
+``policy`` (``MARS_METHOD.train``) it runs ``finetune`` PPO updates, then places greedily
+(:mod:`placer.methods.learned.protocol`). The start and the memory fallback (GDP's, ours), our
+choices where the paper gives no number, and measurements: docs/methods/mars.md.
 """
 
 from __future__ import annotations
