@@ -34,12 +34,12 @@ NMT4_RULES = (  # module path prefix (regular expression) -> device index on k80
 
 
 def by_module(graph, rules, default: int = 0) -> np.ndarray:
-    """One device per op from the first path component of its name (``module.path/op``), the rest on
-    ``default``; each colocation group on its first op's device."""
-    mods = [re.sub(r"\.(weight|bias)$", "", n.split("/")[0]) for n in graph.op_names]
+    """One device per op from its module path (``graph.modules``; a later rule that matches
+    overrides an earlier one), the rest on ``default``; each colocation group on its first op's
+    device."""
     p = np.full(graph.n_ops, default, dtype=np.int64)
     for pat, d in rules:
-        hit = np.array([re.match(pat, m) is not None for m in mods])
+        hit = np.array([re.match(pat, m or "") is not None for m in graph.modules])
         p[hit] = d
     col = np.asarray(graph.colocation)
     for c in np.unique(col[col >= 0]):

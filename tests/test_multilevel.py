@@ -92,12 +92,13 @@ def test_bad_groupings_are_refused_before_work():
 def test_share_caps_and_restores_the_budget():
     p = contract_problem()
     ev = Evaluator(p, limit=100)
-    ev.evaluate(np.zeros(p.n_ops, dtype=np.int64) + np.where(np.isinf(p.graph.compute_us["gpu"]), 2, 0))
+    one = np.where(np.isinf(p.graph.compute_us["gpu"]), 2, 0)  # the CPU-only op on the CPU, the rest on gpu:0
+    ev.evaluate(one)
     with ev.share(0.5):
         assert ev.remaining() == 49 and not ev.out_of_budget()
-        ev.placements = 50  # as if 49 more had been evaluated
+        ev.evaluate_batch(np.stack([one] * 49))
         assert ev.remaining() == 0 and ev.out_of_budget()
-    assert ev.remaining() == 50 and not ev.out_of_budget()
+    assert ev.remaining() == 50 and not ev.out_of_budget() and ev.placements == 50
     unlimited = Evaluator(p)
     with unlimited.share(0.25):
         assert unlimited.remaining() is None

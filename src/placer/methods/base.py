@@ -315,8 +315,9 @@ class Evaluator:
     # -- budget
     def remaining(self) -> int | None:
         """Placements left under the budget, or under the current :meth:`share` (None: unlimited)."""
-        lims = [x for x in (self.limit, self._share_limit) if x is not None]
-        return None if not lims else max(0, min(lims) - self.placements)
+        lim = self.limit if self._share_limit is None else \
+            self._share_limit if self.limit is None else min(self.limit, self._share_limit)
+        return None if lim is None else max(0, lim - self.placements)
 
     def out_of_budget(self) -> bool:
         """True once the placement budget (or the current :meth:`share`) is spent, or the opt-in time
@@ -329,8 +330,9 @@ class Evaluator:
     def time_up(self) -> bool:
         """True once the opt-in time limit (``seconds``), or the current :meth:`share` of it, has
         passed; always False without one."""
-        ends = [x for x in (self.seconds, self._share_seconds) if x is not None]
-        return bool(ends) and self.clock() >= min(ends)
+        end = self.seconds if self._share_seconds is None else \
+            self._share_seconds if self.seconds is None else min(self.seconds, self._share_seconds)
+        return end is not None and self.clock() >= end
 
     @contextlib.contextmanager
     def share(self, fraction: float):

@@ -71,7 +71,7 @@ def coarse_problem(problem, cfg: MultilevelConfig):
         return None, f"no coarse phase (the graph {no_module_paths(problem.graph)}; fallback=ops)"
     try:
         if spec.startswith("module"):
-            got = apply_grouping("local-search", problem, spec)
+            got = apply_grouping("multilevel", problem, spec)  # no grouping field: module units as colocation groups
             return got.problem, got.grouping
         return units_problem(problem, make_grouping(problem, spec), coarse=spec), spec
     except InputError as e:  # a grouping this graph cannot have (too few ops for N groups, ...)
