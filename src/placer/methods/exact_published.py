@@ -288,7 +288,7 @@ def dp_start(problem, objective, ev: Evaluator, limit: int) -> tuple[np.ndarray 
 
 @register("exact-published", "the published latency / max-load integer programs (Tarnawski et al. 2020) "
           "solved with CP-SAT (or HiGHS), upper bound from DP splits and interval search; optimality gap "
-          "reported", "exact", ExactPublishedConfig, paper="Tarnawski et al., NeurIPS 2020, section 5 (IP)", version=4)
+          "reported", "exact", ExactPublishedConfig, paper="Tarnawski et al., NeurIPS 2020, section 5 (IP)", version=5)
 def exact_published(problem, seed: int, ev: Evaluator, cfg: ExactPublishedConfig):
     from placer.objectives.published import LatencyObjective, ThroughputObjective
     from placer.methods.search import interval_search
@@ -305,7 +305,8 @@ def exact_published(problem, seed: int, ev: Evaluator, cfg: ExactPublishedConfig
     if use_cp and _ortools_missing():
         raise NotApplicable("exact-published", _ortools_missing(), "pip install 'placer[exact]' or set solver=highs")
     room = ev.remaining()
-    heur = max(ev.placements + 1, ev.limit - 1) if room is not None else cfg.placements
+    latency = obj.name == "latency"
+    heur = max(ev.placements + 1, ev.limit - 1 - latency) if room is not None else cfg.placements  # 1 kept: the joined split
     start, dp_note = dp_start(problem, obj, ev, heur - 1)
     p0, notes = interval_search(problem, obj, ev, seed, anneal=False, limit=heur, start=start, method="exact-published")
     notes = ([dp_note] if dp_note else []) + notes
@@ -319,13 +320,21 @@ def exact_published(problem, seed: int, ev: Evaluator, cfg: ExactPublishedConfig
         hint = ev.best if ev.custom and ev.best is not None else p0
         seg_us, nseg = 0.0, 0
         if obj.name == "latency":  # sub-problems first: their bounds add up to one on the whole (bounds_published.md)
+            keep = {}
             seg_us, plain_us, nseg, nsolve = coupled_segment_bound(
-                problem, obj, upper, None if secs is None else 0.5 * secs, 0.5 * cfg.deterministic_s, cfg.workers, seed)
+                problem, obj, upper, None if secs is None else 0.5 * secs, 0.5 * cfg.deterministic_s, cfg.workers, seed,
+                hint=hint, keep=keep)
             if nseg:
-                notes.append(f"{nseg} segments between articulation ops solved first: their bounds add up to "
-                             f"{plain_us / 1000:.4f} ms; coupled through the cut ops' device and piece memory "
-                             f"({nsolve} sub-problems solved), {seg_us / 1000:.4f} ms, a lower bound on the whole "
-                             "given to the IP")
+                notes.append(f"segments between articulation ops solved first: their bounds add up to "
+                             f"{plain_us / 1000:.4f} ms; {nseg} segments coupled through the cut ops' device, piece "
+                             f"memory and accelerators opened ({nsolve} relaxed sub-problems solved), "
+                             f"{seg_us / 1000:.4f} ms, a lower bound on the whole given to the IP")
+            joined = keep.get("placement")
+            if joined is not None and (ev.remaining() is None or ev.remaining() > 1):
+                v = ev.evaluate(joined)
+                notes.append(f"the segments' placements along that bound's path, joined: {v / 1000:.4f} ms")
+                if v < upper:
+                    upper, hint = float(v), joined
         left = None if secs is None else max(0.1, ev.seconds - ev.clock())
         place, inc, bound, status = cp_sat_solve(problem, obj, upper, left,
                                                  cfg.deterministic_s * (0.5 if nseg else 1.0), cfg.workers, seed,
@@ -336,7 +345,7 @@ def exact_published(problem, seed: int, ev: Evaluator, cfg: ExactPublishedConfig
     solver_name = "CP-SAT" if use_cp else "HiGHS"
     solve_s = ev.clock() - t0
     floor_us, floor_what = static_bound(problem, obj)
-    best = p0
+    best = ev.best if ev.custom and ev.best is not None else p0  # the interval search's, or the joined split
     if place is not None and (ev.remaining() is None or ev.remaining() > 0):
         v = ev.evaluate(place)
         if v <= ev.best_objective_us:
