@@ -37,7 +37,10 @@ among interchangeable machines, dp-split's DP splits to start the upper bound an
 a complete hint. docs/bounds_published.md proves each keeps the optimum (the bound valid). At 60 s the
 gaps on the six dnn-partitioning inputs fell from 19-88% to those measured there. Version 4 (issue 65)
 replaces the latency floor from segments solved apart by segments coupled through their cut ops' device
-and piece memory (:func:`placer.methods.exact_published_chain.coupled_segment_bound`, rule 9 there).
+and piece memory (:func:`placer.methods.exact_published_chain.coupled_segment_bound`, rule 9 there). Version 5
+(issue 65) values those points in a relaxed segment model solved in milliseconds
+(:mod:`placer.methods.exact_published_relax`, rule 10), cuts at every articulation op, counts the accelerators
+the path opens, and joins the segments' placements along the path into an upper bound (rule 11).
 
 Identical accelerators are interchangeable: the first group of accelerator m must come after the
 first group of accelerator m-1 (symmetry breaking, when the model stays small). The solution is
