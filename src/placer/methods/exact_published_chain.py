@@ -28,6 +28,7 @@ PER_SOLVE = 0.02  # a first solve of a point gets at most this share of the time
 # again with twice its time once the path is made of solved points)
 SUB_WORKERS = 4  # CP-SAT workers for a segment's model: small models, where more workers mostly wait (measured)
 RULE7_SHARE = 0.25  # of the time: rule 7's segments of the full model, solved apart
+MAX_PATH_OPS = 64  # a run of articulation ops is one path segment up to this many ops (its program is quadratic)
 STITCH_SHARE = 0.2  # of the time: a placement joined from the final path's segments (an upper bound)
 
 
@@ -126,7 +127,7 @@ def coupled_segment_bound(problem, objective, upper_us: float, seconds: float | 
                    RULE7_SHARE * deterministic_s, workers, seed, max_ops)
     segs = []
     for a, b in segment_spans(m, 1):  # every articulation op cuts, except inside a run of them (a path, solved exactly)
-        if segs and a == b and segs[-1][2]:
+        if segs and a == b and segs[-1][2] and b - segs[-1][0] < MAX_PATH_OPS:
             segs[-1][1] = b
         else:
             segs.append([a, b, a == b])
