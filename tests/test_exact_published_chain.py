@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from placer.cluster import Device, make_cluster  # noqa: E402
 from placer.graph import OpGraph  # noqa: E402
 from placer.problem import Problem  # noqa: E402
+from test_exact_published_gaps import random_costs_problem  # noqa: E402
 
 GiB = 2**30
 
@@ -54,16 +55,8 @@ def _fork_join_problem(seed: int, blocks: int = 2, accelerators: int = 2):
         names.append(f"op{len(names)}")
         edges += [(e, len(names) - 1) for e in ends]
         fork = len(names) - 1
-    n = len(names)
-    gpu = rng.uniform(1.0, 10.0, n).round(2)
-    cpu = (gpu * rng.uniform(2.0, 20.0, n)).round(2)
-    cost = rng.uniform(0.0, 4.0, n).round(2)
-    size = rng.uniform(0.1, 1.0, n).round(3) * GiB
-    g = OpGraph.build(names, [(names[a], names[b], 1.0) for a, b in edges], name=f"forkjoin{seed}",
-                      compute_us={"gpu": list(gpu), "cpu": list(cpu)}, param_bytes=list(size),
-                      meta={"out_cost_us": dict(zip(names, cost.tolist()))})
-    devs = [Device(f"acc:{i}", "gpu", "accelerator", 0.45 * size.sum()) for i in range(accelerators)]
-    return Problem(g, make_cluster("small", devs + [Device("cpu:0", "cpu", "cpu", 1024 * GiB)], 1.0, 0.0))
+    return random_costs_problem(rng, names, edges, f"forkjoin{seed}", cpu_factor=(2.0, 20.0), cost_max=4.0,
+                                accelerators=accelerators)
 
 
 def _bounds(P, best, grid=4, keep=None):

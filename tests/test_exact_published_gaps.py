@@ -157,17 +157,23 @@ def _series_problem(seed: int):
         names.append(f"op{join}")
         edges += [(prev, i) for i in mids] + [(i, join) for i in mids]
         prev = join
+    return random_costs_problem(rng, names, edges, f"series{seed}", cpu_factor=(3.0, 30.0), cost_max=3.0)
+
+
+def random_costs_problem(rng, names, edges, name, cpu_factor=(3.0, 30.0), cost_max=3.0, accelerators=2):
+    """The graph ``names`` / ``edges`` (index pairs) with random accelerator times (1-10 us), CPU times
+    ``cpu_factor`` times those, transfers (0 to ``cost_max`` us) and memory, on ``accelerators`` accelerators each
+    holding 45% of all the memory, and a CPU."""
     n = len(names)
     gpu = rng.uniform(1.0, 10.0, n).round(2)
-    cpu = (gpu * rng.uniform(3.0, 30.0, n)).round(2)
-    cost = rng.uniform(0.0, 3.0, n).round(2)
+    cpu = (gpu * rng.uniform(*cpu_factor, n)).round(2)
+    cost = rng.uniform(0.0, cost_max, n).round(2)
     size = rng.uniform(0.1, 1.0, n).round(3) * GiB
-    g = OpGraph.build(names, [(names[a], names[b], 1.0) for a, b in edges], name=f"series{seed}",
+    g = OpGraph.build(names, [(names[a], names[b], 1.0) for a, b in edges], name=name,
                       compute_us={"gpu": list(gpu), "cpu": list(cpu)}, param_bytes=list(size),
                       meta={"out_cost_us": dict(zip(names, cost.tolist()))})
-    devs = [Device("acc:0", "gpu", "accelerator", 0.45 * size.sum()), Device("acc:1", "gpu", "accelerator", 0.45 * size.sum()),
-            Device("cpu:0", "cpu", "cpu", 1024 * GiB)]
-    return Problem(g, make_cluster("small", devs, 1.0, 0.0))
+    devs = [Device(f"acc:{i}", "gpu", "accelerator", 0.45 * size.sum()) for i in range(accelerators)]
+    return Problem(g, make_cluster("small", devs + [Device("cpu:0", "cpu", "cpu", 1024 * GiB)], 1.0, 0.0))
 
 
 @pytest.mark.parametrize("seed", range(8))

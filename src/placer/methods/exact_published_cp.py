@@ -107,6 +107,26 @@ def identical_machines(m, machines) -> list[list[int]]:
     return out
 
 
+def cp_solver(seconds: float | None, deterministic_s: float, workers: int, seed: int | None = None,
+              least_s: float = 0.1):
+    """A CP-SAT solver under a wall clock of ``seconds`` (at least ``least_s``), or, without one, under
+    ``deterministic_s`` of deterministic time with interleaved workers (the same answer under any load)."""
+    from ortools.sat.python import cp_model
+
+    solver = cp_model.CpSolver()
+    if seconds is not None:
+        solver.parameters.max_time_in_seconds = float(max(least_s, seconds))
+    else:
+        solver.parameters.max_deterministic_time = float(deterministic_s)
+        if workers > 1:
+            solver.parameters.interleave_search = True
+    solver.parameters.num_workers = int(workers)
+    if seed is not None:
+        solver.parameters.random_seed = int(seed) % (2**31)
+    solver.parameters.catch_sigint_signal = False
+    return solver
+
+
 def cp_sat_solve(problem, objective, upper_us: float, seconds: float | None, deterministic_s: float, workers: int,
                  seed: int, hint: np.ndarray | None = None, model=None, floor_us: float = 0.0):
     """The same IP solved with CP-SAT (OR-Tools), exactly reformulated (docs/bounds_published.md):
@@ -314,16 +334,7 @@ def cp_sat_solve(problem, objective, upper_us: float, seconds: float | None, det
                     mdl.AddImplication(used, nxt)
                 used = nxt
     mdl.Minimize(top)
-    solver = cp_model.CpSolver()
-    if seconds is not None:
-        solver.parameters.max_time_in_seconds = float(max(0.1, seconds))
-    else:
-        solver.parameters.max_deterministic_time = float(deterministic_s)
-        if workers > 1:
-            solver.parameters.interleave_search = True
-    solver.parameters.num_workers = int(workers)
-    solver.parameters.random_seed = int(seed) % (2**31)
-    solver.parameters.catch_sigint_signal = False
+    solver = cp_solver(seconds, deterministic_s, workers, seed)
     status = solver.Solve(mdl)
     name = {cp_model.OPTIMAL: MILP_STATUS[0], cp_model.FEASIBLE: MILP_STATUS[1], cp_model.INFEASIBLE: MILP_STATUS[2],
             cp_model.UNKNOWN: MILP_STATUS[1]}.get(status, solver.StatusName(status))

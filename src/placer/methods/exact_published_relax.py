@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from placer.methods.exact_published_cp import cp_solver
+
 F, J, C, O = 0, 1, 2, 3  # the relaxed model's machines
 MAX_PATHS = 64  # segments with more source-to-sink paths get the four-machine model instead of the path split
 
@@ -225,18 +227,10 @@ def _with_one_piece(sm, ta, kin, e, kout, x, cap, best):
     return best, False
 
 
-def _solve(mdl, res, seconds, deterministic_s, workers, small=False) -> tuple[float, bool]:
+def _solve(mdl, res, seconds, deterministic_s, workers, small=False):
     from ortools.sat.python import cp_model
 
-    solver = cp_model.CpSolver()
-    if seconds is not None:
-        solver.parameters.max_time_in_seconds = float(max(0.01, seconds))
-    else:
-        solver.parameters.max_deterministic_time = float(deterministic_s)
-        if workers > 1:
-            solver.parameters.interleave_search = True
-    solver.parameters.num_workers = int(workers)
-    solver.parameters.catch_sigint_signal = False
+    solver = cp_solver(seconds, deterministic_s, workers, least_s=0.01)
     if small:  # a few hundred booleans: presolve and probing cost more than they save (measured: 3x)
         solver.parameters.cp_model_presolve = False
         solver.parameters.cp_model_probing_level = 0
