@@ -28,6 +28,8 @@ PER_SOLVE = 0.02  # a first solve of a point gets at most this share of the time
 # again with twice its time once the path is made of solved points)
 SUB_WORKERS = 4  # CP-SAT workers for a segment's model: small models, where more workers mostly wait (measured)
 RULE7_SHARE = 0.25  # of the time: rule 7's segments of the full model, solved apart
+SOLVES_PER_SEGMENT = 80  # without a wall clock: the points solved, at most, per segment (measured: 13 ms each)
+POINT_DET = 0.05  # without a wall clock: CP-SAT's deterministic limit for one relaxed point
 MAX_PATH_OPS = 64  # a run of articulation ops is one path segment up to this many ops (its program is quadratic)
 STITCH_SHARE = 0.2  # of the time: a placement joined from the final path's segments (an upper bound)
 
@@ -113,8 +115,8 @@ def coupled_segment_bound(problem, objective, upper_us: float, seconds: float | 
     """Rule 7's sum of segment bounds, then rule 10's segments at every articulation op coupled through the cut
     ops' device and the memory of their pieces. Returns (bound, rule 7's sum, segments, points solved); (0, 0,
     0, 0) when the graph has fewer than two segments. ``seconds``: wall-clock for all of it (None: each solve
-    under a share of ``deterministic_s``, reproducible); ``max_solves``: a cap on the points solved (default
-    without ``seconds``: 12 per segment). ``keep``: a dict that receives ``placement``, the segments' placements
+    under a fixed deterministic limit, reproducible); ``max_solves``: a cap on the points solved (default
+    without ``seconds``: ``SOLVES_PER_SEGMENT`` per segment). ``keep``: a dict that receives ``placement``, the segments' placements
     along the final path joined into one (:func:`_stitch`; None if none fits), built with ``STITCH_SHARE`` of the
     time, each segment's model hinted with ``hint`` where given."""
     m = model_for(problem)
@@ -139,8 +141,8 @@ def coupled_segment_bound(problem, objective, upper_us: float, seconds: float | 
     finest = max(1, int(grid)) if len(acc) and np.all(caps == caps[0]) else 1  # one interval unless one capacity
     A = len(acc)  # accelerators: the pieces the path opens, counted per variant, add up to at most these
     solves = 0
-    cap_solves = max_solves if max_solves is not None else (None if seconds is not None else 12 * S)
-    det = (1 - RULE7_SHARE) * deterministic_s / max(1, cap_solves or 12 * S)
+    cap_solves = max_solves if max_solves is not None else (None if seconds is not None else SOLVES_PER_SEGMENT * S)
+    det = POINT_DET  # the relaxed models are small: a fixed deterministic limit each (reproducible)
     stop = None if seconds is None else (1 - STITCH_SHARE * (keep is not None)) * seconds
 
     def left():
@@ -309,9 +311,10 @@ def _stitch(problem, objective, m, segs, on_path, ask, upper_us, seconds, determ
         e, x, ke, kx = ask(s, i, k)
         before = held[out[a - 1]] if a > 0 and m.acc[out[a - 1]] else 0.0
         x = max(0.0, x - max(0.0, before - e))  # the piece holds more than the path's state says: it keeps less free
-        opens = v if v < VARIANTS - 1 else max(v, len(free) - (later[n + 1] if n + 1 < S else 0))
+        spare = len(free) - (later[n + 1] if n + 1 < S else 0)  # accelerators the path does not open after this
+        opens = v if v < VARIANTS - 1 else max(v, spare)
         place = None
-        for x, opens in ((x, opens), (0.0, len(free))):  # then without the path's reservation and piece count
+        for x, opens in ((x, opens), (0.0, opens), (0.0, max(opens, spare)), (0.0, len(free))):  # then asking less
             mem, t = sm.mem_bytes.copy(), sm.t_us.copy()
             if a > 0:
                 mem[0] = before
@@ -321,7 +324,7 @@ def _stitch(problem, objective, m, segs, on_path, ask, upper_us, seconds, determ
                     t[op, cpu if kind == "acc" else acc] = np.inf
             t[:, acc[int(a > 0 and ke != "cpu") + opens:]] = np.inf  # the copy's accelerator and those it may open
             secs = None if seconds is None else max(0.05, (seconds - (time.monotonic() - t0)) / (S - n))
-            place, _, _, _ = cp_sat_solve(problem, objective, upper_us, secs, deterministic_s / S,
+            place, _, _, _ = cp_sat_solve(problem, objective, upper_us, secs, max(0.5, deterministic_s / S),
                                           min(workers, SUB_WORKERS), seed, hint=None if hint is None else hint[ops],
                                           model=replace(sm, mem_bytes=mem, t_us=t))
             if place is not None:
