@@ -13,7 +13,7 @@ import pytest
 from placer.frontends import load_any_graph
 from placer.frontends.dnn_partitioning import cluster_for
 from placer.methods import Budget, run_method
-from placer.methods.dp_split import published_order, unordered_map_order
+from placer.methods.published_greedy import published_order, unordered_map_order
 from placer.objectives import make_objective
 from placer.objectives.units import blocks_for
 from placer.problem import Problem

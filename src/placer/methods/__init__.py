@@ -14,6 +14,7 @@ from placer.methods import local_search  # noqa: F401
 from placer.methods import multilevel  # noqa: F401
 from placer.methods import exact  # noqa: F401
 from placer.methods import dp_split  # noqa: F401
+from placer.methods import published_greedy  # noqa: F401
 from placer.methods import exact_published  # noqa: F401
 from placer.methods import learned  # noqa: F401  (Post, Placeto, ColocRL, HP, GDP, Mars, DOPPLER, GiPH)
 from placer.methods import incumbents  # noqa: F401
