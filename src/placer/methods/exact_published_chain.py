@@ -160,7 +160,6 @@ def coupled_segment_bound(problem, objective, upper_us: float, seconds: float | 
         """The bound on a grid of G intervals, starting from the points solved on the grid of G / 2 (``before``;
         each of its intervals is two of these, so its points are points here asking the same). Returns (bound,
         path, whether the path is made of closed points, ask, segments)."""
-        nonlocal solves
         pts = np.linspace(0.0, cap, G + 1)  # on an accelerator, A lies in [pts[j], pts[j + 1]] for some j
         cut_states = ([1] if len(cpu) else []) + ([2 + j for j in range(G)] if len(acc) else [])
         segments = [_Segment(before[s].sm if before else sub_model(m, np.arange(max(0, a - 1), b + 1), free_first=a > 0),
