@@ -42,7 +42,7 @@ and piece memory (:func:`placer.methods.exact_published_chain.coupled_segment_bo
 (:mod:`placer.methods.exact_published_relax`, rule 10), cuts at every articulation op, counts the accelerators
 the path opens, and joins the segments' placements along the path into an upper bound (rule 11). Version 6 solves
 more points without a wall clock (80 per segment, a fixed deterministic limit each) and lets the join ask less in
-steps before it takes every free accelerator.
+steps before it takes every free accelerator. Version 7 joins only under a wall clock.
 
 Identical accelerators are interchangeable: the first group of accelerator m must come after the
 first group of accelerator m-1 (symmetry breaking, when the model stays small). The solution is
@@ -293,7 +293,7 @@ def dp_start(problem, objective, ev: Evaluator, limit: int) -> tuple[np.ndarray 
 
 @register("exact-published", "the published latency / max-load integer programs (Tarnawski et al. 2020) "
           "solved with CP-SAT (or HiGHS), upper bound from DP splits and interval search; optimality gap "
-          "reported", "exact", ExactPublishedConfig, paper="Tarnawski et al., NeurIPS 2020, section 5 (IP)", version=6)
+          "reported", "exact", ExactPublishedConfig, paper="Tarnawski et al., NeurIPS 2020, section 5 (IP)", version=7)
 def exact_published(problem, seed: int, ev: Evaluator, cfg: ExactPublishedConfig):
     from placer.objectives.published import LatencyObjective, ThroughputObjective
     from placer.methods.search import interval_search

@@ -116,7 +116,8 @@ def coupled_segment_bound(problem, objective, upper_us: float, seconds: float | 
     ops' device and the memory of their pieces. Returns (bound, rule 7's sum, segments, points solved); (0, 0,
     0, 0) when the graph has fewer than two segments. ``seconds``: wall-clock for all of it (None: each solve
     under a fixed deterministic limit, reproducible); ``max_solves``: a cap on the points solved (default
-    without ``seconds``: ``SOLVES_PER_SEGMENT`` per segment). ``keep``: a dict that receives ``placement``, the segments' placements
+    without ``seconds``: ``SOLVES_PER_SEGMENT`` per segment). ``keep`` (under a wall clock): a dict that receives
+    ``placement``, the segments' placements
     along the final path joined into one (:func:`_stitch`; None if none fits), built with ``STITCH_SHARE`` of the
     time, each segment's model hinted with ``hint`` where given."""
     m = model_for(problem)
@@ -286,7 +287,8 @@ def coupled_segment_bound(problem, objective, upper_us: float, seconds: float | 
         if not closed or G >= finest or out_of_time():
             break
         G = min(finest, 2 * G)
-    if keep is not None:
+    if keep is not None and seconds is not None:  # under a wall clock only: without one, CP-SAT's descent on a
+        # segment's full model can take one tick per solution for minutes before its deterministic limit (measured)
         keep["placement"] = _stitch(problem, objective, m, segs, last[0], last[1], upper_us, left(),
                                     STITCH_SHARE * deterministic_s, workers, seed, hint)
     return max(bound, plain), plain, S, solves
