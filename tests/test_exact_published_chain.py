@@ -106,14 +106,19 @@ def test_coupled_bound_never_exceeds_brute_force_on_series_graphs(seed):
     P = _series_problem(seed)
     obj = make_objective("latency")
     best, _ = brute_force(P, obj)
-    keep = {}
-    lb, plain, segs, _ = _bounds(P, best, keep=keep)
+    lb, plain, segs, _ = _bounds(P, best)
     assert segs >= 2
     assert 0 < plain <= lb <= best * (1 + 1e-9), (plain, lb, best)
-    joined = keep.get("placement")
+    # the join runs under a wall clock only: a generous one (an 8-op graph needs well under a second)
+    from placer.methods.exact_published_chain import coupled_segment_bound
+
+    keep = {}
+    lb_t, _, _, _ = coupled_segment_bound(P, obj, best, 60.0, 10.0, 1, 0, max_ops=2, grid=4, keep=keep)
+    assert lb_t <= best * (1 + 1e-9)
+    joined = keep.get("placement")  # best effort: None where the join runs out of accelerators (seed 4 here)
     if joined is not None:
         assert obj.check(P, joined) is None
-        assert obj.evaluate(P, joined) >= lb * (1 - 1e-9)
+        assert obj.evaluate(P, joined) >= lb_t * (1 - 1e-9)
 
 
 @pytest.mark.parametrize("seed", range(8))
